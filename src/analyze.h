@@ -1,0 +1,86 @@
+/* analyze.h: numbers only, no prose. Per device and pool, what memory_stats() would say at the
+ * snapshot's moment; free-space layout and fragmentation; the trace replayed once into peaks and
+ * a down-sampled timeline; live allocation sites.
+ *
+ * Ownership: an_result owns its arrays; an_free releases them. It keeps pointers into the
+ * md_snapshot it was computed from, which must outlive it. */
+#ifndef MR_ANALYZE_H
+#define MR_ANALYZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "util.h"
+
+enum { AN_POOL_ALL, AN_POOL_LARGE, AN_POOL_SMALL, AN_POOL_PRIVATE, AN_POOL_COUNT };
+
+typedef struct {
+	/* The same words as torch.cuda.memory_stats(), ".current". */
+	uint64_t reserved, allocated, active, requested;
+	uint64_t inactive_split, inactive_split_blocks; /* not counted in expandable segments */
+	uint64_t segments;
+	/* Layout. */
+	uint64_t free_cached;   /* every inactive block, split or not */
+	uint64_t free_blocks;
+	uint64_t largest_free;  /* largest inactive block */
+	uint64_t whole_free;    /* segments with no active block: what empty_cache() releases */
+	uint64_t pending_free, pending_free_blocks; /* freed, but an event is still outstanding */
+	uint64_t active_blocks;
+	uint64_t rounding_waste; /* size - requested over active blocks */
+} an_pool;
+
+/* One bucket of the down-sampled timeline: min and max inside keep every peak. */
+typedef struct {
+	size_t first_event;
+	int64_t time_us; /* MD_TIME_NONE when the trace has no times */
+	uint64_t allocated_min, allocated_max;
+	uint64_t reserved_min, reserved_max;
+} an_point;
+
+typedef struct {
+	uint32_t stack; /* interned stack id */
+	uint64_t bytes, requested;
+	uint64_t count;
+} an_site;
+
+typedef struct {
+	int32_t device;
+	an_pool pool[AN_POOL_COUNT];
+	double fragmentation; /* 1 - largest_free / free_cached, 0 when nothing is free */
+	int expandable;       /* expandable segments seen or configured */
+	size_t segment_first, segment_count; /* this device's slice of md_snapshot.segments */
+
+	/* From the trace. */
+	int has_trace;          /* at least one event */
+	size_t trace_events;
+	int truncated;          /* 1 when the trace does not reach back to an empty allocator */
+	uint64_t blocks_before_window; /* live blocks the trace never saw allocated */
+	uint64_t initial_reserved, initial_allocated; /* reconstructed at the window's start */
+	uint64_t peak_allocated, peak_reserved;
+	size_t peak_allocated_event, peak_reserved_event;
+	uint64_t oom_events;
+	size_t last_oom_event; /* valid when oom_events > 0 */
+	an_point *timeline;
+	size_t timeline_count;
+
+	an_site *sites; /* live blocks grouped by stack, largest first */
+	size_t site_count;
+} an_device;
+
+typedef struct {
+	an_device *devices;
+	size_t device_count;
+} an_result;
+
+/* Computes everything for every device of s. max_points bounds the timeline (0: 2000). */
+mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr_error *err);
+void an_free(an_result *r);
+
+/* Rounds a request the way the caching allocator does (512 B, roundup_power2_divisions). */
+uint64_t an_round_size(const md_settings *cfg, uint64_t size);
+
+/* PyTorch's own viewer hides these frames (unwinding, interpreter, dispatcher plumbing). */
+int an_frame_hidden(const md_snapshot *s, const md_frame *f);
+
+#endif

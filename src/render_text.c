@@ -1,0 +1,81 @@
+/* render_text.c: a terminal summary. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "report.h"
+
+static void line_bytes(mr_buf *b, const char *label, uint64_t v)
+{
+	char s[32];
+	mr_format_bytes(s, sizeof s, v);
+	mr_buf_printf(b, "  %-26s %12s  (%" PRIu64 " bytes)\n", label, s, v);
+}
+
+/* Up to `max` frames of a stack that PyTorch's viewer would show, innermost first. */
+static void short_stack(mr_buf *b, const md_snapshot *s, const rp_options *opt, uint32_t stack,
+			size_t max)
+{
+	const md_stack *st = &s->stacks[stack];
+	size_t shown = 0;
+	char pbuf[4096];
+	for (size_t i = 0; i < st->count && shown < max; i++) {
+		const md_frame *f = &s->frames[st->first + i];
+		if (an_frame_hidden(s, f))
+			continue;
+		mr_buf_printf(b, "        %s (%s:%d)\n", md_str(s, f->name),
+			      rp_path(opt, md_str(s, f->filename), pbuf, sizeof pbuf), f->line);
+		shown++;
+	}
+	if (st->count == 0)
+		mr_buf_puts(b, "        (no stack recorded)\n");
+}
+
+mr_status rp_render_text(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err)
+{
+	mr_buf *b = out;
+	mr_buf_puts(b, "memreport: ");
+	for (size_t i = 0; i < run->input_count; i++) {
+		char pbuf[4096];
+		mr_buf_printf(b, "%s%s (%s)", i ? ", " : "",
+			      rp_path(opt, run->inputs[i].path, pbuf, sizeof pbuf),
+			      rp_kind_name(run->inputs[i].kind));
+	}
+	mr_buf_puts(b, "\n");
+	const md_snapshot *s = &run->snap;
+	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
+		const an_device *dv = &run->an.devices[d];
+		const an_pool *p = &dv->pool[AN_POOL_ALL];
+		if (opt->device >= 0 && dv->device != opt->device)
+			continue;
+		mr_buf_printf(b, "\nDevice %d: %" PRIu64 " segments%s\n", dv->device, p->segments,
+			      dv->expandable ? " (expandable segments)" : "");
+		line_bytes(b, "reserved", p->reserved);
+		line_bytes(b, "allocated", p->allocated);
+		line_bytes(b, "active", p->active);
+		line_bytes(b, "requested", p->requested);
+		line_bytes(b, "inactive split", p->inactive_split);
+		line_bytes(b, "free cached", p->free_cached);
+		line_bytes(b, "largest free block", p->largest_free);
+		mr_buf_printf(b, "  %-26s %12.1f%%\n", "fragmentation", dv->fragmentation * 100.0);
+		if (dv->pool[AN_POOL_PRIVATE].segments)
+			line_bytes(b, "in private pools", dv->pool[AN_POOL_PRIVATE].reserved);
+		if (dv->has_trace) {
+			line_bytes(b, "peak allocated (trace)", dv->peak_allocated);
+			line_bytes(b, "peak reserved (trace)", dv->peak_reserved);
+			mr_buf_printf(b, "  %-26s %12zu%s\n", "trace events", dv->trace_events,
+				      dv->truncated ? "  (truncated: peaks are lower bounds)" : "");
+		} else {
+			mr_buf_puts(b, "  no trace recorded: peaks unknown\n");
+		}
+		if (dv->site_count)
+			mr_buf_puts(b, "\n  Top live allocation sites:\n");
+		for (size_t i = 0; i < dv->site_count && i < 10; i++) {
+			char sz[32];
+			mr_format_bytes(sz, sizeof sz, dv->sites[i].bytes);
+			mr_buf_printf(b, "  %2zu. %10s in %" PRIu64 " block%s\n", i + 1, sz,
+				      dv->sites[i].count, dv->sites[i].count == 1 ? "" : "s");
+			short_stack(b, s, opt, dv->sites[i].stack, 3);
+		}
+	}
+	return b->failed ? mr_oom(err) : MR_OK;
+}

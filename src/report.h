@@ -1,0 +1,60 @@
+/* report.h: one run's evidence, loaded from one or more inputs, and the renderers.
+ *
+ * Several inputs in one call describe one run: a snapshot gives the layout, a log or a
+ * memory_summary() table adds what they know. Renderers read an rp_run and append to an
+ * mr_buf; they never print.
+ *
+ * Ownership: rp_run owns everything it holds; rp_free releases it. */
+#ifndef MR_REPORT_H
+#define MR_REPORT_H
+
+#include <stddef.h>
+
+#include "analyze.h"
+#include "model.h"
+#include "util.h"
+
+typedef enum {
+	RP_SNAPSHOT,
+	RP_MEMORY_SUMMARY,
+	RP_OOM_MESSAGE,
+	RP_MEMORY_STATS,
+} rp_kind;
+
+typedef struct {
+	char *path;   /* as given on the command line */
+	rp_kind kind; /* detected from content */
+} rp_input;
+
+typedef struct {
+	rp_input *inputs;
+	size_t input_count;
+	int has_snapshot;
+	md_snapshot snap;
+	an_result an;
+} rp_run;
+
+typedef struct {
+	int device;       /* -1: every device */
+	int redact_paths; /* --redact-paths */
+	int quiet;        /* -q: no progress */
+} rp_options;
+
+/* Reads every input into one run. On failure the message names the input. */
+mr_status rp_load(rp_run *run, const char *const *paths, size_t count, const rp_options *opt,
+		  mr_error *err);
+void rp_free(rp_run *run);
+
+const char *rp_kind_name(rp_kind k);
+
+/* Renderers: append the whole report to out. */
+mr_status rp_render_json(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err);
+mr_status rp_render_text(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err);
+mr_status rp_render_html(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err);
+mr_status rp_render_md(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err);
+
+/* A frame's file name as reports show it: with --redact-paths, home folders, user names and
+ * host-specific prefixes become neutral placeholders. Writes into buf, returns buf. */
+const char *rp_path(const rp_options *opt, const char *path, char *buf, size_t bufsz);
+
+#endif

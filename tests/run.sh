@@ -1,0 +1,43 @@
+#!/bin/sh
+# run.sh BUILD_DIR BINARY: runs every test and ends with "N passed, N failed".
+# Unit tests are the cmocka programs BUILD_DIR/tests/test_*; cli.sh checks the command line.
+set -u
+build=$1
+bin=$2
+shared=${MEMREPORT_SHARED:-../shared}
+export MEMREPORT_SHARED="$shared"
+passed=0
+failed=0
+# The large corpus sample is xz-compressed in the shared folder.
+big="$shared/corpus/gpt_large_trace/snapshot.pickle.xz"
+if [ -f "$big" ] && [ ! -f build/gpt_large_trace.pickle ] && command -v xz >/dev/null; then
+	xz -dkc "$big" > build/gpt_large_trace.pickle.part && mv build/gpt_large_trace.pickle.part build/gpt_large_trace.pickle
+fi
+for t in "$build"/tests/test_*; do
+	[ -x "$t" ] || continue
+	log="$t.log"
+	"$t" > "$log" 2>&1
+	rc=$?
+	p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+	f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+	p=${p:-0}
+	f=${f:-0}
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1 # crashed or sanitizer report before the summary
+	fi
+	echo "$(basename "$t"): $p passed, $f failed"
+	if [ "$f" -ne 0 ]; then
+		grep -E '^\[  (FAILED|  ERROR) \]|ERROR|error:|Sanitizer|runtime error' "$log" | head -n 20
+	fi
+	passed=$((passed + p))
+	failed=$((failed + f))
+done
+out=$(sh tests/cli.sh "$bin" 2>&1)
+echo "$out" | grep -v '^ok ' || true
+p=$(echo "$out" | grep -c '^ok ')
+f=$(echo "$out" | grep -c '^not ok ')
+echo "cli.sh: $p passed, $f failed"
+passed=$((passed + p))
+failed=$((failed + f))
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

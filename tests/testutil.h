@@ -1,0 +1,67 @@
+/* testutil.h: what every cmocka test file includes. Tests run from the project root. */
+#ifndef MR_TESTUTIL_H
+#define MR_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+/* Folder of the shared corpus: $MEMREPORT_SHARED, else ../shared. */
+static inline const char *tu_shared(void)
+{
+	const char *s = getenv("MEMREPORT_SHARED");
+	return s && *s ? s : "../shared";
+}
+
+/* Reads a whole file; returns NULL when it cannot. Caller frees. */
+static inline unsigned char *tu_read(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	size_t cap = 1 << 16, n = 0;
+	unsigned char *buf = malloc(cap + 1);
+	size_t got;
+	while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+		n += got;
+		if (n == cap) {
+			unsigned char *nb = realloc(buf, cap * 2 + 1);
+			if (!nb) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	fclose(f);
+	if (buf)
+		buf[n] = 0;
+	*len = n;
+	return buf;
+}
+
+/* Reads `"key": <integer>` from a flat JSON file such as memory_stats.json. Returns 1 if found. */
+static inline int tu_json_int(const char *json, const char *key, long long *out)
+{
+	char pat[256];
+	snprintf(pat, sizeof pat, "\"%s\":", key);
+	const char *p = strstr(json, pat);
+	if (!p)
+		return 0;
+	p += strlen(pat);
+	while (*p == ' ')
+		p++;
+	char *end;
+	*out = strtoll(p, &end, 10);
+	return end != p;
+}
+
+#endif
