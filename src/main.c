@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commands.h"
 #include "output.h"
 #include "report.h"
 #include "templates.h"
@@ -196,10 +197,12 @@ int main(int argc, char **argv)
 	} else if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
 		puts("memreport " MEMREPORT_VERSION);
 		rc = 0;
-	} else if (argc >= 2 && (strcmp(argv[1], "batch") == 0 || strcmp(argv[1], "diff") == 0 ||
-				 strcmp(argv[1], "simulate") == 0)) {
-		fprintf(stderr, "memreport: '%s' is not available in this version yet\n", argv[1]);
-		rc = MR_EFAIL;
+	} else if (argc >= 2 && strcmp(argv[1], "batch") == 0) {
+		rc = cmd_batch(argc - 1, argv + 1);
+	} else if (argc >= 2 && strcmp(argv[1], "diff") == 0) {
+		rc = cmd_diff(argc - 1, argv + 1);
+	} else if (argc >= 2 && strcmp(argv[1], "simulate") == 0) {
+		rc = cmd_simulate(argc - 1, argv + 1);
 	} else {
 		rc = report_main(argc, argv);
 	}

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 
+#include "advise.h"
 #include "analyze.h"
 #include "model.h"
 #include "util.h"
@@ -32,6 +33,7 @@ typedef struct {
 	int has_snapshot;
 	md_snapshot snap;
 	an_result an;
+	ad_advice advice; /* always computed, whatever the inputs */
 } rp_run;
 
 typedef struct {
@@ -46,6 +48,10 @@ mr_status rp_load(rp_run *run, const char *const *paths, size_t count, const rp_
 void rp_free(rp_run *run);
 
 const char *rp_kind_name(rp_kind k);
+
+/* Diagnosis of a loaded run (advise.c): verdict, OOM cause, categories, findings, ranked
+ * recommendations. */
+mr_status ad_advise(const rp_run *run, ad_advice *out, mr_error *err);
 
 /* Renderers: append the whole report to out. */
 mr_status rp_render_json(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err);

@@ -106,6 +106,8 @@ mr_status rp_load(rp_run *run, const char *const *paths, size_t count, const rp_
 	}
 	if (run->has_snapshot && (st = an_analyze(&run->snap, 0, &run->an, err)))
 		goto fail;
+	if ((st = ad_advise(run, &run->advice, err)))
+		goto fail;
 	return MR_OK;
 fail:
 	rp_free(run);
@@ -117,6 +119,7 @@ void rp_free(rp_run *run)
 	for (size_t i = 0; i < run->input_count; i++)
 		free(run->inputs[i].path);
 	free(run->inputs);
+	ad_free(&run->advice);
 	if (run->has_snapshot) {
 		an_free(&run->an);
 		md_free(&run->snap);
