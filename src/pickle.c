@@ -36,7 +36,8 @@ struct pk_decoder {
 	size_t *marks;
 	size_t mark_count, mark_cap;
 	pk_val *memo;
-	size_t memo_count, memo_cap;
+	size_t memo_count, memo_cap; /* memo_count: highest index stored + 1 */
+	size_t memo_len;             /* entries stored: where MEMOIZE puts the next one */
 	char *chunk_cur;
 	size_t chunk_left;
 	const char **str_ptr; /* str_ptr[node] for string nodes */
@@ -382,10 +383,12 @@ static mr_status memo_put(pk_run_state *r, uint64_t idx)
 	if (idx >= d->memo_count) {
 		if (MR_GROW(d->memo, d->memo_cap, (size_t)idx + 1))
 			return mr_oom(r->err);
-		for (size_t i = d->memo_count; i < idx; i++)
+		for (size_t i = d->memo_count; i <= idx; i++)
 			d->memo[i] = PK_INVALID;
 		d->memo_count = (size_t)idx + 1;
 	}
+	if (d->memo[idx] == PK_INVALID)
+		d->memo_len++;
 	d->memo[idx] = d->stack[d->sp - 1];
 	return MR_OK;
 }
@@ -410,17 +413,14 @@ static mr_status pop_mark(pk_run_state *r, size_t *mark)
 	return MR_OK;
 }
 
-static pk_node *container_at(pk_run_state *r, size_t pos, int want_dict)
+static pk_node *container_at(pk_run_state *r, size_t pos, pk_type want)
 {
 	pk_decoder *d = r->d;
 	pk_val v = d->stack[pos];
 	if ((v & 7) != PK_TAG_REF)
 		return NULL;
 	pk_node *n = &d->nodes[v >> 3];
-	if (want_dict ? n->type != PK_T_DICT
-		      : (n->type != PK_T_LIST && n->type != PK_T_SET))
-		return NULL;
-	return n;
+	return n->type == want ? n : NULL;
 }
 
 /* Appends n words to a container node, growing its slot range by doubling. */
@@ -500,7 +500,7 @@ static mr_status dict_set(pk_run_state *r, size_t node_id, size_t first, size_t 
 
 static mr_status dict_at(pk_run_state *r, size_t pos, size_t *node_id)
 {
-	if (!container_at(r, pos, 1))
+	if (!container_at(r, pos, PK_T_DICT))
 		return bad(r, "target is not a dict");
 	*node_id = (size_t)(r->d->stack[pos] >> 3);
 	return MR_OK;
@@ -627,7 +627,7 @@ static mr_status step(pk_run_state *r, int *stop)
 	case 'a': /* APPEND */
 		if (d->sp < 2 || (d->mark_count && d->marks[d->mark_count - 1] > d->sp - 2))
 			return bad(r, "needs a list and a value on the stack");
-		if (!container_at(r, d->sp - 2, 0))
+		if (!container_at(r, d->sp - 2, PK_T_LIST))
 			return bad(r, "target is not a list");
 		st = add_items(r, d->stack[d->sp - 2] >> 3, d->stack + d->sp - 1, 1);
 		d->sp--;
@@ -636,8 +636,8 @@ static mr_status step(pk_run_state *r, int *stop)
 	case 0x90: /* ADDITEMS */
 		if ((st = pop_mark(r, &mark)))
 			return st;
-		if (mark == 0 || !container_at(r, mark - 1, 0))
-			return bad(r, "no list below the MARK");
+		if (mark == 0 || !container_at(r, mark - 1, op == 'e' ? PK_T_LIST : PK_T_SET))
+			return bad(r, op == 'e' ? "no list below the MARK" : "no set below the MARK");
 		st = d->sp > mark ? add_items(r, d->stack[mark - 1] >> 3, d->stack + mark, d->sp - mark)
 				  : MR_OK;
 		d->sp = mark;
@@ -649,7 +649,7 @@ static mr_status step(pk_run_state *r, int *stop)
 			return truncated(r);
 		{
 			uint64_t n = *r->p++;
-			return push_string(r, op == 0x8c ? PK_T_STR : PK_T_BYTES, n);
+			return push_string(r, op == 'C' ? PK_T_BYTES : PK_T_STR, n);
 		}
 	case 'X': /* BINUNICODE */
 	case 'B': /* BINBYTES */
@@ -661,7 +661,7 @@ static mr_status step(pk_run_state *r, int *stop)
 			r->p += 4;
 			if (op == 'T' && n > INT32_MAX)
 				return bad(r, "negative length");
-			return push_string(r, op == 'X' ? PK_T_STR : PK_T_BYTES, n);
+			return push_string(r, op == 'B' ? PK_T_BYTES : PK_T_STR, n);
 		}
 	case 0x8d: /* BINUNICODE8 */
 	case 0x8e: /* BINBYTES8 */
@@ -736,8 +736,8 @@ static mr_status step(pk_run_state *r, int *stop)
 		return push(r, mk_const(PK_TRUE));
 	case 0x89:
 		return push(r, mk_const(PK_FALSE));
-	case 0x94:
-		return memo_put(r, d->memo_count);
+	case 0x94: /* MEMOIZE: index = entries stored so far, as CPython (len(memo)) */
+		return memo_put(r, d->memo_len);
 	case 'q':
 		if (!need(r, 1))
 			return truncated(r);
@@ -812,6 +812,7 @@ mr_status pk_run(pk_decoder *d, const uint8_t *data, size_t len, mr_error *err)
 	d->sp = 0;
 	d->mark_count = 0;
 	d->memo_count = 0; /* a memo entry of an earlier run must not resolve in this one */
+	d->memo_len = 0;
 	d->memo_gets = 0;
 	d->result = mk_const(PK_NONE);
 	if (len == 0)

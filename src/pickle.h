@@ -8,7 +8,7 @@
  *
  * Values are 64-bit tagged words. Small integers, None and booleans are stored inline; strings,
  * bytes, large integers, floats and containers live in nodes owned by the decoder. Memo
- * references share nodes, so the result is a DAG: never free or walk it as a tree.
+ * references share nodes (and can even make cycles): never walk it recursively.
  *
  * Ownership: everything reachable from pk_result() belongs to the pk_decoder and is released
  * by pk_free(). Strings are copied out of the input, so the input may be unmapped after
