@@ -1,0 +1,961 @@
+/* test_evidence.c: memory_summary() tables, OOM messages and memory_stats() dumps.
+ *
+ * The corpus (../shared/corpus) gives real PyTorch 2.11 texts with their ground truth
+ * (memory_stats.json, facts.json); tests/fixtures/text/ holds the other eras and shapes: written
+ * by hand (oom_*.txt/log, garbage_readme.txt) or by tests/fixtures/gen_text_fixtures.py from the
+ * corpus stats (tables in 1.x units, abbreviated, MLU words, log prefixes, hard wraps, several
+ * tables per log). Expected byte figures of the hand-written messages were computed apart
+ * (Python Decimal, round half up), not with the code under test. */
+#include "testutil.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <sys/stat.h>
+
+#include "evidence.h"
+
+#define FIX "tests/fixtures/text/"
+#define UNK UINT64_MAX
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+static char *read_text(const char *path, size_t *len)
+{
+	char *d = (char *)tu_read(path, len);
+	if (!d)
+		fail_msg("cannot read %s", path);
+	return d;
+}
+
+static void parse_file(const char *path, ev_text *t)
+{
+	size_t len = 0;
+	char *d = read_text(path, &len);
+	mr_error err = {0};
+	mr_status st = ev_parse_text(d, len, t, &err);
+	if (st != MR_OK)
+		fail_msg("%s: %s", path, err.msg);
+	free(d);
+}
+
+static void load_stats(const char *path, ev_stats *s)
+{
+	size_t len = 0;
+	char *d = read_text(path, &len);
+	mr_error err = {0};
+	if (ev_parse_stats_json(d, len, s, &err) != MR_OK)
+		fail_msg("%s: %s", path, err.msg);
+	free(d);
+}
+
+static uint64_t stat_of(const ev_stats *s, const char *key)
+{
+	uint64_t v = 0;
+	if (!ev_stats_get(s, key, &v))
+		fail_msg("stats lack %s", key);
+	return v;
+}
+
+/* Every cell of a table against the memory_stats it was printed from: value <= truth <
+ * value + unit (exact when unit is 1). */
+static void check_summary(const ev_summary *sm, const ev_stats *st, int pooled, int has_requested, int has_oversize,
+			  const char *what)
+{
+	static const char *pools[] = {"all", "large_pool", "small_pool"};
+	static const char *cols[] = {"current", "peak", "allocated", "freed"};
+	char key[128];
+	assert_int_equal(sm->abbreviated, !pooled);
+	assert_int_equal((uint64_t)sm->num_ooms, stat_of(st, "num_ooms"));
+	assert_int_equal((uint64_t)sm->num_alloc_retries, stat_of(st, "num_alloc_retries"));
+	for (int m = 0; m < EV_METRIC_COUNT; m++) {
+		int oversize = m == EV_OVERSIZE_ALLOCS || m == EV_OVERSIZE_SEGMENTS;
+		int present = (m != EV_REQUESTED || has_requested) && (!oversize || has_oversize);
+		for (int p = 0; p < EV_POOL_COUNT; p++) {
+			int want = present && (p == EV_POOL_ALL || (pooled && !oversize));
+			for (int c = 0; c < EV_COL_COUNT; c++) {
+				const ev_cell *cell = &sm->cells[m][p][c];
+				if (!want) {
+					if (cell->known)
+						fail_msg("%s: unexpected cell %s/%s/%s", what, ev_metric_stat_key(m), pools[p],
+							 cols[c]);
+					continue;
+				}
+				if (oversize)
+					snprintf(key, sizeof key, "%s.%s", ev_metric_stat_key(m), cols[c]);
+				else
+					snprintf(key, sizeof key, "%s.%s.%s", ev_metric_stat_key(m), pools[p], cols[c]);
+				uint64_t truth = stat_of(st, key);
+				if (!cell->known)
+					fail_msg("%s: %s not parsed", what, key);
+				if (!(cell->value <= truth && truth - cell->value < cell->unit))
+					fail_msg("%s: %s parsed %llu (unit %llu), truth %llu", what, key,
+						 (unsigned long long)cell->value, (unsigned long long)cell->unit,
+						 (unsigned long long)truth);
+				if (!ev_metric_is_bytes(m) && truth < 750000)
+					assert_int_equal(cell->unit, 1); /* small counts are exact */
+			}
+		}
+	}
+}
+
+/* An amount such as "192.00 MiB" converted apart from the code under test. */
+static uint64_t amount_ref(const char *s)
+{
+	double v;
+	char unit[8];
+	if (sscanf(s, "%lf %7s", &v, unit) != 2)
+		fail_msg("bad amount %s", s);
+	long double mult = 1;
+	if (!strncmp(unit, "KiB", 3))
+		mult = 1024.0L;
+	else if (!strncmp(unit, "MiB", 3))
+		mult = 1048576.0L;
+	else if (!strncmp(unit, "GiB", 3))
+		mult = 1073741824.0L;
+	return (uint64_t)llroundl((long double)v * mult);
+}
+
+/* 1-based number of the first line of `text` that contains `needle`. */
+static size_t line_of(const char *text, const char *needle)
+{
+	const char *p = strstr(text, needle);
+	assert_non_null(p);
+	size_t line = 1;
+	for (const char *q = text; q < p; q++)
+		line += *q == '\n';
+	return line;
+}
+
+/* Calls fn(folder path, folder name) for every sample folder of the corpus. */
+static void each_sample(void (*fn)(const char *dir, const char *name, int *count), int *count)
+{
+	char root[512];
+	snprintf(root, sizeof root, "%s/corpus", tu_shared());
+	DIR *d = opendir(root);
+	if (!d)
+		fail_msg("cannot open %s", root);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		char dir[1024], probe[1100];
+		struct stat sb;
+		snprintf(dir, sizeof dir, "%s/%s", root, e->d_name);
+		snprintf(probe, sizeof probe, "%s/memory_stats.json", dir);
+		if (stat(probe, &sb) == 0)
+			fn(dir, e->d_name, count);
+	}
+	closedir(d);
+}
+
+/* ---- corpus --------------------------------------------------------------------------------- */
+
+static void corpus_summary_one(const char *dir, const char *name, int *count)
+{
+	char path[1200];
+	ev_stats st;
+	snprintf(path, sizeof path, "%s/memory_stats.json", dir);
+	load_stats(path, &st);
+	for (int abbrev = 0; abbrev < 2; abbrev++) {
+		ev_text t;
+		snprintf(path, sizeof path, "%s/%s", dir, abbrev ? "memory_summary_abbrev.txt" : "memory_summary.txt");
+		parse_file(path, &t);
+		assert_int_equal(t.summary_count, 1);
+		assert_int_equal(t.oom_count, 0);
+		const ev_summary *sm = &t.summaries[0];
+		assert_int_equal(sm->line, 1);
+		assert_int_equal(sm->device, 0);
+		assert_string_equal(sm->backend, "CUDA");
+		assert_int_equal(sm->legacy_units, 0);
+		check_summary(sm, &st, !abbrev, 1, 1, path);
+		/* the four figures the brief names, spelled out */
+		assert_true(sm->cells[EV_RESERVED][0][EV_CUR].value <= stat_of(&st, "reserved_bytes.all.current"));
+		assert_true(sm->cells[EV_ALLOCATED][0][EV_PEAK].value <= stat_of(&st, "allocated_bytes.all.peak"));
+		assert_int_equal(sm->cells[EV_SEGMENTS][0][EV_CUR].value, stat_of(&st, "segment.all.current"));
+		assert_int_equal(sm->cells[EV_INACTIVE_SPLIT_ALLOCS][0][EV_CUR].value,
+				 stat_of(&st, "inactive_split.all.current"));
+		ev_text_free(&t);
+	}
+	(void)name;
+	ev_stats_free(&st);
+	(*count)++;
+}
+
+static void test_corpus_summaries(void **state)
+{
+	(void)state;
+	int n = 0;
+	each_sample(corpus_summary_one, &n);
+	assert_true(n >= 17);
+}
+
+static void corpus_stats_one(const char *dir, const char *name, int *count)
+{
+	char path[1200];
+	ev_stats st;
+	snprintf(path, sizeof path, "%s/memory_stats.json", dir);
+	load_stats(path, &st);
+	assert_int_equal(st.count, 122);
+	snprintf(path, sizeof path, "%s/facts.json", dir);
+	size_t len = 0;
+	char *facts = read_text(path, &len);
+	long long want;
+	assert_true(tu_json_int(facts, "reserved_bytes.all.current", &want));
+	assert_int_equal(stat_of(&st, "reserved_bytes.all.current"), (uint64_t)want);
+	assert_true(tu_json_int(facts, "allocated_bytes.all.current", &want));
+	assert_int_equal(stat_of(&st, "allocated_bytes.all.current"), (uint64_t)want);
+	free(facts);
+	ev_stats_free(&st);
+	(void)name;
+	(*count)++;
+}
+
+static void test_corpus_stats(void **state)
+{
+	(void)state;
+	int n = 0;
+	each_sample(corpus_stats_one, &n);
+	assert_true(n >= 17);
+}
+
+static void corpus_oom_one(const char *dir, const char *name, int *count)
+{
+	char path[1200];
+	struct stat sb;
+	snprintf(path, sizeof path, "%s/oom_message.txt", dir);
+	if (stat(path, &sb) != 0)
+		return;
+	snprintf(path, sizeof path, "%s/facts.json", dir);
+	size_t len = 0;
+	char *facts = read_text(path, &len);
+	const char *msg = strstr(facts, "\"oom_message\": \"");
+	assert_non_null(msg);
+	const char *tried = strstr(msg, "Tried to allocate ");
+	const char *allowed = strstr(msg, " allowed; ");
+	assert_non_null(tried);
+	assert_non_null(allowed);
+	uint64_t want_req = amount_ref(tried + strlen("Tried to allocate "));
+	const char *a = allowed - 1; /* back over "<unit>" and "<number> " */
+	while (*a != ' ')
+		a--;
+	a--;
+	while (*a != ' ')
+		a--;
+	uint64_t want_limit = amount_ref(a + 1);
+	ev_cause want_cause = strstr(name, "fragmentation") ? EV_CAUSE_FRAGMENTATION : EV_CAUSE_CAPACITY;
+
+	static const char *files[] = {"oom_message.txt", "train.log"};
+	for (int f = 0; f < 2; f++) {
+		ev_text t;
+		snprintf(path, sizeof path, "%s/%s", dir, files[f]);
+		parse_file(path, &t);
+		assert_int_equal(t.summary_count, 0);
+		assert_int_equal(t.oom_count, 1);
+		const ev_oom *o = &t.ooms[0];
+		assert_int_equal(o->era, EV_OOM_ERA_CURRENT);
+		assert_string_equal(o->backend, "CUDA");
+		assert_int_equal(o->device, 0);
+		assert_true(o->has_requested);
+		assert_int_equal(o->requested_bytes, want_req);
+		assert_int_equal(ev_oom_limit(o), want_limit);
+		assert_int_equal(o->allowed, want_limit);
+		assert_true(o->has_total_capacity && o->has_device_free && o->has_this_process && o->has_allocated &&
+			    o->has_reserved_unallocated);
+		assert_int_equal(o->total_capacity, amount_ref("139.80 GiB"));
+		if (ev_oom_cause(o) != want_cause)
+			fail_msg("%s: cause %s", path, ev_cause_name(ev_oom_cause(o)));
+		size_t tl = 0;
+		char *text = read_text(path, &tl);
+		assert_int_equal(o->line, f == 0 ? 1 : line_of(text, "OutOfMemoryError"));
+		free(text);
+		ev_text_free(&t);
+	}
+	free(facts);
+	(*count)++;
+}
+
+static void test_corpus_ooms(void **state)
+{
+	(void)state;
+	int n = 0;
+	each_sample(corpus_oom_one, &n);
+	assert_int_equal(n, 3);
+}
+
+/* oom_fragmentation: the exact figures of its message. */
+static void test_corpus_oom_fragmentation_figures(void **state)
+{
+	(void)state;
+	char path[512];
+	ev_text t;
+	snprintf(path, sizeof path, "%s/corpus/oom_fragmentation/oom_message.txt", tu_shared());
+	parse_file(path, &t);
+	const ev_oom *o = &t.ooms[0];
+	assert_int_equal(o->requested_bytes, 213909504ull); /* 204.00 MiB */
+	assert_int_equal(o->device_free, amount_ref("135.48 GiB"));
+	assert_int_equal(o->this_process_in_use, amount_ref("4.31 GiB"));
+	assert_int_equal(o->allowed, 4294967296ull);
+	assert_int_equal(o->allocated_by_pytorch, amount_ref("2.29 GiB"));
+	assert_int_equal(o->reserved_unallocated, amount_ref("1.52 GiB"));
+	assert_false(o->has_private_pools);
+	assert_int_equal(o->other_process_count, 0);
+	ev_text_free(&t);
+}
+
+/* ---- generated table fixtures ---------------------------------------------------------------- */
+
+static void load_sample_stats(const char *sample, ev_stats *st)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/corpus/%s/memory_stats.json", tu_shared(), sample);
+	load_stats(path, st);
+}
+
+/* 1.x tables (KB/MB, no Requested or Oversize rows) for two GPUs in a fairseq log with a prefix on
+ * every line, and a 1.x "reserved in total" OOM line before them. */
+static void test_fixture_legacy_fairseq_2gpu(void **state)
+{
+	(void)state;
+	ev_text t;
+	ev_stats s0, s1;
+	parse_file(FIX "legacy_fairseq_2gpu.log", &t);
+	load_sample_stats("mlp_healthy", &s0);
+	load_sample_stats("resnet_amp", &s1);
+	assert_int_equal(t.summary_count, 2);
+	assert_int_equal(t.summaries[0].line, 3);
+	assert_int_equal(t.summaries[1].line, 42);
+	assert_int_equal(t.summaries[0].device, 0);
+	assert_int_equal(t.summaries[1].device, 1);
+	for (int i = 0; i < 2; i++) {
+		assert_true(t.summaries[i].legacy_units);
+		check_summary(&t.summaries[i], i ? &s1 : &s0, 1, 0, 0, "legacy");
+	}
+	/* "|    1225 MB |" = 1225 MiB */
+	const ev_cell *c = &t.summaries[0].cells[EV_ALLOCATED][EV_POOL_ALL][EV_CUR];
+	assert_int_equal(c->value, 1225ull << 20);
+	assert_int_equal(c->unit, 1ull << 20);
+
+	assert_int_equal(t.oom_count, 1);
+	const ev_oom *o = &t.ooms[0];
+	assert_int_equal(o->line, 2);
+	assert_int_equal(o->era, EV_OOM_ERA_LEGACY_RESERVED);
+	assert_string_equal(o->backend, "CUDA");
+	assert_int_equal(o->device, 0);
+	assert_int_equal(o->requested_bytes, 155189248ull);
+	assert_int_equal(o->total_capacity, 11553462026ull);
+	assert_int_equal(o->allocated_by_pytorch, 10103910564ull);
+	assert_int_equal(o->device_free, 102299075ull);
+	assert_int_equal(o->reserved_total, 10522669875ull);
+	assert_int_equal(o->reserved_unallocated, 10522669875ull - 10103910564ull);
+	assert_false(o->has_allowed);
+	assert_int_equal(ev_oom_limit(o), 11553462026ull);
+	/* 400 MiB cached < 10% of 10.76 GiB; the device ran dry (97.56 MiB free < 148 MiB) with
+	 * 9.41 GiB of live tensors */
+	assert_int_equal(ev_oom_cause(o), EV_CAUSE_CAPACITY);
+	ev_stats_free(&s0);
+	ev_stats_free(&s1);
+	ev_text_free(&t);
+}
+
+static void test_fixture_mlu_abbrev(void **state)
+{
+	(void)state;
+	ev_text t;
+	ev_stats st;
+	parse_file(FIX "mlu_abbrev.txt", &t);
+	load_sample_stats("gpt_varlen", &st);
+	assert_int_equal(t.summary_count, 1);
+	assert_int_equal(t.oom_count, 0);
+	const ev_summary *sm = &t.summaries[0];
+	assert_string_equal(sm->backend, "MLU");
+	assert_int_equal(sm->device, 3);
+	assert_true(sm->abbreviated);
+	check_summary(sm, &st, 0, 1, 1, "mlu");
+	assert_int_equal(sm->cells[EV_ALLOCATED][0][EV_CUR].value, 66560ull * 1024);
+	assert_int_equal(sm->cells[EV_ALLOCATED][0][EV_CUR].unit, 1024);
+	assert_int_equal(sm->cells[EV_ALLOCATED][0][EV_TOT_ALLOC].value, 652681ull << 20);
+	assert_true(sm->cells[EV_RESERVED][0][EV_CUR].known); /* "MLU reserved memory" */
+	assert_true(sm->cells[EV_SEGMENTS][0][EV_CUR].known);  /* "MLU reserved segments" */
+	assert_true(sm->cells[EV_OVERSIZE_SEGMENTS][0][EV_CUR].known);
+	ev_stats_free(&st);
+	ev_text_free(&t);
+}
+
+/* Hard-wrapped at 78 columns with trailing blanks: every table row and the OOM message (split
+ * inside "CUDA") are broken. */
+static void test_fixture_wrapped_78(void **state)
+{
+	(void)state;
+	ev_text t;
+	ev_stats st;
+	parse_file(FIX "wrapped_78.log", &t);
+	load_sample_stats("oom_fragmentation", &st);
+	assert_int_equal(t.summary_count, 1);
+	assert_int_equal(t.summaries[0].line, 1);
+	check_summary(&t.summaries[0], &st, 1, 1, 1, "wrapped");
+	assert_int_equal(t.oom_count, 1);
+	const ev_oom *o = &t.ooms[0];
+	assert_int_equal(o->line, 95);
+	assert_string_equal(o->backend, "CUDA");
+	assert_int_equal(o->requested_bytes, 213909504ull);
+	assert_int_equal(ev_oom_limit(o), 4294967296ull);
+	assert_int_equal(o->reserved_unallocated, amount_ref("1.52 GiB"));
+	assert_int_equal(ev_oom_cause(o), EV_CAUSE_FRAGMENTATION);
+	ev_stats_free(&st);
+	ev_text_free(&t);
+}
+
+/* ComfyUI + cudaMallocAsync: its OOM text (with an NVML-sized "PyTorch limit" that overflows and
+ * must be ignored) and "Memory summary: |===" on one line. */
+static void test_fixture_comfy_async(void **state)
+{
+	(void)state;
+	ev_text t;
+	parse_file(FIX "comfy_async.log", &t);
+	assert_int_equal(t.oom_count, 1);
+	const ev_oom *o = &t.ooms[0];
+	assert_int_equal(o->line, 3);
+	assert_int_equal(o->era, EV_OOM_ERA_ASYNC_ALLOCATOR);
+	assert_int_equal(o->device, 0);
+	assert_int_equal(o->allocated_by_pytorch, 22945862779ull);
+	assert_int_equal(o->requested_bytes, 1342177280ull);
+	assert_int_equal(o->total_capacity, 25759066358ull);
+	assert_int_equal(o->device_free, 19985859ull);
+	assert_false(o->has_allowed);
+	assert_false(o->has_reserved_unallocated);
+	assert_int_equal(ev_oom_limit(o), 25759066358ull);
+	assert_int_equal(ev_oom_cause(o), EV_CAUSE_CAPACITY);
+
+	assert_int_equal(t.summary_count, 1);
+	const ev_summary *sm = &t.summaries[0];
+	assert_int_equal(sm->line, 14);
+	assert_false(sm->abbreviated);
+	assert_int_equal(sm->cells[EV_ALLOCATED][0][EV_CUR].value, 66560ull * 1024);
+	assert_int_equal(sm->cells[EV_ALLOCATED][0][EV_PEAK].value, 19864ull << 20);
+	assert_int_equal(sm->cells[EV_ALLOCATED][0][EV_TOT_ALLOC].value, 0);
+	assert_int_equal(sm->cells[EV_ALLOCATED][0][EV_TOT_ALLOC].unit, 1);
+	assert_int_equal(sm->cells[EV_ALLOCATED][EV_POOL_LARGE][EV_CUR].value, 0);
+	assert_int_equal(sm->cells[EV_ALLOCATED][EV_POOL_LARGE][EV_CUR].unit, 1024);
+	assert_true(sm->cells[EV_OVERSIZE_SEGMENTS][0][EV_TOT_FREED].known);
+	ev_text_free(&t);
+}
+
+static void test_fixture_rocm_hip(void **state)
+{
+	(void)state;
+	ev_text t;
+	ev_stats st;
+	parse_file(FIX "rocm_hip.log", &t);
+	load_sample_stats("leak_val_graph", &st);
+	assert_int_equal(t.summary_count, 1);
+	assert_int_equal(t.summaries[0].line, 4);
+	assert_int_equal(t.summaries[0].device, 7);
+	check_summary(&t.summaries[0], &st, 1, 1, 1, "rocm");
+	assert_int_equal(t.oom_count, 1);
+	const ev_oom *o = &t.ooms[0];
+	assert_int_equal(o->line, 1);
+	assert_int_equal(o->era, EV_OOM_ERA_CURRENT);
+	assert_string_equal(o->backend, "HIP");
+	assert_int_equal(o->device, 7);
+	assert_int_equal(o->requested_bytes, 2147483648ull);
+	assert_int_equal(o->total_capacity, 206136955372ull);
+	assert_int_equal(o->device_free, 1342177280ull);
+	assert_true(o->has_allocated && o->allocated_by_pytorch == 0);
+	assert_true(o->has_reserved_unallocated && o->reserved_unallocated == 0);
+	assert_false(o->has_this_process);
+	/* PyTorch holds nothing, the device is full: something else holds it */
+	assert_int_equal(ev_oom_cause(o), EV_CAUSE_OTHER_PROCESSES);
+	ev_stats_free(&st);
+	ev_text_free(&t);
+}
+
+/* Counts of 750000 and more print with K (and M) suffixes. */
+static void test_fixture_counts_km(void **state)
+{
+	(void)state;
+	ev_text t;
+	ev_stats base;
+	parse_file(FIX "counts_km.txt", &t);
+	load_sample_stats("mlp_healthy", &base);
+	assert_int_equal(t.summary_count, 1);
+	const ev_summary *sm = &t.summaries[0];
+	/* "|    6094 K  |" */
+	assert_int_equal(sm->cells[EV_ALLOCATIONS][0][EV_TOT_ALLOC].value, 6094000);
+	assert_int_equal(sm->cells[EV_ALLOCATIONS][0][EV_TOT_ALLOC].unit, 1000);
+	assert_int_equal(sm->cells[EV_ALLOCATIONS][0][EV_CUR].value, 410287);
+	assert_int_equal(sm->cells[EV_ALLOCATIONS][0][EV_CUR].unit, 1);
+	assert_int_equal(sm->cells[EV_ALLOCATIONS][EV_POOL_SMALL][EV_TOT_ALLOC].value, 1791000);
+	static const int counts[] = {EV_ALLOCATIONS, EV_ACTIVE_ALLOCS, EV_SEGMENTS, EV_INACTIVE_SPLIT_ALLOCS};
+	static const char *pools[] = {"all", "large_pool", "small_pool"};
+	static const char *cols[] = {"current", "peak", "allocated", "freed"};
+	for (size_t i = 0; i < 4; i++)
+		for (int p = 0; p < 3; p++)
+			for (int c = 0; c < 4; c++) {
+				char key[128];
+				snprintf(key, sizeof key, "%s.%s.%s", ev_metric_stat_key(counts[i]), pools[p], cols[c]);
+				uint64_t truth = stat_of(&base, key) * 10007;
+				const ev_cell *cell = &sm->cells[counts[i]][p][c];
+				assert_true(cell->known);
+				assert_true(cell->value <= truth && truth - cell->value < cell->unit);
+			}
+	ev_stats_free(&base);
+	ev_text_free(&t);
+}
+
+static void test_fixture_before_after(void **state)
+{
+	(void)state;
+	ev_text t;
+	ev_stats a, b;
+	parse_file(FIX "before_after.log", &t);
+	load_sample_stats("leak_val_graph", &a);
+	load_sample_stats("leak_val_fixed", &b);
+	assert_int_equal(t.summary_count, 2);
+	assert_int_equal(t.oom_count, 0);
+	assert_int_equal(t.summaries[0].line, 2);
+	assert_int_equal(t.summaries[1].line, 50);
+	check_summary(&t.summaries[0], &a, 1, 1, 1, "before");
+	check_summary(&t.summaries[1], &b, 1, 1, 1, "after");
+	ev_stats_free(&a);
+	ev_stats_free(&b);
+	ev_text_free(&t);
+}
+
+/* ---- hand-written OOM fixtures ------------------------------------------------------------- */
+
+typedef struct {
+	const char *file;
+	size_t index; /* which OOM of the file */
+	size_t count; /* OOMs in the file */
+	size_t line;
+	int era;
+	const char *backend;
+	int device;
+	uint64_t req, total, free_, allowed, this_proc, alloc, unalloc, priv, restot;
+	size_t nproc;
+	ev_cause cause;
+	uint64_t limit;
+} oom_case;
+
+static const oom_case oom_cases[] = {
+	{"oom_legacy_cached.log", 0, 1, 7, EV_OOM_ERA_LEGACY_CACHED, "CUDA", 0, 25165824ull, 4230542787ull, 13044285ull,
+	 UNK, UNK, 3081639035ull, 55700357ull, UNK, 3081639035ull + 55700357ull, 0, EV_CAUSE_CAPACITY, 4230542787ull},
+	{"oom_fairseq_cached.log", 0, 1, 2, EV_OOM_ERA_LEGACY_CACHED, "CUDA", 1, 100663296ull, 8514772664ull, 64487424ull,
+	 UNK, UNK, 7462505677ull, 326599967ull, UNK, 7462505677ull + 326599967ull, 0, EV_CAUSE_CAPACITY, 8514772664ull},
+	{"oom_nospace_reserved.txt", 0, 1, 1, EV_OOM_ERA_LEGACY_RESERVED, "CUDA", 1, 536870912ull, 11553462026ull,
+	 316208579ull, UNK, UNK, 9567039652ull, 10060960891ull - 9567039652ull, UNK, 10060960891ull, 0, EV_CAUSE_CAPACITY,
+	 11553462026ull},
+	/* a fraction was set: the limit is the 12 GiB allowed */
+	{"oom_legacy_allowed_hint.txt", 0, 1, 1, EV_OOM_ERA_LEGACY_HINT, "CUDA", 0, 1642824991ull, 25436943811ull,
+	 11832634900ull, 12884901888ull, UNK, 11671573627ull, 12713103196ull - 11671573627ull, UNK, 12713103196ull, 0,
+	 EV_CAUSE_CAPACITY, 12884901888ull},
+	/* starts at "Tried to allocate"; 2.41 GiB reserved-unallocated (15%) could serve 64 MiB */
+	{"oom_tried_only.txt", 0, 1, 3, EV_OOM_ERA_LEGACY_RESERVED, "", 0, 67108864ull, 16943645983ull, 46923776ull, UNK,
+	 UNK, 12992276070ull, 15579993866ull - 12992276070ull, UNK, 15579993866ull, 0, EV_CAUSE_FRAGMENTATION,
+	 16943645983ull},
+	/* "capacty"; 108 MiB unallocated is < 10% of 7.79 GiB: not fragmentation */
+	{"oom_v21_capacty.txt", 0, 1, 1, EV_OOM_ERA_V21_SENTENCE, "CUDA", 0, 2097152ull, 8364448809ull, 1373635ull, UNK,
+	 8353711391ull, 8074538516ull, 113917297ull, UNK, UNK, 0, EV_CAUSE_CAPACITY, 8364448809ull},
+	/* two other processes hold 16.6 of 23.65 GiB */
+	{"oom_v21_processes.txt", 0, 1, 1, EV_OOM_ERA_V21_SENTENCE, "CUDA", 0, 52428800ull, 25393994138ull, 3208643ull,
+	 UNK, 7537667604ull, 6979321856ull, 125829120ull, UNK, UNK, 2, EV_CAUSE_OTHER_PROCESSES, 25393994138ull},
+	{"oom_v21_zero_free.txt", 0, 1, 1, EV_OOM_ERA_V21_SENTENCE, "CUDA", 0, 20971520ull, 12627203850ull, 0, UNK, UNK,
+	 11789685228ull, 336645325ull, UNK, UNK, 0, EV_CAUSE_CAPACITY, 12627203850ull},
+	/* 8.41 GiB unallocated >= 10% of 79.25 GiB and >= 1 GiB */
+	{"oom_private_pools.txt", 0, 1, 1, EV_OOM_ERA_CURRENT, "CUDA", 0, 1073741824ull, 85094039552ull, 327879229ull, UNK,
+	 84761179587ull, 75183402516ull, 9030168740ull, 4831838208ull, UNK, 0, EV_CAUSE_FRAGMENTATION, 85094039552ull},
+	/* "this process has 17179869184.00 GiB" overflows 64 bits: left unknown */
+	{"oom_nvml_nonsense.txt", 0, 1, 1, EV_OOM_ERA_CURRENT, "CUDA", 0, 402653184ull, 17169131766ull, 0, UNK, UNK,
+	 15902116413ull, 426990633ull, UNK, UNK, 0, EV_CAUSE_CAPACITY, 17169131766ull},
+	{"oom_driver_error.txt", 0, 1, 4, EV_OOM_ERA_DRIVER_ERROR, "CUDA", -1, UNK, UNK, UNK, UNK, UNK, UNK, UNK, UNK,
+	 UNK, 0, EV_CAUSE_UNKNOWN, 0},
+	{"oom_xpu.txt", 0, 1, 1, EV_OOM_ERA_GENERIC, "XPU", 0, 4294967296ull, 16224238961ull, UNK, UNK, UNK,
+	 10791105331ull, 12582912ull, UNK, UNK, 0, EV_CAUSE_CAPACITY, 16224238961ull},
+	{"oom_generic_1eb.txt", 0, 1, 1, EV_OOM_ERA_GENERIC, "", -1, 1ull << 60, UNK, UNK, UNK, UNK, UNK, UNK, UNK, UNK,
+	 0, EV_CAUSE_UNKNOWN, 0},
+	/* torch_npu's extra "current active" item is skipped */
+	{"oom_npu.txt", 0, 1, 2, EV_OOM_ERA_LEGACY_HINT, "NPU", 3, 2147483648ull, 65466039009ull, 1385126953ull, UNK, UNK,
+	 61310658150ull, 62760209613ull - 61310658150ull, UNK, 62760209613ull, 0, EV_CAUSE_CAPACITY, 65466039009ull},
+	/* wrapped inside "GPU", inside "13.19", inside "PyTorch" and "unallocated"; the figures
+	 * are inconsistent (13 GiB free) so no cause fits */
+	{"oom_split_lines.txt", 0, 1, 1, EV_OOM_ERA_CURRENT, "CUDA", 2, 3758096384ull, 42294690447ull, 14162654659ull, UNK,
+	 23815593656ull, 20132659200ull, 3124588708ull, UNK, UNK, 1, EV_CAUSE_UNKNOWN, 42294690447ull},
+	{"oom_multi.log", 0, 3, 2, EV_OOM_ERA_CURRENT, "CUDA", 0, 4294967296ull, 84975927951ull, 3768833802ull, UNK,
+	 80831284511ull, 70920647475ull, 9266391941ull, UNK, UNK, 0, EV_CAUSE_FRAGMENTATION, 84975927951ull},
+	{"oom_multi.log", 1, 3, 4, EV_OOM_ERA_CURRENT, "CUDA", 0, 2147483648ull, 84975927951ull, 1148903752ull,
+	 64424509440ull, 83816286781ull, 64327872676ull, 18371052ull, UNK, UNK, 0, EV_CAUSE_CAPACITY, 64424509440ull},
+	{"oom_multi.log", 2, 3, 5, EV_OOM_ERA_DRIVER_ERROR, "CUDA", -1, UNK, UNK, UNK, UNK, UNK, UNK, UNK, UNK, UNK, 0,
+	 EV_CAUSE_UNKNOWN, 0},
+};
+
+static void expect_field(const char *file, const char *name, int has, uint64_t got, uint64_t want)
+{
+	if (want == UNK) {
+		if (has)
+			fail_msg("%s: %s should be unknown, got %llu", file, name, (unsigned long long)got);
+		return;
+	}
+	if (!has)
+		fail_msg("%s: %s not parsed", file, name);
+	if (got != want)
+		fail_msg("%s: %s = %llu, want %llu", file, name, (unsigned long long)got, (unsigned long long)want);
+}
+
+static void test_oom_fixtures(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof oom_cases / sizeof oom_cases[0]; i++) {
+		const oom_case *c = &oom_cases[i];
+		char path[256];
+		ev_text t;
+		snprintf(path, sizeof path, FIX "%s", c->file);
+		parse_file(path, &t);
+		assert_int_equal(t.summary_count, 0);
+		if (t.oom_count != c->count)
+			fail_msg("%s: %zu OOMs, want %zu", c->file, t.oom_count, c->count);
+		const ev_oom *o = &t.ooms[c->index];
+		if (o->line != c->line || o->era != c->era || strcmp(o->backend, c->backend) != 0 || o->device != c->device)
+			fail_msg("%s #%zu: line %zu era %s backend '%s' device %d", c->file, c->index, o->line,
+				 ev_oom_era_name(o->era), o->backend, o->device);
+		expect_field(c->file, "requested", o->has_requested, o->requested_bytes, c->req);
+		expect_field(c->file, "total", o->has_total_capacity, o->total_capacity, c->total);
+		expect_field(c->file, "free", o->has_device_free, o->device_free, c->free_);
+		expect_field(c->file, "allowed", o->has_allowed, o->allowed, c->allowed);
+		expect_field(c->file, "this_process", o->has_this_process, o->this_process_in_use, c->this_proc);
+		expect_field(c->file, "allocated", o->has_allocated, o->allocated_by_pytorch, c->alloc);
+		expect_field(c->file, "unallocated", o->has_reserved_unallocated, o->reserved_unallocated, c->unalloc);
+		expect_field(c->file, "private_pools", o->has_private_pools, o->private_pools, c->priv);
+		expect_field(c->file, "reserved_total", o->has_reserved_total, o->reserved_total, c->restot);
+		assert_int_equal(o->other_process_count, c->nproc);
+		if (ev_oom_cause(o) != c->cause)
+			fail_msg("%s #%zu: cause %s, want %s", c->file, c->index, ev_cause_name(ev_oom_cause(o)),
+				 ev_cause_name(c->cause));
+		assert_int_equal(ev_oom_limit(o), c->limit);
+		ev_text_free(&t);
+	}
+}
+
+static void test_oom_processes(void **state)
+{
+	(void)state;
+	ev_text t;
+	parse_file(FIX "oom_v21_processes.txt", &t);
+	const ev_oom *o = &t.ooms[0];
+	assert_int_equal(o->other_process_count, 2);
+	assert_int_equal(o->other_processes[0].pid, 20398);
+	assert_int_equal(o->other_processes[0].bytes, 15590731284ull); /* 14.52 GiB */
+	assert_int_equal(o->other_processes[1].pid, 31337);
+	assert_int_equal(o->other_processes[1].bytes, 2254857830ull); /* 2.10 GiB */
+	ev_text_free(&t);
+	parse_file(FIX "oom_split_lines.txt", &t);
+	assert_int_equal(t.ooms[0].other_processes[0].pid, 4242);
+	assert_int_equal(t.ooms[0].other_processes[0].bytes, 4294967296ull);
+	ev_text_free(&t);
+	parse_file(FIX "oom_generic_1eb.txt", &t);
+	assert_true(t.ooms[0].requested_more_than_1eb);
+	ev_text_free(&t);
+}
+
+static void test_garbage_is_einput(void **state)
+{
+	(void)state;
+	size_t len = 0;
+	char *d = read_text(FIX "garbage_readme.txt", &len);
+	ev_text t;
+	mr_error err = {0};
+	assert_int_equal(ev_parse_text(d, len, &t, &err), MR_EINPUT);
+	assert_int_equal(err.status, MR_EINPUT);
+	assert_non_null(strstr(err.msg, "no memory_summary() table or CUDA out-of-memory message found"));
+	assert_int_equal(t.summary_count, 0);
+	assert_int_equal(t.oom_count, 0);
+	free(d);
+	mr_error err2 = {0};
+	assert_int_equal(ev_parse_text("", 0, &t, &err2), MR_EINPUT);
+}
+
+/* Windows line ends (CRLF) and old Mac ones (CR) give the same tables, messages and lines. */
+static void test_line_endings(void **state)
+{
+	(void)state;
+	static const char *files[] = {"before_after.log", "oom_multi.log", "wrapped_78.log"};
+	for (size_t f = 0; f < 3; f++) {
+		char path[256];
+		size_t len = 0;
+		snprintf(path, sizeof path, FIX "%s", files[f]);
+		char *d = read_text(path, &len);
+		ev_text ref;
+		mr_error err = {0};
+		assert_int_equal(ev_parse_text(d, len, &ref, &err), MR_OK);
+		for (int mode = 0; mode < 2; mode++) {
+			char *conv = malloc(2 * len + 1);
+			size_t n = 0;
+			for (size_t i = 0; i < len; i++) {
+				if (d[i] == '\n') {
+					conv[n++] = '\r';
+					if (mode == 0)
+						conv[n++] = '\n';
+				} else {
+					conv[n++] = d[i];
+				}
+			}
+			ev_text t;
+			assert_int_equal(ev_parse_text(conv, n, &t, &err), MR_OK);
+			assert_int_equal(t.summary_count, ref.summary_count);
+			assert_int_equal(t.oom_count, ref.oom_count);
+			for (size_t i = 0; i < t.summary_count; i++) {
+				assert_int_equal(t.summaries[i].line, ref.summaries[i].line);
+				assert_memory_equal(t.summaries[i].cells, ref.summaries[i].cells, sizeof t.summaries[i].cells);
+			}
+			for (size_t i = 0; i < t.oom_count; i++) {
+				assert_int_equal(t.ooms[i].line, ref.ooms[i].line);
+				assert_int_equal(t.ooms[i].requested_bytes, ref.ooms[i].requested_bytes);
+				assert_int_equal(t.ooms[i].reserved_unallocated, ref.ooms[i].reserved_unallocated);
+			}
+			ev_text_free(&t);
+			free(conv);
+		}
+		ev_text_free(&ref);
+		free(d);
+	}
+}
+
+/* Every prefix of a few fixtures, and corrupted copies, parse without a fault (ASan/UBSan). */
+static void test_truncations_and_corruption(void **state)
+{
+	(void)state;
+	static const char *files[] = {"wrapped_78.log", "comfy_async.log", "oom_multi.log", "legacy_fairseq_2gpu.log"};
+	uint32_t rng = 12345;
+	for (size_t f = 0; f < 4; f++) {
+		char path[256];
+		size_t len = 0;
+		snprintf(path, sizeof path, FIX "%s", files[f]);
+		char *d = read_text(path, &len);
+		for (size_t cut = 0; cut <= len; cut += (len > 4000 ? 7 : 1)) {
+			char *copy = malloc(cut ? cut : 1); /* exact size so ASan sees any over-read */
+			memcpy(copy, d, cut);
+			ev_text t;
+			mr_error err = {0};
+			mr_status st = ev_parse_text(copy, cut, &t, &err);
+			assert_true(st == MR_OK || st == MR_EINPUT);
+			ev_text_free(&t);
+			free(copy);
+		}
+		for (int round = 0; round < 200; round++) {
+			char *copy = malloc(len);
+			memcpy(copy, d, len);
+			for (int k = 0; k < 20; k++) {
+				rng = rng * 1103515245u + 12345u;
+				size_t at = (rng >> 8) % len;
+				rng = rng * 1103515245u + 12345u;
+				copy[at] = (char)(rng >> 16);
+			}
+			ev_text t;
+			mr_error err = {0};
+			mr_status st = ev_parse_text(copy, len, &t, &err);
+			assert_true(st == MR_OK || st == MR_EINPUT);
+			ev_text_free(&t);
+			free(copy);
+		}
+		free(d);
+	}
+}
+
+/* ---- amounts, causes, stats ---------------------------------------------------------------- */
+
+static void test_parse_amount(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *s;
+		uint64_t want;
+		size_t used;
+	} cases[] = {
+		{"204.00 MiB", 213909504ull, 10},
+		{"130.01 MiB", 136325366ull, 10}, /* 130.01 * 2^20 = 136325365.76 */
+		{"0 bytes", 0, 7},
+		{"1024 bytes", 1024, 10},
+		{"1024.00 KiB", 1048576ull, 11},
+		{"1024.00 GiB", 1ull << 40, 11},
+		{"1.5GiB", 3ull << 29, 6},
+		{"146836 KB", 146836ull * 1024, 9},
+		{"2.46 GB", 2641404887ull, 7},
+		{"7 B", 7, 3},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		uint64_t v = 0;
+		int ovf = -1;
+		size_t used = ev_parse_amount(cases[i].s, strlen(cases[i].s), &v, &ovf);
+		if (used != cases[i].used || v != cases[i].want || ovf != 0)
+			fail_msg("%s: used %zu value %llu", cases[i].s, used, (unsigned long long)v);
+	}
+	uint64_t v;
+	int ovf = 0;
+	assert_int_equal(ev_parse_amount("17179869184.00 GiB", 18, &v, &ovf), 18);
+	assert_int_equal(ovf, 1);
+	assert_int_equal(v, UINT64_MAX);
+	assert_int_equal(ev_parse_amount("99999999999999999999999 bytes", 29, &v, &ovf), 29);
+	assert_int_equal(ovf, 1);
+	assert_int_equal(ev_parse_amount("MiB", 3, &v, &ovf), 0);
+	assert_int_equal(ev_parse_amount("12 apples", 9, &v, &ovf), 0);
+	assert_int_equal(ev_parse_amount("12.5", 4, &v, &ovf), 0);
+}
+
+static void test_cause_thresholds(void **state)
+{
+	(void)state;
+	ev_oom o;
+	memset(&o, 0, sizeof o);
+	o.device = 0;
+	o.has_requested = o.has_total_capacity = o.has_allocated = o.has_reserved_unallocated = 1;
+	o.total_capacity = 100 * MR_GIB;
+	o.requested_bytes = 1 * MR_GIB;
+	o.allocated_by_pytorch = 80 * MR_GIB;
+	/* exactly 10% of the limit unallocated: fragmentation */
+	o.reserved_unallocated = 10 * MR_GIB;
+	assert_int_equal(ev_oom_cause(&o), EV_CAUSE_FRAGMENTATION);
+	/* just under 10%: not fragmentation; 80 + 1 GiB < 90 GiB: not capacity either */
+	o.reserved_unallocated = 10 * MR_GIB - 1;
+	assert_int_equal(ev_oom_cause(&o), EV_CAUSE_UNKNOWN);
+	/* big, but smaller than the request: cannot serve it */
+	o.requested_bytes = 12 * MR_GIB;
+	o.reserved_unallocated = 11 * MR_GIB;
+	assert_int_equal(ev_oom_cause(&o), EV_CAUSE_CAPACITY); /* 80 + 12 >= 90 */
+	/* a fraction: the limit is `allowed`, and 10% of it counts */
+	o.has_allowed = 1;
+	o.allowed = 20 * MR_GIB;
+	o.allocated_by_pytorch = 15 * MR_GIB;
+	o.requested_bytes = 1 * MR_GIB;
+	o.reserved_unallocated = 2 * MR_GIB;
+	assert_int_equal(ev_oom_limit(&o), 20 * MR_GIB);
+	assert_int_equal(ev_oom_cause(&o), EV_CAUSE_FRAGMENTATION);
+	/* an `allowed` above the total is ignored */
+	o.allowed = 200 * MR_GIB;
+	assert_int_equal(ev_oom_limit(&o), 100 * MR_GIB);
+	/* other processes: total - free - reserved > 50% of the total */
+	o.has_allowed = 0;
+	o.has_device_free = 1;
+	o.device_free = 100 * MR_MIB;
+	o.allocated_by_pytorch = 30 * MR_GIB;
+	o.reserved_unallocated = 1 * MR_GIB;
+	o.requested_bytes = 2 * MR_GIB;
+	assert_int_equal(ev_oom_cause(&o), EV_CAUSE_OTHER_PROCESSES);
+	/* no figures at all */
+	memset(&o, 0, sizeof o);
+	o.era = EV_OOM_ERA_DRIVER_ERROR;
+	assert_int_equal(ev_oom_cause(&o), EV_CAUSE_UNKNOWN);
+	assert_int_equal(ev_oom_limit(&o), 0);
+	assert_string_equal(ev_cause_name(EV_CAUSE_OTHER_PROCESSES), "other_processes");
+}
+
+static const ev_stat *find_stat(const ev_stats *s, const char *key)
+{
+	for (size_t i = 0; i < s->count; i++)
+		if (!strcmp(s->items[i].key, key))
+			return &s->items[i];
+	return NULL;
+}
+
+static void test_stats_variants(void **state)
+{
+	(void)state;
+	ev_stats flat, nested, repr;
+	load_sample_stats("oom_capacity", &flat);
+	load_stats(FIX "stats_nested.json", &nested);
+	load_stats(FIX "stats_python_repr.txt", &repr);
+	assert_int_equal(nested.count, flat.count);
+	assert_int_equal(repr.count, flat.count);
+	for (size_t i = 0; i < flat.count; i++) {
+		const ev_stat *it = &flat.items[i];
+		const ev_stat *a = find_stat(&nested, it->key), *b = find_stat(&repr, it->key);
+		if (!a || !b)
+			fail_msg("missing %s", it->key);
+		assert_true(a->value == it->value && b->value == it->value);
+		assert_true(a->is_uint == it->is_uint && b->is_uint == it->is_uint);
+		assert_int_equal(a->uvalue, it->uvalue);
+		assert_int_equal(b->uvalue, it->uvalue);
+	}
+	/* "max_split_size": -1 is kept as a number, but is no byte count */
+	uint64_t ms;
+	assert_non_null(find_stat(&flat, "max_split_size"));
+	assert_true(find_stat(&flat, "max_split_size")->value == -1.0);
+	assert_false(ev_stats_get(&flat, "max_split_size", &ms));
+	assert_int_equal(stat_of(&nested, "reserved_bytes.all.current"), 6375342080ull);
+	ev_stats_free(&flat);
+	ev_stats_free(&nested);
+	ev_stats_free(&repr);
+
+	/* values of other types are skipped; a float is kept but not as an integer */
+	static const char mixed[] = "{\"a\": 1, \"b\": \"x\", \"c\": [1, {\"d\": 2}], \"e\": null, \"f\": 2.5, "
+				    "\"g\": {\"h\": {\"i\": 18446744073709551615}}, \"a\": 9}";
+	ev_stats s;
+	mr_error err = {0};
+	assert_int_equal(ev_parse_stats_json(mixed, sizeof mixed - 1, &s, &err), MR_OK);
+	assert_int_equal(s.count, 4);
+	uint64_t v;
+	assert_true(ev_stats_get(&s, "a", &v) && v == 1);
+	assert_false(ev_stats_get(&s, "f", &v));
+	assert_true(ev_stats_get(&s, "g.h.i", &v) && v == UINT64_MAX);
+	assert_false(ev_stats_get(&s, "b", &v));
+	ev_stats_free(&s);
+}
+
+static void expect_stats_error(const char *text, const char *needle)
+{
+	ev_stats s;
+	mr_error err = {0};
+	assert_int_equal(ev_parse_stats_json(text, strlen(text), &s, &err), MR_EINPUT);
+	if (!strstr(err.msg, needle))
+		fail_msg("'%s': message '%s' lacks '%s'", text, err.msg, needle);
+	assert_int_equal(s.count, 0);
+	assert_null(s.items);
+}
+
+static void test_stats_errors(void **state)
+{
+	(void)state;
+	expect_stats_error("[1, 2]", "expected '{' at byte 0");
+	expect_stats_error("", "expected '{' at byte 0");
+	expect_stats_error("{\"a\": }", "expected a number at byte 6");
+	expect_stats_error("{\"a\" 1}", "expected ':' at byte 5");
+	expect_stats_error("{\"a\": 1", "unexpected end of input");
+	expect_stats_error("{\"a\": 1 \"b\": 2}", "expected ',' or '}' at byte 8");
+	expect_stats_error("{\"a", "unterminated string");
+	expect_stats_error("{}", "no numeric value");
+	expect_stats_error("{\"a\": wat}", "unexpected value at byte 6");
+	char deep[400];
+	size_t k = 0;
+	deep[k++] = '{';
+	for (int i = 0; i < 40; i++) {
+		memcpy(deep + k, "\"x\":{", 5);
+		k += 5;
+	}
+	deep[k] = '\0';
+	expect_stats_error(deep, "nested too deeply");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_corpus_summaries),
+		cmocka_unit_test(test_corpus_stats),
+		cmocka_unit_test(test_corpus_ooms),
+		cmocka_unit_test(test_corpus_oom_fragmentation_figures),
+		cmocka_unit_test(test_fixture_legacy_fairseq_2gpu),
+		cmocka_unit_test(test_fixture_mlu_abbrev),
+		cmocka_unit_test(test_fixture_wrapped_78),
+		cmocka_unit_test(test_fixture_comfy_async),
+		cmocka_unit_test(test_fixture_rocm_hip),
+		cmocka_unit_test(test_fixture_counts_km),
+		cmocka_unit_test(test_fixture_before_after),
+		cmocka_unit_test(test_oom_fixtures),
+		cmocka_unit_test(test_oom_processes),
+		cmocka_unit_test(test_garbage_is_einput),
+		cmocka_unit_test(test_line_endings),
+		cmocka_unit_test(test_truncations_and_corruption),
+		cmocka_unit_test(test_parse_amount),
+		cmocka_unit_test(test_cause_thresholds),
+		cmocka_unit_test(test_stats_variants),
+		cmocka_unit_test(test_stats_errors),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
