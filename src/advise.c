@@ -1,6 +1,14 @@
-/* advise.c: findings and ranked recommendations. */
+/* advise.c: findings and ranked recommendations.
+ *
+ * The order follows the guides users learn from: measure first; when live tensors fill the
+ * card shrink the working set (microbatch with accumulation, checkpointing, mixed precision)
+ * or shard and offload when the model state itself does not fit; touch the allocator
+ * (expandable_segments, then max_split_size_mb) only when the numbers show fragmentation;
+ * empty_cache() is never the fix. Every rule reads numbers; none reads a file name. */
 #include "advise.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,9 +35,7 @@ const char *ad_severity_name(ad_severity s)
 
 const char *ad_category_name(int cat)
 {
-	static const char *const names[AD_CAT_COUNT] = {"parameters", "gradients", "optimizer_state",
-							"activations", "other"};
-	return cat >= 0 && cat < AD_CAT_COUNT ? names[cat] : "other";
+	return an_category_name(cat);
 }
 
 void ad_free(ad_advice *a)
@@ -47,10 +53,604 @@ void ad_free(ad_advice *a)
 	memset(a, 0, sizeof *a);
 }
 
+/* Thresholds, with why. */
+enum {
+	/* Free cached memory is a "real share" of the budget when it is at least 10% of it: below
+	 * that, fixing fragmentation would only delay an OOM that capacity makes inevitable. */
+	FRAG_SHARE_PERCENT = 10,
+	/* Reserved above allocated at the peak, as a share of peak reserved, that is worth an
+	 * allocator change; and the least absolute amount. */
+	HIGH_FRAG_PERCENT = 15,
+	/* A category "dominates" live memory from half of it. */
+	DOMINANT_PERCENT = 50,
+};
+#define HIGH_FRAG_MIN_BYTES (256 * MR_MIB)
+#define GROWTH_MIN_BYTES (1 * MR_MIB)
+
+typedef struct {
+	ad_advice *a;
+	const rp_run *run;
+	const md_snapshot *s;
+	const an_device *dv;
+	size_t fcap, rcap;
+	int failed;
+	int *rec_priority; /* parallel to a->recs while collecting */
+	size_t prio_cap;
+} ctx;
+
+static char *vfmt(const char *fmt, va_list ap)
+{
+	mr_buf b = {0};
+	mr_buf_vprintf(&b, fmt, ap);
+	if (b.failed) {
+		mr_buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
+static void finding(ctx *c, const char *id, ad_severity sev, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void finding(ctx *c, const char *id, ad_severity sev, const char *fmt, ...)
+{
+	ad_advice *a = c->a;
+	va_list ap;
+	va_start(ap, fmt);
+	char *msg = vfmt(fmt, ap);
+	va_end(ap);
+	if (!msg || MR_GROW(a->findings, c->fcap, a->finding_count + 1)) {
+		free(msg);
+		c->failed = 1;
+		return;
+	}
+	ad_finding *f = &a->findings[a->finding_count++];
+	memset(f, 0, sizeof *f);
+	snprintf(f->id, sizeof f->id, "%s", id);
+	f->severity = sev;
+	f->message = msg;
+}
+
+/* Adds a recommendation; a lower priority ranks first. An id already present keeps the better
+ * priority and its first reason. */
+static void recommend(ctx *c, const char *id, int priority, const char *title, const char *change,
+		      const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void recommend(ctx *c, const char *id, int priority, const char *title, const char *change,
+		      const char *fmt, ...)
+{
+	ad_advice *a = c->a;
+	for (size_t i = 0; i < a->rec_count; i++)
+		if (strcmp(a->recs[i].id, id) == 0) {
+			if (priority < c->rec_priority[i])
+				c->rec_priority[i] = priority;
+			return;
+		}
+	va_list ap;
+	va_start(ap, fmt);
+	char *reason = vfmt(fmt, ap);
+	va_end(ap);
+	char *t = mr_strndup(title, strlen(title));
+	char *ch = change ? mr_strndup(change, strlen(change)) : NULL;
+	if (!reason || !t || (change && !ch) || MR_GROW(a->recs, c->rcap, a->rec_count + 1) ||
+	    MR_GROW(c->rec_priority, c->prio_cap, a->rec_count + 1)) {
+		free(reason);
+		free(t);
+		free(ch);
+		c->failed = 1;
+		return;
+	}
+	ad_recommendation *r = &a->recs[a->rec_count];
+	memset(r, 0, sizeof *r);
+	snprintf(r->id, sizeof r->id, "%s", id);
+	r->title = t;
+	r->reason = reason;
+	r->change = ch;
+	c->rec_priority[a->rec_count++] = priority;
+}
+
+static void rank(ctx *c)
+{
+	ad_advice *a = c->a;
+	/* insertion sort: a handful of items, stable */
+	for (size_t i = 1; i < a->rec_count; i++) {
+		ad_recommendation r = a->recs[i];
+		int p = c->rec_priority[i];
+		size_t j = i;
+		while (j > 0 && c->rec_priority[j - 1] > p) {
+			a->recs[j] = a->recs[j - 1];
+			c->rec_priority[j] = c->rec_priority[j - 1];
+			j--;
+		}
+		a->recs[j] = r;
+		c->rec_priority[j] = p;
+	}
+	for (size_t i = 0; i < a->rec_count; i++)
+		a->recs[i].rank = (int)i + 1;
+}
+
+static const char *sz(char *buf, uint64_t v)
+{
+	mr_format_bytes(buf, 32, v);
+	return buf;
+}
+
+static int pct(uint64_t part, uint64_t whole)
+{
+	return whole ? (int)((double)part * 100.0 / (double)whole + 0.5) : 0;
+}
+
+/* The device to diagnose: the one that ran out of memory, else the one with most reserved. */
+static const an_device *primary_device(const an_result *an)
+{
+	const an_device *best = NULL;
+	for (size_t i = 0; i < an->device_count; i++) {
+		const an_device *d = &an->devices[i];
+		if (d->oom.present && (!best || !best->oom.present || d->oom.event > best->oom.event))
+			best = d;
+		else if (!best || (!best->oom.present &&
+				   d->pool[AN_POOL_ALL].reserved > best->pool[AN_POOL_ALL].reserved))
+			best = d;
+	}
+	return best;
+}
+
+static int settings_expandable(const ctx *c)
+{
+	return c->s->settings.expandable_segments || c->dv->expandable;
+}
+
+static int settings_max_split(const ctx *c)
+{
+	uint64_t m = c->s->settings.max_split_size;
+	return m != UINT64_MAX && m != 0;
+}
+
+/* A cap below the card (set_per_process_memory_fraction) shows as an OOM while the device
+ * still had room for the segment. */
+static int fraction_in_effect(const ctx *c)
+{
+	const an_oom *o = &c->dv->oom;
+	return o->present && o->device_free > o->alloc_size;
+}
+
+/* The user-code function whose forward holds the most activation bytes: where to checkpoint. */
+static void checkpoint_target(const ctx *c, char *out, size_t outsz)
+{
+	const md_snapshot *s = c->s;
+	const an_device *dv = c->dv;
+	uint64_t best_bytes = 0;
+	const md_frame *best = NULL;
+	out[0] = '\0';
+	for (size_t i = 0; i < dv->site_count; i++) {
+		const an_site *site = &dv->sites[i];
+		if (an_category(s, site->stack, s->has_history) != AN_CAT_ACTIVATIONS)
+			continue;
+		const md_stack *st = &s->stacks[site->stack];
+		/* innermost forward frame outside torch itself */
+		for (size_t k = 0; k < st->count; k++) {
+			const md_frame *f = &s->frames[st->first + k];
+			const char *file = md_str(s, f->filename);
+			if (strcmp(md_str(s, f->name), "forward") != 0 || strstr(file, "torch/") ||
+			    strstr(file, "torch\\"))
+				continue;
+			/* sum every site sharing this frame's function and file */
+			uint64_t bytes = 0;
+			for (size_t j = 0; j < dv->site_count; j++) {
+				const md_stack *sj = &s->stacks[dv->sites[j].stack];
+				for (size_t m = 0; m < sj->count; m++) {
+					const md_frame *g = &s->frames[sj->first + m];
+					if (g->name == f->name && g->filename == f->filename) {
+						bytes += dv->sites[j].bytes;
+						break;
+					}
+				}
+			}
+			if (bytes > best_bytes) {
+				best_bytes = bytes;
+				best = f;
+			}
+			break;
+		}
+	}
+	if (best) {
+		char b[32];
+		char pbuf[1024];
+		rp_options opt = {.device = -1};
+		snprintf(out, outsz, "the module whose forward is in %s (it holds %s of activations)",
+			 rp_path(&opt, md_str(s, best->filename), pbuf, sizeof pbuf),
+			 sz(b, best_bytes));
+	}
+}
+
+static uint64_t live_total(const uint64_t *cat)
+{
+	uint64_t t = 0;
+	for (int i = 0; i < AN_CAT_COUNT; i++)
+		t += cat[i];
+	return t;
+}
+
+static void advise_capacity(ctx *c, const uint64_t *cat, int oom)
+{
+	char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], where[1200];
+	uint64_t live = live_total(cat);
+	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
+	uint64_t acts = cat[AN_CAT_ACTIVATIONS];
+	if (!live)
+		return;
+	if (pct(state, live) >= DOMINANT_PERCENT) {
+		recommend(c, "fsdp", 10, "Shard parameters, gradients and optimizer state (FSDP)",
+			  "model = torch.distributed.fsdp.FullyShardedDataParallel(model)  # or "
+			  "fully_shard(model) in torch>=2.4",
+			  "Parameters (%s), gradients (%s) and optimizer state (%s) are %d%% of live "
+			  "memory; each GPU holds all of it. Sharded over 4 GPUs each keeps about %s "
+			  "(%s saved per GPU); over 8, %s.",
+			  sz(b1, cat[AN_CAT_PARAMETERS]), sz(b2, cat[AN_CAT_GRADIENTS]),
+			  sz(b3, cat[AN_CAT_OPTIMIZER]), pct(state, live), sz(b4, state / 4),
+			  sz(b5, state - state / 4), sz(b6, state / 8));
+		recommend(c, "cpu_offload", 20, "Offload optimizer state (and parameters) to the CPU",
+			  "FullyShardedDataParallel(model, cpu_offload=CPUOffload(offload_params=True))",
+			  "Optimizer state alone is %s. Keeping it (and the parameters) in host memory "
+			  "frees that much on the GPU, at the cost of transfers every step.",
+			  sz(b1, cat[AN_CAT_OPTIMIZER]));
+		recommend(c, "mixed_precision", 30,
+			  "Keep weights, gradients or optimizer state in lower precision",
+			  "bf16 parameters/gradients, or an 8-bit optimizer (e.g. bitsandbytes.optim.Adam8bit)",
+			  "fp32 parameters and gradients take 4 bytes per value and Adam keeps two more "
+			  "fp32 values: bf16 weights and gradients halve %s, an 8-bit optimizer quarters "
+			  "%s.",
+			  sz(b1, cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS]),
+			  sz(b2, cat[AN_CAT_OPTIMIZER]));
+		recommend(c, "reduce_microbatch", 40, "A smaller batch will not help much here", NULL,
+			  "Activations are only %s of %s live (%d%%): halving the batch frees at most "
+			  "about %s.",
+			  sz(b1, acts), sz(b2, live), pct(acts, live), sz(b3, acts / 2));
+		return;
+	}
+	if (pct(acts, live) >= DOMINANT_PERCENT || oom) {
+		recommend(c, "reduce_microbatch", 10,
+			  "Use a smaller microbatch, with gradient accumulation to keep the batch",
+			  "batch_size //= 2; accumulate gradients over 2 microbatches before "
+			  "optimizer.step()",
+			  "Activations hold %s of %s live memory (%d%%) and scale with the batch: "
+			  "halving the microbatch frees about %s.",
+			  sz(b1, acts), sz(b2, live), pct(acts, live), sz(b3, acts / 2));
+		checkpoint_target(c, where, sizeof where);
+		recommend(c, "activation_checkpointing", 20,
+			  "Checkpoint activations of the largest blocks",
+			  "out = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)",
+			  "Checkpointing keeps only block inputs and recomputes the rest in backward "
+			  "(about a third more compute); the largest holder is %s.",
+			  where[0] ? where : "the module forward that allocates the most");
+		recommend(c, "gradient_accumulation", 30,
+			  "Accumulate gradients to keep the effective batch size",
+			  "loss = loss / accum_steps; loss.backward(); step the optimizer every "
+			  "accum_steps microbatches",
+			  "With a smaller microbatch, accumulating over N microbatches keeps the "
+			  "optimizer's effective batch and the training dynamics unchanged.");
+		recommend(c, "mixed_precision", 40, "Run the forward pass in bf16 autocast",
+			  "with torch.autocast(\"cuda\", dtype=torch.bfloat16): loss = model(x)",
+			  "bf16 activations take half the bytes of fp32 ones (%s now), unless the "
+			  "model already runs in autocast.",
+			  sz(b1, acts));
+	}
+}
+
+static void advise_fragmentation(ctx *c, int priority, uint64_t free_bytes, uint64_t largest,
+				 uint64_t hole)
+{
+	char b1[32], b2[32], change[96];
+	if (!settings_expandable(c))
+		recommend(c, "expandable_segments", priority, "Turn on expandable segments",
+			  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+			  "%s is cached but free, and the largest piece is %s: expandable segments map "
+			  "memory in pages so freed space can be reused for larger tensors instead of "
+			  "staying cut into pieces.",
+			  sz(b1, free_bytes), sz(b2, largest));
+	if (!settings_max_split(c) && !settings_expandable(c)) {
+		/* Blocks at least as large as the largest hole left inside a split segment are then
+		 * never split, and requests that size get segments of their own. */
+		uint64_t mib = (hole + MR_MIB - 1) / MR_MIB;
+		mib = (mib + 31) / 32 * 32;
+		if (mib < 32)
+			mib = 32;
+		snprintf(change, sizeof change, "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:%llu",
+			 (unsigned long long)mib);
+		recommend(c, "max_split_size_mb", priority + 5,
+			  "If expandable segments cannot be used: stop splitting large blocks", change,
+			  "Blocks of %llu MiB or more would no longer be split into pieces that "
+			  "larger requests cannot reuse. It costs speed (more cudaMalloc calls and "
+			  "cache flushes when memory is short), so prefer expandable segments.",
+			  (unsigned long long)mib);
+	}
+}
+
+static void advise_oom(ctx *c)
+{
+	const an_device *dv = c->dv;
+	const an_oom *o = &dv->oom;
+	const an_pool *all = &dv->pool[AN_POOL_ALL];
+	ad_oom *out = &c->a->oom;
+	char b1[32], b2[32], b3[32], b4[32], b5[32];
+	out->present = 1;
+	out->device = dv->device;
+	out->requested = o->requested;
+	out->free_cached = o->usable_free;
+	out->largest_free = o->usable_largest;
+	out->free_pieces = o->usable_pieces;
+	out->reserved = all->reserved;
+	out->allocated = all->allocated;
+	out->limit = 0; /* the snapshot does not record the cap; a log's "allowed" figure does */
+	/* The cap was reached: the budget is at least what is reserved. */
+	uint64_t budget = out->limit ? out->limit : all->reserved + (fraction_in_effect(c) ? 0 : o->device_free);
+	int could_serve = o->usable_free >= o->requested;
+	int real_share = (double)o->usable_free * 100.0 >= (double)budget * FRAG_SHARE_PERCENT;
+	const uint64_t *cat = dv->categories;
+	if (could_serve && real_share) {
+		out->cause = AD_CAUSE_FRAGMENTATION;
+		finding(c, "oom_fragmentation", AD_CRITICAL,
+			"Out of memory from fragmentation: %s was cached but free in %llu pieces, and "
+			"the largest (%s) is smaller than the %s requested. Reserved %s, allocated %s.",
+			sz(b1, o->usable_free), (unsigned long long)o->usable_pieces,
+			sz(b2, o->usable_largest), sz(b3, o->requested), sz(b4, all->reserved),
+			sz(b5, all->allocated));
+		advise_fragmentation(c, 1, o->usable_free, o->usable_largest,
+				     all->largest_hole);
+		advise_capacity(c, cat, 0);
+		/* capacity advice ranks after the allocator fix here */
+		for (size_t i = 0; i < c->a->rec_count; i++)
+			if (strcmp(c->a->recs[i].id, "expandable_segments") != 0 &&
+			    strcmp(c->a->recs[i].id, "max_split_size_mb") != 0)
+				c->rec_priority[i] += 100;
+	} else {
+		out->cause = AD_CAUSE_CAPACITY;
+		uint64_t live = live_total(cat);
+		char freebuf[160] = "nothing was cached but free";
+		if (o->usable_free)
+			snprintf(freebuf, sizeof freebuf, "only %s was cached but free (largest piece %s)",
+				 sz(b2, o->usable_free), sz(b3, o->usable_largest));
+		finding(c, "oom_capacity", AD_CRITICAL,
+			"Out of memory from capacity: live tensors hold %s and %s for a request of %s.%s",
+			sz(b1, all->allocated), freebuf, sz(b4, o->requested),
+			could_serve ? " The scattered free memory is too small a share of the budget to "
+				      "matter: fixing fragmentation would only make it fail a little "
+				      "later."
+				    : "");
+		advise_capacity(c, cat, 1);
+		if (live && !settings_expandable(c) && o->usable_free > 0)
+			recommend(c, "expandable_segments", 90, "Expandable segments would not save this run",
+				  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+				  "Only %s was free in the cache; even perfectly packed it would not hold "
+				  "the %s request. Worth having, but not the fix.",
+				  sz(b1, o->usable_free), sz(b2, o->requested));
+	}
+	if (o->events_after)
+		finding(c, "oom_snapshot_later", AD_INFO,
+			"The snapshot was taken %zu trace events after the OOM, so its layout may "
+			"differ a little from the moment of the failure.",
+			o->events_after);
+}
+
+static void advise_growth(ctx *c)
+{
+	const an_growth *g = &c->dv->growth;
+	const md_snapshot *s = c->s;
+	char b1[32], b2[32], b3[32], site[1200] = "";
+	if (!g->found || g->middle_iterations < 3 || g->per_iteration < GROWTH_MIN_BYTES ||
+	    g->growing_iterations * 4 < g->middle_iterations * 3)
+		return;
+	uint64_t total = g->per_iteration * g->middle_iterations;
+	int activations = 0;
+	if (g->site_count) {
+		const md_stack *st = &s->stacks[g->sites[0].stack];
+		activations = an_category(s, g->sites[0].stack, s->has_history) == AN_CAT_ACTIVATIONS;
+		rp_options opt = {.device = -1};
+		char pbuf[1024];
+		for (size_t k = 0; k < st->count; k++) {
+			const md_frame *f = &s->frames[st->first + k];
+			if (an_frame_hidden(s, f))
+				continue;
+			snprintf(site, sizeof site, " The largest grower is %s (%s:%d), %s per iteration.",
+				 md_str(s, f->name), rp_path(&opt, md_str(s, f->filename), pbuf, sizeof pbuf),
+				 f->line, sz(b3, g->sites[0].bytes_per_iteration));
+			break;
+		}
+	}
+	uint64_t allocated = c->dv->pool[AN_POOL_ALL].allocated;
+	finding(c, "memory_growth", total * 4 >= allocated ? AD_CRITICAL : AD_WARNING,
+		"Live memory grows %s per iteration and is not released: %zu of %zu iterations "
+		"left memory behind (%s in all).%s",
+		sz(b1, g->per_iteration), g->growing_iterations, g->middle_iterations,
+		sz(b2, total), site);
+	if (activations && !g->backward_seen)
+		recommend(c, "no_grad_eval", 5, "Evaluate under torch.no_grad()",
+			  "with torch.no_grad():  # or @torch.inference_mode()\n    out = model(x)",
+			  "Forward activations survive every iteration and no backward pass ever frees "
+			  "them: autograd keeps each iteration's graph alive. %s per iteration.",
+			  sz(b1, g->per_iteration));
+	recommend(c, "release_references", activations && !g->backward_seen ? 6 : 5,
+		  "Drop references that keep tensors (and their graphs) alive",
+		  "total += loss.item()   # not: total += loss\nhistory.append(out.detach())",
+		  "Memory allocated in each iteration is still referenced at the end of the run "
+		  "(%s per iteration): accumulating tensors, not numbers, keeps them and their "
+		  "autograd graphs alive.",
+		  sz(b1, g->per_iteration));
+}
+
+static void advise_peak_overhead(ctx *c)
+{
+	const an_device *dv = c->dv;
+	char b1[32], b2[32], b3[32];
+	if (!dv->has_trace || dv->peak_reserved == 0 || dv->peak_allocated >= dv->peak_reserved)
+		return;
+	uint64_t over = dv->peak_reserved - dv->peak_allocated;
+	if (pct(over, dv->peak_reserved) < HIGH_FRAG_PERCENT || over < HIGH_FRAG_MIN_BYTES)
+		return;
+	finding(c, "high_fragmentation", AD_WARNING,
+		"At the peak, %s was reserved for %s allocated: %s (%d%% of reserved) was lost to "
+		"fragmentation and caching of differently sized blocks.",
+		sz(b1, dv->peak_reserved), sz(b2, dv->peak_allocated), sz(b3, over),
+		pct(over, dv->peak_reserved));
+	if (!settings_expandable(c))
+		advise_fragmentation(c, 10, over, dv->pool[AN_POOL_ALL].largest_free,
+				     dv->pool[AN_POOL_ALL].largest_hole);
+}
+
+static void advise_evidence(ctx *c)
+{
+	const an_device *dv = c->dv;
+	const md_snapshot *s = c->s;
+	const an_pool *all = &dv->pool[AN_POOL_ALL];
+	const an_pool *priv = &dv->pool[AN_POOL_PRIVATE];
+	char b1[32], b2[32];
+	if (all->pending_free_blocks)
+		finding(c, "pending_free_blocks", AD_WARNING,
+			"%s in %llu blocks was freed by the program but is still in use by another "
+			"stream (record_stream or collective communication): the allocator cannot "
+			"reuse it until that stream's work completes.",
+			sz(b1, all->pending_free), (unsigned long long)all->pending_free_blocks);
+	if (priv->segments)
+		finding(c, "private_pools", AD_INFO,
+			"%s is reserved in %llu segments of private pools (CUDA graphs or MemPool), "
+			"with %s allocated; it is reported apart and is only released when its graph "
+			"or pool is destroyed.",
+			sz(b1, priv->reserved), (unsigned long long)priv->segments,
+			sz(b2, priv->allocated));
+	if (dv->has_trace && dv->truncated)
+		finding(c, "trace_truncated", AD_WARNING,
+			"The trace does not reach back to the start of the run (%zu events; %s was "
+			"already reserved when it begins): the ring buffer wrapped or recording began "
+			"late, so peaks from it are lower bounds.",
+			dv->trace_events, sz(b1, dv->initial_reserved));
+	if (!dv->has_trace) {
+		finding(c, "no_history", AD_INFO,
+			"No allocation history was recorded: the snapshot has segments and blocks but "
+			"no trace%s, so there are no peaks, no timeline and no growth analysis.",
+			s->has_history ? "" : " and no stacks");
+		recommend(c, "record_history", 50, "Record allocation history next time",
+			  "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
+			  "# ... run until the problem shows ...\n"
+			  "torch.cuda.memory._dump_snapshot(\"snapshot.pickle\")",
+			  "With history, every block carries the stack that allocated it and the "
+			  "trace gives peaks, a timeline, OOM details and growth per iteration.");
+	}
+	const md_settings *cfg = &s->settings;
+	if (cfg->gc_threshold > 0 && !fraction_in_effect(c))
+		finding(c, "setting_ineffective", AD_WARNING,
+			"garbage_collection_threshold:%g is set, but it only acts when a memory fraction "
+			"is set (torch.cuda.set_per_process_memory_fraction); nothing here shows one.",
+			cfg->gc_threshold);
+	if (settings_max_split(c) && settings_expandable(c))
+		finding(c, "setting_ineffective", AD_INFO,
+			"Both expandable_segments and max_split_size_mb are set: max_split_size_mb only "
+			"acts on non-expandable segments, so with expandable segments on it has little "
+			"left to do.");
+	if (all->whole_free >= MR_GIB && all->whole_free * 4 >= all->reserved)
+		finding(c, "empty_cache_note", AD_INFO,
+			"%s of the %s reserved is in segments with nothing allocated. empty_cache() would "
+			"hand them back to the driver for other processes, but it never gives this "
+			"process more room: the allocator reuses them anyway.",
+			sz(b1, all->whole_free), sz(b2, all->reserved));
+}
+
+static void verdict(ctx *c)
+{
+	const an_device *dv = c->dv;
+	const an_pool *all = &dv->pool[AN_POOL_ALL];
+	const ad_oom *o = &c->a->oom;
+	char b1[32], b2[32], b3[32];
+	mr_buf b = {0};
+	const uint64_t *cat = dv->categories;
+	uint64_t live = live_total(cat);
+	if (o->present && o->cause == AD_CAUSE_FRAGMENTATION) {
+		mr_buf_printf(&b,
+			      "Out of memory from fragmentation: %s free in %llu pieces, none as large "
+			      "as the %s asked for.",
+			      sz(b1, o->free_cached), (unsigned long long)o->free_pieces,
+			      sz(b2, o->requested));
+	} else if (o->present) {
+		uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
+		if (live && pct(state, live) >= DOMINANT_PERCENT)
+			mr_buf_printf(&b,
+				      "Out of memory from capacity: parameters, gradients and optimizer "
+				      "state hold %s of %s live; activations are only %s, so a smaller "
+				      "batch cannot help.",
+				      sz(b1, state), sz(b2, live), sz(b3, cat[AN_CAT_ACTIVATIONS]));
+		else
+			mr_buf_printf(&b,
+				      "Out of memory from capacity: live tensors hold %s (%d%% "
+				      "activations); only %s was free for a %s request.",
+				      sz(b1, all->allocated), pct(cat[AN_CAT_ACTIVATIONS], live),
+				      sz(b2, o->free_cached), sz(b3, o->requested));
+	} else {
+		const ad_finding *growth = NULL, *frag = NULL;
+		for (size_t i = 0; i < c->a->finding_count; i++) {
+			if (strcmp(c->a->findings[i].id, "memory_growth") == 0)
+				growth = &c->a->findings[i];
+			if (strcmp(c->a->findings[i].id, "high_fragmentation") == 0)
+				frag = &c->a->findings[i];
+		}
+		if (growth) {
+			const an_growth *g = &dv->growth;
+			mr_buf_printf(&b,
+				      "Memory grows %s per iteration and is never released: %s over "
+				      "%zu iterations.",
+				      sz(b1, g->per_iteration), sz(b2, g->per_iteration * g->middle_iterations),
+				      g->middle_iterations);
+		} else if (frag) {
+			mr_buf_printf(&b,
+				      "%d%% of reserved memory is lost to fragmentation at the peak: %s "
+				      "reserved for %s allocated.",
+				      pct(dv->peak_reserved - dv->peak_allocated, dv->peak_reserved),
+				      sz(b1, dv->peak_reserved), sz(b2, dv->peak_allocated));
+		} else if (dv->has_trace) {
+			mr_buf_printf(&b,
+				      "Healthy: peak %s allocated in %s reserved (%d%% overhead); nothing "
+				      "urgent to change.",
+				      sz(b1, dv->peak_allocated), sz(b2, dv->peak_reserved),
+				      pct(dv->peak_reserved - MR_MIN(dv->peak_allocated, dv->peak_reserved),
+					  dv->peak_reserved));
+		} else {
+			mr_buf_printf(&b,
+				      "No out-of-memory error: %s reserved, %s allocated, largest free "
+				      "block %s. No allocation history was recorded.",
+				      sz(b1, all->reserved), sz(b2, all->allocated), sz(b3, all->largest_free));
+		}
+	}
+	if (b.failed) {
+		mr_buf_free(&b);
+		c->failed = 1;
+		return;
+	}
+	c->a->verdict = b.data;
+}
+
 mr_status ad_advise(const rp_run *run, ad_advice *out, mr_error *err)
 {
 	memset(out, 0, sizeof *out);
-	(void)run;
-	out->verdict = mr_strndup("", 0);
-	return out->verdict ? MR_OK : mr_oom(err);
+	ctx c = {.a = out, .run = run, .s = &run->snap};
+	if (run->has_snapshot)
+		c.dv = primary_device(&run->an);
+	if (c.dv) {
+		out->categories.present = c.s->has_history;
+		memcpy(out->categories.bytes, c.dv->categories, sizeof out->categories.bytes);
+		out->categories.peak_present = c.dv->peak_categories_known;
+		memcpy(out->categories.peak, c.dv->peak_categories, sizeof out->categories.peak);
+		out->categories.moment = c.dv->oom.present && !c.dv->oom.events_after ? "oom" : "snapshot";
+		if (c.dv->oom.present)
+			advise_oom(&c);
+		advise_growth(&c);
+		if (!c.dv->oom.present)
+			advise_peak_overhead(&c);
+		advise_evidence(&c);
+		verdict(&c);
+	}
+	if (!out->verdict && !c.failed)
+		out->verdict = mr_strndup("", 0);
+	rank(&c);
+	free(c.rec_priority);
+	if (c.failed || !out->verdict) {
+		ad_free(out);
+		return mr_oom(err);
+	}
+	return MR_OK;
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analyze.h"
 #include "util.h"
 
 typedef enum { AD_INFO, AD_WARNING, AD_CRITICAL } ad_severity;
@@ -48,13 +49,17 @@ typedef struct {
 	ad_cause cause;
 } ad_oom;
 
-enum { AD_CAT_PARAMETERS, AD_CAT_GRADIENTS, AD_CAT_OPTIMIZER, AD_CAT_ACTIVATIONS, AD_CAT_OTHER,
-       AD_CAT_COUNT };
+/* The categories of analyze.h, named for the advice's readers. */
+enum { AD_CAT_PARAMETERS = AN_CAT_PARAMETERS, AD_CAT_GRADIENTS = AN_CAT_GRADIENTS,
+       AD_CAT_OPTIMIZER = AN_CAT_OPTIMIZER, AD_CAT_ACTIVATIONS = AN_CAT_ACTIVATIONS,
+       AD_CAT_OTHER = AN_CAT_OTHER, AD_CAT_COUNT = AN_CAT_COUNT };
 
 typedef struct {
 	int present;
 	uint64_t bytes[AD_CAT_COUNT];
 	const char *moment; /* "oom", "snapshot" */
+	int peak_present;
+	uint64_t peak[AD_CAT_COUNT]; /* live at the trace's allocated peak */
 } ad_categories;
 
 typedef struct {

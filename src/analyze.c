@@ -182,6 +182,8 @@ static void add_segment(an_pool *p, const md_snapshot *s, const md_segment *seg)
 			p->free_blocks++;
 			if (b[i].size > p->largest_free)
 				p->largest_free = b[i].size;
+			if (seg->block_count > 1 && b[i].size > p->largest_hole)
+				p->largest_hole = b[i].size;
 			if (split) {
 				p->inactive_split += b[i].size;
 				p->inactive_split_blocks++;
@@ -352,6 +354,377 @@ static mr_status live_sites(const md_snapshot *s, an_device *dv, mr_error *err)
 	return MR_OK;
 }
 
+/* ---- categories ---- */
+
+const char *an_category_name(int cat)
+{
+	static const char *const names[AN_CAT_COUNT] = {"parameters", "gradients", "optimizer_state",
+							"activations", "other"};
+	return cat >= 0 && cat < AN_CAT_COUNT ? names[cat] : "other";
+}
+
+static int path_has(const char *file, const char *dir)
+{
+	/* matches "torch/optim/" and its Windows spelling "torch\optim\" */
+	size_t n = strlen(dir);
+	for (const char *p = file; *p; p++) {
+		size_t i = 0;
+		while (i < n && p[i] &&
+		       (p[i] == dir[i] || (dir[i] == '/' && p[i] == '\\')))
+			i++;
+		if (i == n)
+			return 1;
+	}
+	return 0;
+}
+
+int an_category(const md_snapshot *s, uint32_t stack, int stacks_recorded)
+{
+	if (stack >= s->stack_count)
+		return AN_CAT_OTHER;
+	const md_stack *st = &s->stacks[stack];
+	int params = 0, grads = 0, acts = 0, visible = 0;
+	for (size_t i = 0; i < st->count; i++) {
+		const md_frame *f = &s->frames[st->first + i];
+		const char *name = md_str(s, f->name), *file = md_str(s, f->filename);
+		if (an_frame_hidden(s, f))
+			continue;
+		visible++;
+		if (path_has(file, "torch/optim/"))
+			return AN_CAT_OPTIMIZER;
+		if (strcmp(name, "_apply") == 0 || strcmp(name, "load_state_dict") == 0 ||
+		    strcmp(name, "_load_from_state_dict") == 0 ||
+		    strcmp(name, "reset_parameters") == 0 || path_has(file, "torch/nn/parameter.py") ||
+		    (strcmp(name, "__init__") == 0 && path_has(file, "torch/nn/modules/")))
+			params = 1;
+		else if (path_has(file, "torch/autograd/") || strstr(name, "AccumulateGrad") ||
+			 strcmp(name, "_engine_run_backward") == 0 ||
+			 (strcmp(name, "backward") == 0 && path_has(file, "torch/_tensor.py")))
+			grads = 1;
+		else if (strcmp(name, "forward") == 0 || strstr(name, "::forward"))
+			acts = 1;
+	}
+	if (params)
+		return AN_CAT_PARAMETERS;
+	if (grads)
+		return AN_CAT_GRADIENTS;
+	/* No Python frame in a snapshot that records them: allocated by the autograd engine's
+	 * C++ threads during backward. */
+	if (visible == 0 && stacks_recorded)
+		return AN_CAT_GRADIENTS;
+	if (acts)
+		return AN_CAT_ACTIVATIONS;
+	return AN_CAT_OTHER;
+}
+
+static void snapshot_categories(const md_snapshot *s, an_device *dv)
+{
+	for (size_t i = 0; i < dv->site_count; i++)
+		dv->categories[an_category(s, dv->sites[i].stack, s->has_history)] +=
+			dv->sites[i].bytes;
+}
+
+/* ---- the OOM moment ---- */
+
+static uint64_t segment_size_for(uint64_t size)
+{
+	if (size <= MR_MIB)
+		return 2 * MR_MIB;
+	if (size < 10 * MR_MIB)
+		return 20 * MR_MIB;
+	return (size + 2 * MR_MIB - 1) / (2 * MR_MIB) * (2 * MR_MIB);
+}
+
+static void oom_layout(const md_snapshot *s, const md_device *md, an_device *dv)
+{
+	if (!dv->oom_events)
+		return;
+	/* The last OOM of the trace is the one analysed. */
+	size_t at = md->event_count;
+	while (at-- > 0)
+		if (md->events[at].action == MD_ACT_OOM)
+			break;
+	const md_event *e = &md->events[at];
+	an_oom *o = &dv->oom;
+	o->present = 1;
+	o->event = at;
+	o->requested = e->size;
+	o->alloc_size = segment_size_for(e->size);
+	o->device_free = e->addr;
+	o->events_after = md->event_count - at - 1;
+	int small = e->size <= MR_MIB;
+	uint64_t stream = s->streams[e->stream];
+	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
+		const md_segment *seg = &s->segments[i];
+		if ((seg->pool == MD_POOL_SMALL) != small || seg->stream != stream ||
+		    seg->pool_id[0] || seg->pool_id[1] ||
+		    (seg->is_expandable && !s->settings.expandable_segments))
+			continue;
+		for (size_t j = 0; j < seg->block_count; j++) {
+			const md_block *b = &s->blocks[seg->first_block + j];
+			if (b->state != MD_BLOCK_INACTIVE)
+				continue;
+			o->usable_free += b->size;
+			o->usable_pieces++;
+			o->usable_largest = MR_MAX(o->usable_largest, b->size);
+		}
+	}
+}
+
+/* ---- categories at the peak: a forward pass to the peak event ---- */
+
+static mr_status peak_categories(const md_snapshot *s, const md_device *md, an_device *dv,
+				 mr_error *err)
+{
+	addr_map live = {0}; /* address -> size << 3 | category */
+	mr_status st = MR_OK;
+	uint64_t before = dv->initial_allocated, packed;
+	int stacks_recorded = 0;
+	for (size_t i = 0; i < md->event_count && !stacks_recorded; i++)
+		stacks_recorded = md->events[i].stack != MD_NO_STACK;
+	for (size_t i = 0; i <= dv->peak_allocated_event && i < md->event_count; i++) {
+		const md_event *e = &md->events[i];
+		if (e->action == MD_ACT_ALLOC) {
+			uint64_t size = block_estimate(&s->settings, e->size);
+			if (map_put(&live, e->addr, size << 3 | (uint64_t)an_category(s, e->stack, stacks_recorded))) {
+				st = mr_oom(err);
+				goto done;
+			}
+		} else if (e->action == MD_ACT_FREE_REQUESTED && !map_take(&live, e->addr, &packed)) {
+			uint64_t size = block_estimate(&s->settings, e->size);
+			before = before > size ? before - size : 0; /* allocated before the window */
+		}
+	}
+	for (size_t i = 0; i < live.cap; i++)
+		if (live.keys[i])
+			dv->peak_categories[live.vals[i] & 7] += live.vals[i] >> 3;
+	dv->peak_categories[AN_CAT_OTHER] += before;
+	dv->peak_categories_known = 1;
+done:
+	map_free(&live);
+	return st;
+}
+
+/* ---- growth ---- */
+
+typedef struct {
+	uint32_t stack;
+	uint32_t count;
+	size_t first, last;       /* alloc indices (among allocs) */
+	uint64_t min_gap, max_gap;
+	int regular;
+} site_rhythm;
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+static int growth_site_cmp(const void *a, const void *b)
+{
+	const an_growth_site *x = a, *y = b;
+	if (x->total_bytes != y->total_bytes)
+		return x->total_bytes < y->total_bytes ? 1 : -1;
+	return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+/* Iteration boundaries from the START of the annotation (torch.profiler.record_function) that
+ * repeats most often on this device, at least 5 times: optimizer steps, usually. */
+static size_t annotation_marks(const md_snapshot *s, const md_device *md, size_t **out,
+			       mr_error *err, mr_status *st)
+{
+	uint32_t best = 0;
+	size_t best_count = 0;
+	if (md->event_count == 0 || md->events[0].time_us == MD_TIME_NONE)
+		return 0;
+	for (size_t i = 0; i < s->annotation_count; i++) {
+		const md_annotation *a = &s->annotations[i];
+		if (a->is_end || a->device != md->id || a->time_us == MD_TIME_NONE)
+			continue;
+		size_t c = 0;
+		for (size_t j = 0; j < s->annotation_count; j++)
+			c += !s->annotations[j].is_end && s->annotations[j].name == a->name &&
+			     s->annotations[j].device == md->id;
+		if (c > best_count || (c == best_count && a->name < best)) {
+			best = a->name;
+			best_count = c;
+		}
+		if (s->annotation_count > 4096)
+			break; /* enough to find the common name; keep this quadratic scan bounded */
+	}
+	if (best_count < 5)
+		return 0;
+	size_t *marks = mr_alloc_array(best_count, sizeof *marks), count = 0, e = 0;
+	if (!marks) {
+		*st = mr_oom(err);
+		return 0;
+	}
+	for (size_t i = 0; i < s->annotation_count; i++) {
+		const md_annotation *a = &s->annotations[i];
+		if (a->is_end || a->name != best || a->device != md->id)
+			continue;
+		while (e < md->event_count && md->events[e].time_us < a->time_us)
+			e++;
+		if (e < md->event_count && (count == 0 || marks[count - 1] < e))
+			marks[count++] = e;
+	}
+	*out = marks;
+	return count;
+}
+
+/* Iteration boundaries (event indices, ascending) from optimizer-step annotations when the
+ * trace has times, else from the most frequent allocation site whose occurrences are evenly
+ * spaced. Returns the count, or 0. *out is malloc'd. */
+static size_t iteration_marks(const md_snapshot *s, const md_device *md, uint32_t *anchor,
+			      size_t **out, mr_error *err, mr_status *st)
+{
+	size_t n = md->event_count, count = 0;
+	*anchor = 0;
+	*out = NULL;
+	count = annotation_marks(s, md, out, err, st);
+	if (count || *st)
+		return count;
+	site_rhythm *r = mr_alloc_array(s->stack_count, sizeof *r);
+	if (!r) {
+		*st = mr_oom(err);
+		return 0;
+	}
+	size_t allocs = 0;
+	for (size_t i = 0; i < n; i++) {
+		const md_event *e = &md->events[i];
+		if (e->action != MD_ACT_ALLOC)
+			continue;
+		site_rhythm *x = &r[e->stack < s->stack_count ? e->stack : 0];
+		if (x->count) {
+			uint64_t gap = allocs - x->last;
+			if (x->count == 1 || gap < x->min_gap)
+				x->min_gap = gap;
+			if (gap > x->max_gap)
+				x->max_gap = gap;
+		} else {
+			x->first = allocs;
+		}
+		x->last = allocs;
+		x->count++;
+		allocs++;
+	}
+	/* The anchor: evenly spaced (every gap within 25% of each other), at least 4 times, and
+	 * of those the one that repeats most often, so an iteration is as short as it can be. */
+	uint32_t best = 0, best_count = 0;
+	for (uint32_t k = 1; k < s->stack_count; k++) {
+		const site_rhythm *x = &r[k];
+		if (x->count < 4 || x->min_gap == 0)
+			continue;
+		if (x->max_gap * 4 > x->min_gap * 5)
+			continue;
+		/* A loop spans the run; setup (model creation, parameter copies) does not. */
+		if ((x->last - x->first) * 2 < allocs ||
+		    an_category(s, k, 0) == AN_CAT_PARAMETERS)
+			continue;
+		if (x->count > best_count) {
+			best = k;
+			best_count = x->count;
+		}
+	}
+	free(r);
+	if (!best)
+		return 0;
+	size_t *marks = mr_alloc_array(best_count, sizeof *marks);
+	if (!marks) {
+		*st = mr_oom(err);
+		return 0;
+	}
+	for (size_t i = 0; i < n && count < best_count; i++)
+		if (md->events[i].action == MD_ACT_ALLOC && md->events[i].stack == best)
+			marks[count++] = i;
+	*anchor = best;
+	*out = marks;
+	return count;
+}
+
+static mr_status growth(const md_snapshot *s, const md_device *md, an_device *dv, mr_error *err)
+{
+	an_growth *g = &dv->growth;
+	mr_status st = MR_OK;
+	size_t *marks = NULL;
+	uint64_t *per_iter = NULL;
+	addr_map alive = {0}; /* live-at-end block address -> size */
+	uint64_t *site_bytes = NULL;
+	size_t k = iteration_marks(s, md, &g->anchor_stack, &marks, err, &st);
+	if (st || k < 5)
+		goto done;
+	g->found = 1;
+	g->iterations = k;
+	for (size_t i = 0; i < md->event_count; i++) {
+		uint32_t stack = md->events[i].stack;
+		if (md->events[i].action == MD_ACT_ALLOC && stack != MD_NO_STACK &&
+		    an_category(s, stack, 0) == AN_CAT_GRADIENTS) {
+			g->backward_seen = 1;
+			break;
+		}
+	}
+	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
+		const md_segment *seg = &s->segments[i];
+		for (size_t j = 0; j < seg->block_count; j++) {
+			const md_block *b = &s->blocks[seg->first_block + j];
+			if (b->state == MD_BLOCK_ACTIVE_ALLOCATED && map_put(&alive, b->address, b->size))
+				goto oom;
+		}
+	}
+	/* Iteration j spans [marks[j], marks[j+1]); the middle ones are 1 .. k-2 (the first
+	 * holds warm-up, the last is still running at the snapshot). */
+	per_iter = mr_alloc_array(k, sizeof *per_iter);
+	site_bytes = mr_alloc_array(s->stack_count, sizeof *site_bytes);
+	if (!per_iter || !site_bytes)
+		goto oom;
+	size_t it = k; /* iteration of the event being scanned, walking backwards */
+	for (size_t i = md->event_count; i-- > marks[0];) {
+		while (it > 0 && marks[it - 1] > i)
+			it--;
+		const md_event *e = &md->events[i];
+		uint64_t size;
+		if (e->action != MD_ACT_ALLOC || !map_take(&alive, e->addr, &size))
+			continue;
+		size_t iter = it - 1;
+		if (iter >= 1 && iter + 1 < k) {
+			per_iter[iter] += size;
+			site_bytes[e->stack < s->stack_count ? e->stack : 0] += size;
+		}
+	}
+	g->middle_iterations = k - 2;
+	uint64_t *mid = per_iter + 1;
+	for (size_t j = 0; j < g->middle_iterations; j++)
+		if (mid[j] > 0)
+			g->growing_iterations++;
+	qsort(mid, g->middle_iterations, sizeof *mid, u64_cmp);
+	g->per_iteration = mid[g->middle_iterations / 2];
+	size_t nsites = 0;
+	for (uint32_t j = 0; j < s->stack_count; j++)
+		nsites += site_bytes[j] > 0;
+	g->sites = mr_alloc_array(nsites, sizeof *g->sites);
+	if (!g->sites)
+		goto oom;
+	for (uint32_t j = 0; j < s->stack_count; j++) {
+		if (!site_bytes[j])
+			continue;
+		an_growth_site *gs = &g->sites[g->site_count++];
+		gs->stack = j;
+		gs->total_bytes = site_bytes[j];
+		gs->bytes_per_iteration = site_bytes[j] / g->middle_iterations;
+	}
+	qsort(g->sites, g->site_count, sizeof *g->sites, growth_site_cmp);
+	goto done;
+oom:
+	st = mr_oom(err);
+done:
+	free(marks);
+	free(per_iter);
+	free(site_bytes);
+	map_free(&alive);
+	return st;
+}
+
 mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr_error *err)
 {
 	memset(out, 0, sizeof *out);
@@ -393,6 +766,12 @@ mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr
 			break;
 		if ((st = live_sites(s, dv, err)))
 			break;
+		snapshot_categories(s, dv);
+		if (!dv->has_trace)
+			continue;
+		oom_layout(s, md, dv);
+		if ((st = peak_categories(s, md, dv, err)) || (st = growth(s, md, dv, err)))
+			break;
 	}
 	if (st)
 		an_free(out);
@@ -404,6 +783,7 @@ void an_free(an_result *r)
 	for (size_t i = 0; i < r->device_count; i++) {
 		free(r->devices[i].timeline);
 		free(r->devices[i].sites);
+		free(r->devices[i].growth.sites);
 	}
 	free(r->devices);
 	memset(r, 0, sizeof *r);

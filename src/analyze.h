@@ -24,6 +24,7 @@ typedef struct {
 	uint64_t free_cached;   /* every inactive block, split or not */
 	uint64_t free_blocks;
 	uint64_t largest_free;  /* largest inactive block */
+	uint64_t largest_hole;  /* largest inactive block inside a split segment */
 	uint64_t whole_free;    /* segments with no active block: what empty_cache() releases */
 	uint64_t pending_free, pending_free_blocks; /* freed, but an event is still outstanding */
 	uint64_t active_blocks;
@@ -43,6 +44,43 @@ typedef struct {
 	uint64_t bytes, requested;
 	uint64_t count;
 } an_site;
+
+/* Live memory by what it holds, from the allocation stacks (see an_category). */
+enum { AN_CAT_PARAMETERS, AN_CAT_GRADIENTS, AN_CAT_OPTIMIZER, AN_CAT_ACTIVATIONS, AN_CAT_OTHER,
+       AN_CAT_COUNT };
+
+/* The free space the failed allocation could have used: same stream, same size class, default
+ * pool, and (unless they are on) not inside expandable segments. */
+typedef struct {
+	int present;
+	size_t event;        /* index of the oom event in the device's trace */
+	uint64_t requested;  /* rounded request (the event's size) */
+	uint64_t alloc_size; /* the segment cudaMalloc would have needed */
+	uint64_t device_free;
+	uint64_t usable_free, usable_largest, usable_pieces;
+	size_t events_after; /* trace events after the OOM: the snapshot is later than the OOM */
+} an_oom;
+
+/* Growth across iterations: live memory still held at the snapshot, by the iteration that
+ * allocated it. An iteration is the span between two occurrences of a regularly repeating
+ * allocation site (or optimizer-step annotation). */
+typedef struct {
+	uint32_t stack;
+	uint64_t bytes_per_iteration;
+	uint64_t total_bytes;
+} an_growth_site;
+
+typedef struct {
+	int found;             /* iterations were found at all */
+	size_t iterations;
+	uint32_t anchor_stack; /* the repeating site, or 0 when annotations marked iterations */
+	uint64_t per_iteration;     /* median of what each middle iteration left alive */
+	size_t growing_iterations;  /* middle iterations that left memory alive */
+	size_t middle_iterations;
+	an_growth_site *sites;      /* largest first */
+	size_t site_count;
+	int backward_seen;          /* some allocation came from the autograd engine */
+} an_growth;
 
 typedef struct {
 	int32_t device;
@@ -66,6 +104,12 @@ typedef struct {
 
 	an_site *sites; /* live blocks grouped by stack, largest first */
 	size_t site_count;
+
+	uint64_t categories[AN_CAT_COUNT];      /* live at the snapshot */
+	int peak_categories_known;
+	uint64_t peak_categories[AN_CAT_COUNT]; /* live at the trace's allocated peak */
+	an_oom oom;
+	an_growth growth;
 } an_device;
 
 typedef struct {
@@ -79,6 +123,14 @@ void an_free(an_result *r);
 
 /* Rounds a request the way the caching allocator does (512 B, roundup_power2_divisions). */
 uint64_t an_round_size(const md_settings *cfg, uint64_t size);
+
+/* Category of a stack: optimizer (torch/optim frames) before parameters (module _apply/to/cuda,
+ * parameter creation, state-dict loading) before gradients (autograd frames, or no Python frame
+ * at all when stacks_recorded says stacks are recorded: the autograd engine runs backward in
+ * C++ threads) before
+ * activations (any forward frame); the rest is "other". */
+int an_category(const md_snapshot *s, uint32_t stack, int stacks_recorded);
+const char *an_category_name(int cat);
 
 /* PyTorch's own viewer hides these frames (unwinding, interpreter, dispatcher plumbing). */
 int an_frame_hidden(const md_snapshot *s, const md_frame *f);

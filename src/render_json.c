@@ -102,6 +102,76 @@ static void settings_json(mr_buf *b, const md_snapshot *s)
 	mr_buf_puts(b, "}}");
 }
 
+static void field_str(mr_buf *b, const char *key, const char *value, int comma)
+{
+	mr_buf_printf(b, "%s\"%s\": ", comma ? ", " : "", key);
+	if (value)
+		json_str(b, value);
+	else
+		mr_buf_puts(b, "null");
+}
+
+static void advice_json(mr_buf *b, const ad_advice *a)
+{
+	mr_buf_puts(b, ",\n  \"verdict\": ");
+	json_str(b, a->verdict ? a->verdict : "");
+	mr_buf_puts(b, ",\n  \"oom\": ");
+	if (a->oom.present) {
+		mr_buf_printf(b, "{\"device\": %d", a->oom.device);
+		json_u64(b, "requested_bytes", a->oom.requested, 1);
+		field_str(b, "cause", ad_cause_name(a->oom.cause), 1);
+		json_u64(b, "free_cached_bytes", a->oom.free_cached, 1);
+		json_u64(b, "largest_free_block_bytes", a->oom.largest_free, 1);
+		json_u64(b, "free_cached_blocks", a->oom.free_pieces, 1);
+		if (a->oom.limit)
+			json_u64(b, "limit_bytes", a->oom.limit, 1);
+		else
+			mr_buf_puts(b, ", \"limit_bytes\": null");
+		json_u64(b, "reserved_bytes", a->oom.reserved, 1);
+		json_u64(b, "allocated_bytes", a->oom.allocated, 1);
+		mr_buf_puts(b, "}");
+	} else {
+		mr_buf_puts(b, "null");
+	}
+	mr_buf_puts(b, ",\n  \"memory_by_category\": ");
+	if (a->categories.present) {
+		mr_buf_puts(b, "{");
+		for (int i = 0; i < AD_CAT_COUNT; i++)
+			json_u64(b, ad_category_name(i), a->categories.bytes[i], i > 0);
+		field_str(b, "moment", a->categories.moment, 1);
+		if (a->categories.peak_present) {
+			mr_buf_puts(b, ", \"at_peak\": {");
+			for (int i = 0; i < AD_CAT_COUNT; i++)
+				json_u64(b, ad_category_name(i), a->categories.peak[i], i > 0);
+			mr_buf_puts(b, "}");
+		}
+		mr_buf_puts(b, "}");
+	} else {
+		mr_buf_puts(b, "null");
+	}
+	mr_buf_puts(b, ",\n  \"findings\": [");
+	for (size_t i = 0; i < a->finding_count; i++) {
+		const ad_finding *f = &a->findings[i];
+		mr_buf_puts(b, i ? ",\n    {" : "\n    {");
+		field_str(b, "id", f->id, 0);
+		field_str(b, "severity", ad_severity_name(f->severity), 1);
+		field_str(b, "message", f->message, 1);
+		mr_buf_puts(b, "}");
+	}
+	mr_buf_puts(b, a->finding_count ? "\n  ],\n  \"recommendations\": [" : "],\n  \"recommendations\": [");
+	for (size_t i = 0; i < a->rec_count; i++) {
+		const ad_recommendation *r = &a->recs[i];
+		mr_buf_puts(b, i ? ",\n    {" : "\n    {");
+		field_str(b, "id", r->id, 0);
+		mr_buf_printf(b, ", \"rank\": %d", r->rank);
+		field_str(b, "title", r->title, 1);
+		field_str(b, "reason", r->reason, 1);
+		field_str(b, "change", r->change, 1);
+		mr_buf_puts(b, "}");
+	}
+	mr_buf_puts(b, a->rec_count ? "\n  ]\n" : "]\n");
+}
+
 mr_status rp_render_json(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err)
 {
 	mr_buf *b = out;
@@ -130,7 +200,7 @@ mr_status rp_render_json(const rp_run *run, const rp_options *opt, mr_buf *out, 
 		settings_json(b, &run->snap);
 	else
 		mr_buf_puts(b, "null");
-	mr_buf_puts(b, ",\n  \"oom\": null,\n  \"memory_by_category\": null,\n");
-	mr_buf_puts(b, "  \"findings\": [],\n  \"recommendations\": []\n}\n");
+	advice_json(b, &run->advice);
+	mr_buf_puts(b, "}\n");
 	return b->failed ? mr_oom(err) : MR_OK;
 }
