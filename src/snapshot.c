@@ -32,6 +32,12 @@ typedef struct {
 	uint8_t used;
 } id_cache_entry;
 
+/* Segment, block, frame, history and annotation dicts hold a handful of keys in every PyTorch
+ * version. pk_dict_get is a linear scan, and the memo lets one dict be listed many times for two
+ * bytes each, so a bigger dict is refused (or skipped) rather than scanned again and again:
+ * without this bound a 1 MB pickle costs billions of key comparisons. */
+enum { SN_MAX_RECORD_KEYS = 64 };
+
 /* Maps a frames-list node to its interned stack. */
 typedef struct {
 	uint32_t *keys, *vals; /* key = node + 1 */
@@ -184,6 +190,8 @@ static int stack_of(builder *b, pk_val list, uint32_t *out)
 		md_frame f = {0, 0, 0};
 		if (pk_typeof(b->d, items[i]) == PK_T_DICT) {
 			int64_t ln = 0;
+			if (pk_len(b->d, items[i]) > SN_MAX_RECORD_KEYS)
+				continue;
 			if (pk_dict_get(b->d, items[i], "name", &name))
 				f.name = intern_val(b, name);
 			if (pk_dict_get(b->d, items[i], "filename", &file))
@@ -358,6 +366,10 @@ static mr_status add_block(builder *b, md_segment *seg, pk_val blk, uint64_t *cu
 	if (pk_typeof(d, blk) != PK_T_DICT)
 		return mr_fail(err, MR_EINPUT,
 			       "not a PyTorch memory snapshot: a segment's block is not a dict");
+	if (pk_len(d, blk) > SN_MAX_RECORD_KEYS)
+		return mr_fail(err, MR_EINPUT,
+			       "not a PyTorch memory snapshot: a block dict has %zu keys (limit %d)",
+			       pk_len(d, blk), SN_MAX_RECORD_KEYS);
 	if (!dict_u64(d, blk, "size", &out.size))
 		return mr_fail(err, MR_EINPUT,
 			       "not a PyTorch memory snapshot: a block has no integer 'size'");
@@ -378,7 +390,8 @@ static mr_status add_block(builder *b, md_segment *seg, pk_val blk, uint64_t *cu
 	if (pk_dict_get(d, blk, "frames", &v) && stack_of(b, v, &out.stack))
 		return mr_oom(err);
 	/* 2.0: `history` holds {addr, real_size, frames}, newest first. */
-	if (pk_dict_get(d, blk, "history", &v) && pk_len(d, v) > 0) {
+	if (pk_dict_get(d, blk, "history", &v) && pk_len(d, v) > 0 &&
+	    pk_len(d, pk_items(d, v)[0]) <= SN_MAX_RECORD_KEYS) {
 		pk_val h0 = pk_items(d, v)[0], f;
 		if (!out.requested_known && dict_u64(d, h0, "real_size", &out.requested_size))
 			out.requested_known = 1;
@@ -413,6 +426,10 @@ static mr_status add_segment(builder *b, pk_val sv, size_t *seg_cap, size_t *blk
 	pk_val v;
 	if (pk_typeof(d, sv) != PK_T_DICT)
 		return mr_fail(err, MR_EINPUT, "not a PyTorch memory snapshot: a segment is not a dict");
+	if (pk_len(d, sv) > SN_MAX_RECORD_KEYS)
+		return mr_fail(err, MR_EINPUT,
+			       "not a PyTorch memory snapshot: a segment dict has %zu keys (limit %d)",
+			       pk_len(d, sv), SN_MAX_RECORD_KEYS);
 	if (!dict_u64(d, sv, "total_size", &seg.total_size))
 		return mr_fail(err, MR_EINPUT,
 			       "not a PyTorch memory snapshot: a segment has no 'total_size'");
@@ -444,6 +461,13 @@ static mr_status add_segment(builder *b, pk_val sv, size_t *seg_cap, size_t *blk
 			       "not a PyTorch memory snapshot: a segment has no 'blocks' list");
 	size_t nb = pk_len(d, v);
 	const pk_val *blocks = pk_items(d, v);
+	/* Every real block is a dict of its own. Through the memo one segment (or one block list)
+	 * can be listed thousands of times for two bytes each; without this bound a 60 KB pickle
+	 * asks for 30 million blocks. */
+	if (nb > pk_node_count(d) || s->block_count > pk_node_count(d) - nb)
+		return mr_fail(err, MR_EINPUT,
+			       "not a PyTorch memory snapshot: segments list more blocks than the "
+			       "pickle holds objects (blocks repeated through the memo)");
 	uint64_t cursor = seg.address, sum = 0;
 	for (size_t i = 0; i < nb; i++) {
 		mr_status st = add_block(b, &seg, blocks[i], &cursor, blk_cap, err);
@@ -564,6 +588,16 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 		ranges[dev].first = first;
 		ranges[dev].count = count;
 		total += count;
+		/* Each trace entry PyTorch writes is a dict of its own: an entry listed twice (through
+		 * the memo, two bytes each) would let a small pickle ask for billions of events. */
+		if (total > s->event_store_count) {
+			st = mr_fail(err, MR_EINPUT,
+				     "not a PyTorch memory snapshot: device_traces lists more entries "
+				     "than the pickle holds trace entries (%zu; entries repeated "
+				     "through the memo)",
+				     s->event_store_count);
+			goto done;
+		}
 	}
 	/* Rare: entries shared between lists or out of order. Copy them into a fresh store. */
 	if (!contiguous || s->dropped_events) {
@@ -647,7 +681,12 @@ static void value_text(const pk_decoder *d, pk_val v, char *buf, size_t n)
 		off += (size_t)snprintf(buf + off, n - off, "{");
 		for (size_t k = 0; k < cnt && off + 1 < n; k++) {
 			char kb[64], vb[64];
-			value_text(d, it[2 * k], kb, sizeof kb); /* keys and values are scalars here */
+			/* One level only: a key or value that is itself a container is "..." (a dict
+			 * can even be its own key through the memo: recursing would never end). */
+			if (pk_typeof(d, it[2 * k]) == PK_T_DICT || pk_typeof(d, it[2 * k]) == PK_T_LIST)
+				snprintf(kb, sizeof kb, "...");
+			else
+				value_text(d, it[2 * k], kb, sizeof kb);
 			if (pk_typeof(d, it[2 * k + 1]) == PK_T_DICT ||
 			    pk_typeof(d, it[2 * k + 1]) == PK_T_LIST)
 				snprintf(vb, sizeof vb, "...");
@@ -676,6 +715,7 @@ static mr_status load_settings(builder *b, pk_val dict, mr_error *err)
 	md_settings *cfg = &s->settings;
 	size_t n = pk_len(d, dict);
 	const pk_val *it = pk_items(d, dict);
+	int roundup_seen = 0; /* a key repeated n times must not cost n times its dict */
 	cfg->present = 1;
 	cfg->raw = mr_alloc_array(n, sizeof *cfg->raw);
 	if (!cfg->raw)
@@ -706,8 +746,9 @@ static mr_status load_settings(builder *b, pk_val dict, mr_error *err)
 			cfg->gc_threshold = isfinite(f) ? f : 0;
 		} else if (pk_str_eq(d, k, "expandable_segments") && pk_bool(d, v, &flag)) {
 			cfg->expandable_segments = flag;
-		} else if (pk_str_eq(d, k, "roundup_power2_divisions") &&
+		} else if (!roundup_seen && pk_str_eq(d, k, "roundup_power2_divisions") &&
 			   pk_typeof(d, v) == PK_T_DICT) {
+			roundup_seen = 1;
 			size_t m = pk_len(d, v);
 			const pk_val *ri = pk_items(d, v);
 			for (size_t j = 0; j < m; j++) {
@@ -740,7 +781,7 @@ static mr_status load_annotations(builder *b, pk_val list, mr_error *err)
 	for (size_t i = 0; i < n; i++) {
 		pk_val v;
 		md_annotation a = {0, MD_TIME_NONE, 0, 0};
-		if (pk_typeof(d, it[i]) != PK_T_DICT)
+		if (pk_typeof(d, it[i]) != PK_T_DICT || pk_len(d, it[i]) > SN_MAX_RECORD_KEYS)
 			continue;
 		int64_t x;
 		if (pk_dict_get(d, it[i], "device", &v) && pk_int(d, v, &x))
@@ -862,7 +903,8 @@ static mr_status build(builder *b, pk_val top, mr_error *err)
 		if (dv->event_count)
 			dv->events = s->event_store + ((uintptr_t)dv->events - 1);
 	}
-	qsort(s->devices, s->device_count, sizeof *s->devices, dev_cmp);
+	if (s->device_count > 1) /* qsort(NULL, 0, ...) is undefined */
+		qsort(s->devices, s->device_count, sizeof *s->devices, dev_cmp);
 	return MR_OK;
 }
 
