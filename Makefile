@@ -60,7 +60,7 @@ test-bins: $(TEST_BIN)
 
 demo: deps
 	$(MAKE) $(BIN)
-	./$(BIN) samples/oom_fragmentation.pickle -o demo-report.html
+	./$(BIN) samples/oom_fragmentation.pickle samples/oom_fragmentation.log -o demo-report.html
 	@echo "Report written to demo-report.html (open it in a browser)."
 
 check: deps-check $(BIN) test-bins

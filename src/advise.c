@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "evidence.h"
 #include "report.h"
 
 const char *ad_cause_name(ad_cause c)
@@ -195,7 +196,7 @@ static const an_device *primary_device(const an_result *an)
 
 static int settings_expandable(const ctx *c)
 {
-	return c->s->settings.expandable_segments || c->dv->expandable;
+	return c->s->settings.expandable_segments || (c->dv && c->dv->expandable);
 }
 
 static int settings_max_split(const ctx *c)
@@ -339,17 +340,20 @@ static void advise_fragmentation(ctx *c, int priority, uint64_t free_bytes, uint
 				 uint64_t hole)
 {
 	char b1[32], b2[32], change[96];
+	char piece[64] = "";
+	if (largest)
+		snprintf(piece, sizeof piece, ", and the largest piece is %s", sz(b2, largest));
 	if (!settings_expandable(c))
 		recommend(c, "expandable_segments", priority, "Turn on expandable segments",
 			  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-			  "%s is cached but free, and the largest piece is %s: expandable segments map "
-			  "memory in pages so freed space can be reused for larger tensors instead of "
-			  "staying cut into pieces.",
-			  sz(b1, free_bytes), sz(b2, largest));
+			  "%s is cached but free%s: expandable segments map memory in pages so freed "
+			  "space can be reused for larger tensors instead of staying cut into pieces.",
+			  sz(b1, free_bytes), piece);
 	if (!settings_max_split(c) && !settings_expandable(c)) {
 		/* Blocks at least as large as the largest hole left inside a split segment are then
-		 * never split, and requests that size get segments of their own. */
-		uint64_t mib = (hole + MR_MIB - 1) / MR_MIB;
+		 * never split, and requests that size get segments of their own. Without a layout
+		 * (a log alone), 128 MiB is the usual first try. */
+		uint64_t mib = hole ? (hole + MR_MIB - 1) / MR_MIB : 128;
 		mib = (mib + 31) / 32 * 32;
 		if (mib < 32)
 			mib = 32;
@@ -361,6 +365,42 @@ static void advise_fragmentation(ctx *c, int priority, uint64_t free_bytes, uint
 			  "larger requests cannot reuse. It costs speed (more cudaMalloc calls and "
 			  "cache flushes when memory is short), so prefer expandable segments.",
 			  (unsigned long long)mib);
+	}
+}
+
+/* The OOM message to analyse: the last one of the logs (each is listed as a finding). */
+static const ev_oom *last_message(const ctx *c)
+{
+	const ev_text *t = &c->run->text;
+	return t->oom_count ? &t->ooms[t->oom_count - 1] : NULL;
+}
+
+static int close_enough(uint64_t a, uint64_t b)
+{
+	/* messages print two decimals of the unit: 1% covers their rounding */
+	uint64_t d = a > b ? a - b : b - a;
+	return (double)d <= 0.01 * (double)MR_MAX(a, b) + 1024.0;
+}
+
+/* Snapshot and log describe one run: say where they disagree instead of hiding it. */
+static void check_agreement(ctx *c, const ev_oom *msg)
+{
+	const an_device *dv = c->dv;
+	const an_pool *all = &dv->pool[AN_POOL_ALL];
+	char b1[32], b2[32];
+	if (msg->has_requested && dv->oom.present && !close_enough(msg->requested_bytes, dv->oom.requested))
+		finding(c, "evidence_disagrees", AD_WARNING,
+			"The log's OOM asked for %s but the snapshot's OOM event for %s: they may not be "
+			"the same failure.",
+			sz(b1, msg->requested_bytes), sz(b2, dv->oom.requested));
+	if (msg->has_allocated && msg->has_reserved_unallocated) {
+		uint64_t reserved = msg->allocated_by_pytorch + msg->reserved_unallocated +
+				    (msg->has_private_pools ? msg->private_pools : 0);
+		if (!close_enough(reserved, all->reserved))
+			finding(c, "evidence_disagrees", AD_WARNING,
+				"The log says PyTorch held %s (allocated plus reserved but unallocated), "
+				"the snapshot %s reserved: they were taken at different moments.",
+				sz(b1, reserved), sz(b2, all->reserved));
 	}
 }
 
@@ -379,9 +419,14 @@ static void advise_oom(ctx *c)
 	out->free_pieces = o->usable_pieces;
 	out->reserved = all->reserved;
 	out->allocated = all->allocated;
-	out->limit = 0; /* the snapshot does not record the cap; a log's "allowed" figure does */
-	/* The cap was reached: the budget is at least what is reserved. */
-	uint64_t budget = out->limit ? out->limit : all->reserved + (fraction_in_effect(c) ? 0 : o->device_free);
+	/* The snapshot does not record the cap; a log's "allowed" figure does. */
+	const ev_oom *msg = last_message(c);
+	out->limit = msg ? ev_oom_limit(msg) : 0;
+	if (msg)
+		check_agreement(c, msg);
+	/* Without a log, the cap was reached: the budget is at least what is reserved. */
+	uint64_t budget = out->limit ? out->limit
+				     : all->reserved + (fraction_in_effect(c) ? 0 : o->device_free);
 	int could_serve = o->usable_free >= o->requested;
 	int real_share = (double)o->usable_free * 100.0 >= (double)budget * FRAG_SHARE_PERCENT;
 	const uint64_t *cat = dv->categories;
@@ -428,6 +473,107 @@ static void advise_oom(ctx *c)
 			"The snapshot was taken %zu trace events after the OOM, so its layout may "
 			"differ a little from the moment of the failure.",
 			o->events_after);
+}
+
+static ad_cause cause_of(ev_cause c)
+{
+	switch (c) {
+	case EV_CAUSE_FRAGMENTATION:
+		return AD_CAUSE_FRAGMENTATION;
+	case EV_CAUSE_CAPACITY:
+		return AD_CAUSE_CAPACITY;
+	case EV_CAUSE_OTHER_PROCESSES:
+		return AD_CAUSE_OTHER_PROCESSES;
+	default:
+		return AD_CAUSE_UNKNOWN;
+	}
+}
+
+/* Only a log: the message's own figures, and what it cannot tell. */
+static void advise_message(ctx *c, const ev_oom *msg)
+{
+	ad_oom *out = &c->a->oom;
+	char b1[32], b2[32], b3[32], b4[32];
+	out->present = 1;
+	out->device = msg->device < 0 ? 0 : msg->device;
+	out->requested = msg->requested_bytes;
+	out->free_cached = msg->reserved_unallocated;
+	out->limit = ev_oom_limit(msg);
+	out->allocated = msg->allocated_by_pytorch;
+	out->reserved = msg->has_reserved_total ? msg->reserved_total
+						: msg->allocated_by_pytorch + msg->reserved_unallocated;
+	out->cause = cause_of(ev_oom_cause(msg));
+	out->largest_unknown = 1;
+	if (msg->era == EV_OOM_ERA_DRIVER_ERROR) {
+		finding(c, "driver_oom", AD_CRITICAL,
+			"The CUDA driver itself ran out of memory (\"CUDA error: out of memory\"), "
+			"outside the caching allocator: the message carries no allocator numbers. "
+			"Other processes, a CUDA context on a full card, or a library allocating "
+			"directly are the usual causes.");
+		return;
+	}
+	switch (out->cause) {
+	case AD_CAUSE_FRAGMENTATION:
+		finding(c, "oom_fragmentation", AD_CRITICAL,
+			"Out of memory from fragmentation: %s was reserved by PyTorch but unallocated, "
+			"more than the %s requested, within a limit of %s; no free piece was large "
+			"enough.",
+			sz(b1, msg->reserved_unallocated), sz(b2, msg->requested_bytes),
+			sz(b3, out->limit));
+		advise_fragmentation(c, 1, msg->reserved_unallocated, 0, 0);
+		break;
+	case AD_CAUSE_OTHER_PROCESSES:
+		finding(c, "oom_other_processes", AD_CRITICAL,
+			"Out of memory because other processes (or memory outside PyTorch) hold most "
+			"of the card: of %s, PyTorch had %s allocated and %s reserved but unallocated.",
+			sz(b1, msg->total_capacity), sz(b2, msg->allocated_by_pytorch),
+			sz(b3, msg->reserved_unallocated));
+		recommend(c, "free_other_processes", 1, "Free the card from other processes",
+			  "nvidia-smi --query-compute-apps=pid,used_memory --format=csv",
+			  "Memory held outside this allocator cannot be reused by it: stop other jobs "
+			  "on this GPU, or give each process its own GPU.");
+		break;
+	case AD_CAUSE_CAPACITY:
+		finding(c, "oom_capacity", AD_CRITICAL,
+			"Out of memory from capacity: PyTorch had %s allocated within a limit of %s, and "
+			"only %s reserved but unallocated for a request of %s.",
+			sz(b1, msg->allocated_by_pytorch), sz(b2, out->limit),
+			sz(b3, msg->reserved_unallocated), sz(b4, msg->requested_bytes));
+		recommend(c, "reduce_microbatch", 10,
+			  "Use a smaller microbatch, with gradient accumulation to keep the batch",
+			  "batch_size //= 2; accumulate gradients over 2 microbatches",
+			  "Live tensors fill the limit. Without a snapshot the log cannot say what "
+			  "they are; activations usually scale with the batch.");
+		recommend(c, "activation_checkpointing", 20, "Checkpoint activations",
+			  "out = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)",
+			  "Recomputing activations in backward trades about a third more compute for "
+			  "most of their memory.");
+		break;
+	default:
+		finding(c, "oom_unknown", AD_WARNING,
+			"Out of memory, but the message does not carry enough figures to tell why.");
+	}
+	recommend(c, "record_history", 50, "Record a snapshot at the OOM to see what holds memory",
+		  "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
+		  "# ... then, in an except torch.OutOfMemoryError block:\n"
+		  "torch.cuda.memory._dump_snapshot(\"oom_snapshot.pickle\")",
+		  "A snapshot shows the free blocks, live memory by category and the allocation "
+		  "sites; a log only has totals.");
+}
+
+static void list_messages(ctx *c)
+{
+	const ev_text *t = &c->run->text;
+	char b1[32];
+	if (t->oom_count > 1)
+		finding(c, "several_ooms", AD_INFO,
+			"The logs hold %zu out-of-memory messages; the last (line %zu) is analysed.",
+			t->oom_count, t->ooms[t->oom_count - 1].line);
+	for (size_t i = 0; i < t->oom_count; i++)
+		finding(c, "oom_message", AD_INFO, "Line %zu: %s out of memory, %s requested (%s era).",
+			t->ooms[i].line, t->ooms[i].backend[0] ? t->ooms[i].backend : "CUDA",
+			t->ooms[i].has_requested ? sz(b1, t->ooms[i].requested_bytes) : "nothing",
+			ev_oom_era_name(t->ooms[i].era));
 }
 
 static void advise_growth(ctx *c)
@@ -555,13 +701,35 @@ static void advise_evidence(ctx *c)
 static void verdict(ctx *c)
 {
 	const an_device *dv = c->dv;
-	const an_pool *all = &dv->pool[AN_POOL_ALL];
+	const an_pool *all = dv ? &dv->pool[AN_POOL_ALL] : NULL;
 	const ad_oom *o = &c->a->oom;
-	char b1[32], b2[32], b3[32];
+	char b1[32], b2[32], b3[32], b4[32];
 	mr_buf b = {0};
-	const uint64_t *cat = dv->categories;
+	static const uint64_t none[AN_CAT_COUNT];
+	const uint64_t *cat = dv ? dv->categories : none;
 	uint64_t live = live_total(cat);
-	if (o->present && o->cause == AD_CAUSE_FRAGMENTATION) {
+	if (!c->dv) {
+		if (o->present && o->cause == AD_CAUSE_FRAGMENTATION)
+			mr_buf_printf(&b,
+				      "Out of memory from fragmentation: %s reserved but unallocated, more "
+				      "than the %s asked for, within %s.",
+				      sz(b1, o->free_cached), sz(b2, o->requested), sz(b3, o->limit));
+		else if (o->present && o->cause == AD_CAUSE_CAPACITY)
+			mr_buf_printf(&b,
+				      "Out of memory from capacity: %s allocated by PyTorch within %s; only "
+				      "%s was reserved but unallocated for a %s request.",
+				      sz(b1, o->allocated), sz(b2, o->limit), sz(b3, o->free_cached),
+				      sz(b4, o->requested));
+		else if (o->present && o->cause == AD_CAUSE_OTHER_PROCESSES)
+			mr_buf_printf(&b,
+				      "Out of memory because other processes hold most of the card; "
+				      "PyTorch had only %s allocated.",
+				      sz(b1, o->allocated));
+		else if (o->present)
+			mr_buf_printf(&b, "Out of memory; the evidence does not say why.");
+		else
+			mr_buf_printf(&b, "No out-of-memory error in the evidence.");
+	} else if (o->present && o->cause == AD_CAUSE_FRAGMENTATION) {
 		mr_buf_printf(&b,
 			      "Out of memory from fragmentation: %s free in %llu pieces, none as large "
 			      "as the %s asked for.",
@@ -642,8 +810,11 @@ mr_status ad_advise(const rp_run *run, ad_advice *out, mr_error *err)
 		if (!c.dv->oom.present)
 			advise_peak_overhead(&c);
 		advise_evidence(&c);
-		verdict(&c);
+	} else if (run->text.oom_count) {
+		advise_message(&c, last_message(&c));
 	}
+	list_messages(&c);
+	verdict(&c);
 	if (!out->verdict && !c.failed)
 		out->verdict = mr_strndup("", 0);
 	rank(&c);

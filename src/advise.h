@@ -43,6 +43,7 @@ typedef struct {
 	uint64_t requested;    /* rounded request of the failed allocation */
 	uint64_t free_cached;  /* free cached bytes usable for it (same stream and pool) */
 	uint64_t largest_free; /* largest such block */
+	int largest_unknown;   /* a log alone does not show the layout */
 	uint64_t free_pieces;  /* how many such blocks */
 	uint64_t limit;        /* bytes the allocator could have used; 0 = unknown */
 	uint64_t reserved, allocated;

@@ -71,6 +71,37 @@ static void device_json(mr_buf *b, const rp_run *run, const an_device *dv)
 	mr_buf_puts(b, "}}");
 }
 
+/* A device described by a table or a memory_stats() dump: no layout, so no free-block numbers. */
+static void numbers_json(mr_buf *b, const rp_numbers *d)
+{
+	mr_buf_printf(b, "{\"device\": %d", d->device);
+	json_u64(b, "reserved_bytes", d->reserved, 1);
+	json_u64(b, "allocated_bytes", d->allocated, 1);
+	json_u64(b, "active_bytes", d->active, 1);
+	if (d->has_requested)
+		json_u64(b, "requested_bytes", d->requested, 1);
+	else
+		mr_buf_puts(b, ", \"requested_bytes\": null");
+	json_u64(b, "inactive_split_bytes", d->inactive_split, 1);
+	json_u64(b, "inactive_split_blocks", d->inactive_split_blocks, 1);
+	json_u64(b, "segments", d->segments, 1);
+	/* reserved - allocated is all of the free cached memory; its layout is unknown */
+	json_u64(b, "free_cached_bytes", d->reserved > d->allocated ? d->reserved - d->allocated : 0, 1);
+	mr_buf_puts(b, ", \"largest_free_block_bytes\": null, \"fragmentation\": null");
+	mr_buf_puts(b, ", \"expandable_segments\": null");
+	if (d->has_peaks) {
+		json_u64(b, "peak_allocated_bytes", d->peak_allocated, 1);
+		json_u64(b, "peak_reserved_bytes", d->peak_reserved, 1);
+	} else {
+		mr_buf_puts(b, ", \"peak_allocated_bytes\": null, \"peak_reserved_bytes\": null");
+	}
+	mr_buf_puts(b, ", \"trace_events\": null, \"trace_truncated\": null");
+	mr_buf_printf(b, ", \"source\": \"%s\"", rp_kind_name(d->source));
+	/* table cells are truncated to their unit: the true value is in [v, v + precision) */
+	json_u64(b, "precision_bytes", d->precision, 1);
+	mr_buf_printf(b, ", \"lower_bound\": %s}", d->precision > 1 ? "true" : "false");
+}
+
 static void settings_json(mr_buf *b, const md_snapshot *s)
 {
 	const md_settings *cfg = &s->settings;
@@ -121,8 +152,12 @@ static void advice_json(mr_buf *b, const ad_advice *a)
 		json_u64(b, "requested_bytes", a->oom.requested, 1);
 		field_str(b, "cause", ad_cause_name(a->oom.cause), 1);
 		json_u64(b, "free_cached_bytes", a->oom.free_cached, 1);
-		json_u64(b, "largest_free_block_bytes", a->oom.largest_free, 1);
-		json_u64(b, "free_cached_blocks", a->oom.free_pieces, 1);
+		if (a->oom.largest_unknown) {
+			mr_buf_puts(b, ", \"largest_free_block_bytes\": null, \"free_cached_blocks\": null");
+		} else {
+			json_u64(b, "largest_free_block_bytes", a->oom.largest_free, 1);
+			json_u64(b, "free_cached_blocks", a->oom.free_pieces, 1);
+		}
 		if (a->oom.limit)
 			json_u64(b, "limit_bytes", a->oom.limit, 1);
 		else
@@ -192,6 +227,15 @@ mr_status rp_render_json(const rp_run *run, const rp_options *opt, mr_buf *out, 
 			continue;
 		mr_buf_puts(b, first ? "\n    " : ",\n    ");
 		device_json(b, run, dv);
+		first = 0;
+	}
+	rp_numbers text_devices[64];
+	size_t nt = run->has_snapshot ? 0 : rp_text_devices(run, text_devices, 64);
+	for (size_t i = 0; i < nt; i++) {
+		if (opt->device >= 0 && text_devices[i].device != opt->device)
+			continue;
+		mr_buf_puts(b, first ? "\n    " : ",\n    ");
+		numbers_json(b, &text_devices[i]);
 		first = 0;
 	}
 	mr_buf_puts(b, first ? "],\n" : "\n  ],\n");

@@ -41,6 +41,58 @@ mr_status rp_render_text(const rp_run *run, const rp_options *opt, mr_buf *out, 
 			      rp_kind_name(run->inputs[i].kind));
 	}
 	mr_buf_puts(b, "\n");
+	const ad_advice *a = &run->advice;
+	if (a->verdict && a->verdict[0])
+		mr_buf_printf(b, "\n%s\n", a->verdict);
+	if (a->oom.present) {
+		char r[32], f[32], l[32], lim[32] = "unknown";
+		mr_format_bytes(r, sizeof r, a->oom.requested);
+		mr_format_bytes(f, sizeof f, a->oom.free_cached);
+		mr_format_bytes(l, sizeof l, a->oom.largest_free);
+		if (a->oom.limit)
+			mr_format_bytes(lim, sizeof lim, a->oom.limit);
+		mr_buf_printf(b, "\nOOM on device %d (cause: %s): requested %s, free cached %s, "
+			      "largest free block %s, limit %s\n",
+			      a->oom.device, ad_cause_name(a->oom.cause), r, f,
+			      a->oom.largest_unknown ? "unknown" : l, lim);
+	}
+	if (a->finding_count)
+		mr_buf_puts(b, "\nFindings:\n");
+	for (size_t i = 0; i < a->finding_count; i++)
+		mr_buf_printf(b, "  [%s] %s: %s\n", ad_severity_name(a->findings[i].severity),
+			      a->findings[i].id, a->findings[i].message);
+	if (a->rec_count)
+		mr_buf_puts(b, "\nRecommendations (do the first one first):\n");
+	for (size_t i = 0; i < a->rec_count; i++) {
+		const ad_recommendation *r = &a->recs[i];
+		mr_buf_printf(b, "  %d. %s [%s]\n     %s\n", r->rank, r->title, r->id, r->reason);
+		if (r->change) {
+			mr_buf_puts(b, "     change: ");
+			for (const char *p = r->change; *p; p++) {
+				mr_buf_putc(b, *p);
+				if (*p == '\n')
+					mr_buf_puts(b, "             ");
+			}
+			mr_buf_puts(b, "\n");
+		}
+	}
+	rp_numbers nums[64];
+	size_t nt = run->has_snapshot ? 0 : rp_text_devices(run, nums, 64);
+	for (size_t i = 0; i < nt; i++) {
+		const rp_numbers *d = &nums[i];
+		if (opt->device >= 0 && d->device != opt->device)
+			continue;
+		mr_buf_printf(b, "\nDevice %d (from %s%s):\n", d->device, rp_kind_name(d->source),
+			      d->precision > 1 ? "; table cells are lower bounds" : "");
+		line_bytes(b, "reserved", d->reserved);
+		line_bytes(b, "allocated", d->allocated);
+		line_bytes(b, "active", d->active);
+		line_bytes(b, "inactive split", d->inactive_split);
+		if (d->has_peaks) {
+			line_bytes(b, "peak allocated", d->peak_allocated);
+			line_bytes(b, "peak reserved", d->peak_reserved);
+		}
+	}
 	const md_snapshot *s = &run->snap;
 	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
 		const an_device *dv = &run->an.devices[d];

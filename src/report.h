@@ -12,6 +12,7 @@
 
 #include "advise.h"
 #include "analyze.h"
+#include "evidence.h"
 #include "model.h"
 #include "util.h"
 
@@ -33,6 +34,9 @@ typedef struct {
 	int has_snapshot;
 	md_snapshot snap;
 	an_result an;
+	ev_text text;     /* every memory_summary() table and OOM message, in input order */
+	int has_stats;
+	ev_stats stats;   /* a memory_stats() dump */
 	ad_advice advice; /* always computed, whatever the inputs */
 } rp_run;
 
@@ -41,6 +45,20 @@ typedef struct {
 	int redact_paths; /* --redact-paths */
 	int quiet;        /* -q: no progress */
 } rp_options;
+
+/* Per-device numbers from text evidence (no snapshot): exact from a memory_stats() dump, lower
+ * bounds from the last memory_summary() table of each device. */
+typedef struct {
+	int32_t device;
+	rp_kind source;
+	uint64_t reserved, allocated, active, requested, inactive_split, inactive_split_blocks,
+		segments, peak_allocated, peak_reserved;
+	int has_requested, has_peaks;
+	uint64_t precision; /* 1: exact; else each byte value v means [v, v + precision) */
+} rp_numbers;
+
+/* Fills out[0..max) and returns how many devices the text evidence describes. */
+size_t rp_text_devices(const rp_run *run, rp_numbers *out, size_t max);
 
 /* Reads every input into one run. On failure the message names the input. */
 mr_status rp_load(rp_run *run, const char *const *paths, size_t count, const rp_options *opt,

@@ -46,6 +46,40 @@ static void on_progress(void *ctx, size_t done, size_t total)
 		fputc('\n', stderr);
 }
 
+static int looks_like_json(const uint8_t *p, size_t n)
+{
+	size_t i = 0;
+	if (n >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF)
+		i = 3; /* UTF-8 byte order mark */
+	while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'))
+		i++;
+	return i < n && p[i] == '{';
+}
+
+/* Moves the tables and messages of src to the end of dst; src keeps nothing it must free. */
+static mr_status merge_text(ev_text *dst, ev_text *src, mr_error *err)
+{
+	ev_summary *sm = mr_realloc_array(dst->summaries, dst->summary_count + src->summary_count,
+					  sizeof *sm);
+	if (!sm)
+		return mr_oom(err);
+	dst->summaries = sm;
+	ev_oom *oo = mr_realloc_array(dst->ooms, dst->oom_count + src->oom_count, sizeof *oo);
+	if (!oo)
+		return mr_oom(err);
+	dst->ooms = oo;
+	if (src->summary_count)
+		memcpy(sm + dst->summary_count, src->summaries, src->summary_count * sizeof *sm);
+	if (src->oom_count)
+		memcpy(oo + dst->oom_count, src->ooms, src->oom_count * sizeof *oo);
+	dst->summary_count += src->summary_count;
+	dst->oom_count += src->oom_count;
+	/* the per-message process lists now belong to dst */
+	for (size_t i = 0; i < src->oom_count; i++)
+		src->ooms[i].other_processes = NULL, src->ooms[i].other_process_count = 0;
+	return MR_OK;
+}
+
 static mr_status load_one(rp_run *run, const char *path, const rp_options *opt, mr_error *err)
 {
 	in_data in;
@@ -58,7 +92,11 @@ static mr_status load_one(rp_run *run, const char *path, const rp_options *opt, 
 		st = mr_oom(err);
 		goto done;
 	}
-	if (sn_is_pickle(in.data, in.len) || in.len == 0 || in.data[0] == 0x80) {
+	if (in.len == 0) {
+		st = mr_fail(err, MR_EINPUT, "the file is empty");
+		goto done;
+	}
+	if (in.data[0] == 0x80) {
 		if (run->has_snapshot) {
 			st = mr_fail(err, MR_EINPUT,
 				     "a second snapshot in one run (give several runs to `memreport "
@@ -72,11 +110,24 @@ static mr_status load_one(rp_run *run, const char *path, const rp_options *opt, 
 			goto done;
 		run->has_snapshot = 1;
 		slot->kind = RP_SNAPSHOT;
+	} else if (looks_like_json(in.data, in.len)) {
+		if (run->has_stats) {
+			st = mr_fail(err, MR_EINPUT, "a second memory_stats() dump in one run");
+			goto done;
+		}
+		if ((st = ev_parse_stats_json((const char *)in.data, in.len, &run->stats, err)))
+			goto done;
+		run->has_stats = 1;
+		slot->kind = RP_MEMORY_STATS;
 	} else {
-		st = mr_fail(err, MR_EINPUT,
-			     "not a snapshot pickle, memory_summary() table, OOM message or "
-			     "memory_stats() JSON");
-		goto done;
+		ev_text text;
+		if ((st = ev_parse_text((const char *)in.data, in.len, &text, err)))
+			goto done;
+		slot->kind = text.oom_count ? RP_OOM_MESSAGE : RP_MEMORY_SUMMARY;
+		st = merge_text(&run->text, &text, err);
+		ev_text_free(&text);
+		if (st)
+			goto done;
 	}
 	run->input_count++;
 done:
@@ -120,6 +171,9 @@ void rp_free(rp_run *run)
 		free(run->inputs[i].path);
 	free(run->inputs);
 	ad_free(&run->advice);
+	ev_text_free(&run->text);
+	if (run->has_stats)
+		ev_stats_free(&run->stats);
 	if (run->has_snapshot) {
 		an_free(&run->an);
 		md_free(&run->snap);
@@ -163,4 +217,64 @@ const char *rp_path(const rp_options *opt, const char *path, char *buf, size_t b
 			base = p + 1;
 	snprintf(buf, bufsz, "<redacted>/%s", base);
 	return buf;
+}
+
+static uint64_t cell(const ev_summary *sm, int metric, int col, uint64_t *unit)
+{
+	const ev_cell *c = &sm->cells[metric][EV_POOL_ALL][col];
+	if (c->known && c->unit > *unit)
+		*unit = c->unit;
+	return c->known ? c->value : 0;
+}
+
+size_t rp_text_devices(const rp_run *run, rp_numbers *out, size_t max)
+{
+	size_t n = 0;
+	if (run->has_stats && max > 0) {
+		rp_numbers *d = &out[n++];
+		memset(d, 0, sizeof *d);
+		const ev_stats *st = &run->stats;
+		d->source = RP_MEMORY_STATS;
+		d->precision = 1;
+		ev_stats_get(st, "reserved_bytes.all.current", &d->reserved);
+		ev_stats_get(st, "allocated_bytes.all.current", &d->allocated);
+		ev_stats_get(st, "active_bytes.all.current", &d->active);
+		d->has_requested = ev_stats_get(st, "requested_bytes.all.current", &d->requested);
+		ev_stats_get(st, "inactive_split_bytes.all.current", &d->inactive_split);
+		ev_stats_get(st, "inactive_split.all.current", &d->inactive_split_blocks);
+		ev_stats_get(st, "segment.all.current", &d->segments);
+		d->has_peaks = ev_stats_get(st, "allocated_bytes.all.peak", &d->peak_allocated) &
+			       ev_stats_get(st, "reserved_bytes.all.peak", &d->peak_reserved);
+		return n;
+	}
+	/* The last table of each device, devices in order of first appearance. */
+	for (size_t i = 0; i < run->text.summary_count && n < max; i++) {
+		const ev_summary *sm = &run->text.summaries[i];
+		int seen = 0;
+		for (size_t k = 0; k < n; k++)
+			seen |= out[k].device == sm->device;
+		if (seen)
+			continue;
+		for (size_t j = i + 1; j < run->text.summary_count; j++)
+			if (run->text.summaries[j].device == sm->device)
+				sm = &run->text.summaries[j];
+		rp_numbers *d = &out[n++];
+		memset(d, 0, sizeof *d);
+		uint64_t unit = 1;
+		d->device = sm->device < 0 ? 0 : sm->device;
+		d->source = RP_MEMORY_SUMMARY;
+		d->reserved = cell(sm, EV_RESERVED, EV_CUR, &unit);
+		d->allocated = cell(sm, EV_ALLOCATED, EV_CUR, &unit);
+		d->active = cell(sm, EV_ACTIVE, EV_CUR, &unit);
+		d->has_requested = sm->cells[EV_REQUESTED][EV_POOL_ALL][EV_CUR].known;
+		d->requested = cell(sm, EV_REQUESTED, EV_CUR, &unit);
+		d->inactive_split = cell(sm, EV_INACTIVE_SPLIT, EV_CUR, &unit);
+		d->inactive_split_blocks = cell(sm, EV_INACTIVE_SPLIT_ALLOCS, EV_CUR, &unit);
+		d->segments = cell(sm, EV_SEGMENTS, EV_CUR, &unit);
+		d->peak_allocated = cell(sm, EV_ALLOCATED, EV_PEAK, &unit);
+		d->peak_reserved = cell(sm, EV_RESERVED, EV_PEAK, &unit);
+		d->has_peaks = sm->cells[EV_RESERVED][EV_POOL_ALL][EV_PEAK].known;
+		d->precision = unit;
+	}
+	return n;
 }

@@ -1,0 +1,279 @@
+/* test_advice.c: the diagnosis says what each corpus sample's README row says, from the numbers.
+ *
+ * Expected figures come from PyTorch's own files beside each sample (facts.json,
+ * memory_stats.json, the OOM message), never from memreport. */
+#include "testutil.h"
+
+#include "report.h"
+
+static int load2(const char *a, const char *b, rp_run *run)
+{
+	rp_options opt = {.device = -1, .quiet = 1};
+	mr_error err = {0};
+	const char *paths[] = {a, b};
+	mr_status st = rp_load(run, paths, b ? 2 : 1, &opt, &err);
+	if (st)
+		print_error("%s: %s\n", a, err.msg);
+	return st;
+}
+
+static int load_sample(const char *sample, const char *file, rp_run *run)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s/corpus/%s/%s", tu_shared(), sample, file);
+	return load2(path, NULL, run);
+}
+
+static const ad_finding *find(const rp_run *run, const char *id)
+{
+	for (size_t i = 0; i < run->advice.finding_count; i++)
+		if (strcmp(run->advice.findings[i].id, id) == 0)
+			return &run->advice.findings[i];
+	return NULL;
+}
+
+/* Rank of a recommendation, or 0 when absent. */
+static int rank_of(const rp_run *run, const char *id)
+{
+	for (size_t i = 0; i < run->advice.rec_count; i++)
+		if (strcmp(run->advice.recs[i].id, id) == 0)
+			return run->advice.recs[i].rank;
+	return 0;
+}
+
+static int has_critical(const rp_run *run)
+{
+	for (size_t i = 0; i < run->advice.finding_count; i++)
+		if (run->advice.findings[i].severity == AD_CRITICAL)
+			return 1;
+	return 0;
+}
+
+static long long fact(const char *sample, const char *key)
+{
+	char path[1024];
+	size_t len;
+	long long v = -1;
+	snprintf(path, sizeof path, "%s/corpus/%s/facts.json", tu_shared(), sample);
+	char *json = (char *)tu_read(path, &len);
+	assert_non_null(json);
+	assert_true(tu_json_int(json, key, &v));
+	free(json);
+	return v;
+}
+
+static void test_oom_fragmentation(void **state)
+{
+	(void)state;
+	rp_run run;
+	assert_int_equal(load_sample("oom_fragmentation", "oom_snapshot.pickle", &run), 0);
+	const ad_advice *a = &run.advice;
+	assert_true(a->oom.present);
+	assert_int_equal(a->oom.cause, AD_CAUSE_FRAGMENTATION);
+	assert_int_equal(a->oom.requested, fact("oom_fragmentation", "ask_bytes"));
+	assert_int_equal(a->oom.largest_free, fact("oom_fragmentation", "largest_hole"));
+	assert_int_equal(a->oom.free_cached, fact("oom_fragmentation", "holes_bytes"));
+	assert_non_null(find(&run, "oom_fragmentation"));
+	assert_int_equal(rank_of(&run, "expandable_segments"), 1);
+	assert_non_null(strstr(a->verdict, "fragmentation"));
+	rp_free(&run);
+}
+
+static void test_oom_capacity(void **state)
+{
+	(void)state;
+	rp_run run;
+	assert_int_equal(load_sample("oom_capacity", "oom_snapshot.pickle", &run), 0);
+	const ad_advice *a = &run.advice;
+	assert_int_equal(a->oom.cause, AD_CAUSE_CAPACITY);
+	assert_int_equal(a->oom.requested, fact("oom_capacity", "alloc"));
+	uint64_t live = 0;
+	for (int i = 0; i < AD_CAT_COUNT; i++)
+		live += a->categories.bytes[i];
+	assert_true(a->categories.bytes[AD_CAT_ACTIVATIONS] * 10 >= live * 6);
+	int top2 = 0;
+	for (size_t i = 0; i < a->rec_count && i < 2; i++)
+		top2 |= strcmp(a->recs[i].id, "reduce_microbatch") == 0 ||
+			strcmp(a->recs[i].id, "activation_checkpointing") == 0 ||
+			strcmp(a->recs[i].id, "gradient_accumulation") == 0;
+	assert_true(top2);
+	assert_int_not_equal(rank_of(&run, "expandable_segments"), 1);
+	rp_free(&run);
+}
+
+static void test_oom_capacity_params(void **state)
+{
+	(void)state;
+	rp_run run;
+	assert_int_equal(load_sample("oom_capacity_params", "oom_snapshot.pickle", &run), 0);
+	const ad_advice *a = &run.advice;
+	assert_int_equal(a->oom.cause, AD_CAUSE_CAPACITY);
+	const uint64_t six = 6ull << 30;
+	uint64_t p = a->categories.bytes[AD_CAT_PARAMETERS], g = a->categories.bytes[AD_CAT_GRADIENTS];
+	assert_true(p > six * 95 / 100 && p < six * 105 / 100);
+	assert_true(g > six * 95 / 100 && g < six * 105 / 100);
+	assert_true(a->categories.bytes[AD_CAT_OPTIMIZER] >= 4ull << 30);
+	assert_true(rank_of(&run, "fsdp") > 0);
+	assert_true(rank_of(&run, "fsdp") < rank_of(&run, "reduce_microbatch"));
+	rp_free(&run);
+}
+
+static void test_fragmentation_without_oom(void **state)
+{
+	(void)state;
+	rp_run run;
+	assert_int_equal(load_sample("gpt_varlen", "snapshot.pickle", &run), 0);
+	assert_false(run.advice.oom.present);
+	assert_non_null(find(&run, "high_fragmentation"));
+	assert_int_equal(rank_of(&run, "expandable_segments"), 1);
+	rp_free(&run);
+}
+
+static void test_expandable_never_recommended(void **state)
+{
+	(void)state;
+	const char *samples[] = {"gpt_varlen_expandable", "oom_fragmentation_expandable"};
+	for (size_t i = 0; i < 2; i++) {
+		rp_run run;
+		assert_int_equal(load_sample(samples[i], "snapshot.pickle", &run), 0);
+		assert_int_equal(rank_of(&run, "expandable_segments"), 0);
+		assert_int_equal(rank_of(&run, "max_split_size_mb"), 0);
+		rp_free(&run);
+	}
+}
+
+static void test_growth(void **state)
+{
+	(void)state;
+	rp_run run;
+	char path[1024];
+	snprintf(path, sizeof path, "%s/corpus/leak_val_graph/facts.json", tu_shared());
+	size_t len;
+	char *json = (char *)tu_read(path, &len);
+	assert_non_null(json);
+	/* PyTorch's allocated bytes after each validation step: the growth per step */
+	const char *p = strstr(json, "\"allocated_per_step\"");
+	assert_non_null(p);
+	long long first = 0, last = 0, n = 0;
+	p = strchr(p, '[');
+	while (p && *p != ']') {
+		char *end;
+		long long v = strtoll(p + 1, &end, 10);
+		if (end == p + 1)
+			break;
+		if (n++ == 0)
+			first = v;
+		last = v;
+		p = end;
+		while (*p == ' ' || *p == '\n')
+			p++;
+		if (*p != ',')
+			break;
+	}
+	free(json);
+	assert_true(n > 5);
+	double per_step = (double)(last - first) / (double)(n - 1);
+	assert_int_equal(load_sample("leak_val_graph", "snapshot.pickle", &run), 0);
+	const ad_finding *f = find(&run, "memory_growth");
+	assert_non_null(f);
+	double got = (double)run.an.devices[0].growth.per_iteration;
+	if (got < per_step * 0.95 || got > per_step * 1.05) {
+		print_error("growth %.0f per iteration, PyTorch %.0f\n", got, per_step);
+		fail();
+	}
+	assert_int_equal(rank_of(&run, "no_grad_eval"), 1);
+	assert_true(rank_of(&run, "release_references") > 0);
+	rp_free(&run);
+
+	const char *healthy[] = {"leak_val_fixed", "mlp_healthy", "resnet_amp"};
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(load_sample(healthy[i], "snapshot.pickle", &run), 0);
+		if (find(&run, "memory_growth") || has_critical(&run)) {
+			print_error("%s: unexpected growth or critical finding\n", healthy[i]);
+			fail();
+		}
+		rp_free(&run);
+	}
+}
+
+static void test_evidence_findings(void **state)
+{
+	(void)state;
+	const struct {
+		const char *sample, *file, *finding;
+	} cases[] = {
+		{"multi_stream", "snapshot.pickle", "pending_free_blocks"},
+		{"cuda_graph", "snapshot.pickle", "private_pools"},
+		{"no_history", "snapshot.pickle", "no_history"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		rp_run run;
+		assert_int_equal(load_sample(cases[i].sample, cases[i].file, &run), 0);
+		if (!find(&run, cases[i].finding)) {
+			print_error("%s: no %s finding\n", cases[i].sample, cases[i].finding);
+			fail();
+		}
+		rp_free(&run);
+	}
+	rp_run run;
+	assert_int_equal(load_sample("no_history", "snapshot.pickle", &run), 0);
+	assert_true(rank_of(&run, "record_history") > 0);
+	rp_free(&run);
+	FILE *f = fopen("build/gpt_large_trace.pickle", "rb");
+	if (f) {
+		fclose(f);
+		assert_int_equal(load2("build/gpt_large_trace.pickle", NULL, &run), 0);
+		assert_non_null(find(&run, "trace_truncated"));
+		rp_free(&run);
+	}
+}
+
+/* Issue 3: a log alone gives the request, the limit and a cause; with the snapshot, both. */
+static void test_logs(void **state)
+{
+	(void)state;
+	const char *samples[] = {"oom_fragmentation", "oom_capacity", "oom_capacity_params"};
+	const ad_cause causes[] = {AD_CAUSE_FRAGMENTATION, AD_CAUSE_CAPACITY, AD_CAUSE_CAPACITY};
+	for (size_t i = 0; i < 3; i++) {
+		const char *files[] = {"train.log", "oom_message.txt"};
+		for (size_t k = 0; k < 2; k++) {
+			rp_run run;
+			assert_int_equal(load_sample(samples[i], files[k], &run), 0);
+			assert_int_equal(run.inputs[0].kind, RP_OOM_MESSAGE);
+			const ad_oom *o = &run.advice.oom;
+			assert_true(o->present);
+			/* "Tried to allocate 204.00 MiB": the rounded request the observer saw */
+			assert_int_equal(o->requested, fact(samples[i], "alloc"));
+			/* "N GiB allowed": the cap the observer reported */
+			assert_int_equal(o->limit, fact(samples[i], "device_alloc"));
+			assert_int_equal(o->cause, causes[i]);
+			rp_free(&run);
+		}
+	}
+	char snap[1024], log[1024];
+	snprintf(snap, sizeof snap, "%s/corpus/oom_fragmentation/oom_snapshot.pickle", tu_shared());
+	snprintf(log, sizeof log, "%s/corpus/oom_fragmentation/train.log", tu_shared());
+	rp_run run;
+	assert_int_equal(load2(snap, log, &run), 0);
+	assert_int_equal(run.input_count, 2);
+	assert_int_equal(run.advice.oom.limit, fact("oom_fragmentation", "device_alloc"));
+	assert_int_equal(run.advice.oom.largest_free, fact("oom_fragmentation", "largest_hole"));
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_FRAGMENTATION);
+	assert_null(find(&run, "evidence_disagrees"));
+	rp_free(&run);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_oom_fragmentation),
+		cmocka_unit_test(test_oom_capacity),
+		cmocka_unit_test(test_oom_capacity_params),
+		cmocka_unit_test(test_fragmentation_without_oom),
+		cmocka_unit_test(test_expandable_never_recommended),
+		cmocka_unit_test(test_growth),
+		cmocka_unit_test(test_evidence_findings),
+		cmocka_unit_test(test_logs),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
