@@ -107,7 +107,14 @@ uint32_t md_intern(md_snapshot *s, const char *str, size_t len)
 
 static uint64_t hash_frames(const md_frame *f, size_t n)
 {
-	return hash_bytes(f, n * sizeof *f) ^ (uint64_t)n;
+	/* a word at a time: stacks are hashed once per trace entry */
+	uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+	for (size_t i = 0; i < n; i++) {
+		h ^= ((uint64_t)f[i].name << 32 | f[i].filename) + (uint64_t)(uint32_t)f[i].line * 0x100000001B3ull;
+		h *= 0xbf58476d1ce4e5b9ull;
+		h ^= h >> 31;
+	}
+	return h;
 }
 
 static int stacks_rehash(md_snapshot *s, size_t ncap)

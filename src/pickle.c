@@ -17,6 +17,7 @@ typedef struct {
 		int64_t i;
 		uint64_t u;
 		double f;
+		const char *s; /* string bytes, NUL-terminated, owned by the decoder's chunks */
 	} v;
 } pk_node;
 
@@ -40,8 +41,6 @@ struct pk_decoder {
 	size_t memo_len;             /* entries stored: where MEMOIZE puts the next one */
 	char *chunk_cur;
 	size_t chunk_left;
-	const char **str_ptr; /* str_ptr[node] for string nodes */
-	size_t str_ptr_cap;
 	pk_val result;
 	size_t memo_gets;
 	pk_dict_hook hook;
@@ -97,7 +96,6 @@ void pk_free(pk_decoder *d)
 	free(d->stack);
 	free(d->marks);
 	free(d->memo);
-	free(d->str_ptr);
 	free(d);
 }
 
@@ -285,14 +283,11 @@ static mr_status push_string(pk_run_state *r, pk_type type, uint64_t len)
 			   len, (size_t)(r->end - r->p));
 	if (len > UINT32_MAX)
 		return bad(r, "string too long");
-	/* str_ptr[id] must be valid as soon as a string node exists, so reserve it first. */
-	if (MR_GROW(d->str_ptr, d->str_ptr_cap, d->node_count + 1))
-		return mr_oom(r->err);
 	size_t id;
 	mr_status st = new_node(r, type, &id);
 	if (st)
 		return st;
-	d->str_ptr[id] = "";
+	d->nodes[id].v.s = ""; /* valid even if storage below cannot be had */
 	char *dst;
 	if (len + 1 > PK_CHUNK / 16) {
 		dst = malloc((size_t)len + 1);
@@ -319,7 +314,7 @@ static mr_status push_string(pk_run_state *r, pk_type type, uint64_t len)
 	memcpy(dst, r->p, (size_t)len);
 	dst[len] = '\0';
 	r->p += len;
-	d->str_ptr[id] = dst;
+	d->nodes[id].v.s = dst;
 	d->nodes[id].len = (uint32_t)len;
 	return push(r, mk_ref(id));
 }
@@ -939,7 +934,7 @@ int pk_str(const pk_decoder *d, pk_val v, const char **s, size_t *len)
 	const pk_node *n = node_of(d, v);
 	if (!n || (n->type != PK_T_STR && n->type != PK_T_BYTES))
 		return 0;
-	*s = d->str_ptr[v >> 3];
+	*s = d->nodes[v >> 3].v.s;
 	*len = n->len;
 	return 1;
 }
@@ -1000,12 +995,29 @@ int pk_dict_get(const pk_decoder *d, pk_val dict, const char *key, pk_val *out)
 	for (size_t i = 0; i + 1 < n->len; i += 2) {
 		const pk_node *k = node_of(d, it[i]);
 		if (k && k->type == PK_T_STR && k->len == klen &&
-		    memcmp(d->str_ptr[it[i] >> 3], key, klen) == 0) {
+		    memcmp(k->v.s, key, klen) == 0) {
 			*out = it[i + 1];
 			return 1;
 		}
 	}
 	return 0;
+}
+
+int pk_convert(pk_decoder *d, pk_val v, uint64_t record)
+{
+	if ((v & 7) != PK_TAG_REF || (v >> 3) >= d->node_count)
+		return 0;
+	pk_node *n = &d->nodes[v >> 3];
+	if (n->type != PK_T_LIST && n->type != PK_T_TUPLE && n->type != PK_T_DICT &&
+	    n->type != PK_T_SET)
+		return 0;
+	/* The last slot range goes back to the pool; others stay allocated but unused. */
+	if (n->v.c.cap && (size_t)n->v.c.off + n->v.c.cap == d->slot_count)
+		d->slot_count = n->v.c.off;
+	n->type = PK_T_RECORD;
+	n->len = 0;
+	n->v.u = record;
+	return 1;
 }
 
 uint64_t pk_record(const pk_decoder *d, pk_val v)

@@ -98,5 +98,10 @@ const pk_val *pk_items(const pk_decoder *d, pk_val v);
 /* Dict lookup by string key (linear: snapshot dicts are small). Returns 1 if found. */
 int pk_dict_get(const pk_decoder *d, pk_val dict, const char *key, pk_val *out);
 uint64_t pk_record(const pk_decoder *d, pk_val v); /* the number a hook gave a record */
+/* Turns a container the caller has fully read into a record holding `record`, giving its item
+ * storage back when it is the newest (so per-entry lists do not pile up). Later memo
+ * references see the record. Returns 1 if v was a container. Call it only from a dict hook or
+ * after pk_run: the container must not receive more items. */
+int pk_convert(pk_decoder *d, pk_val v, uint64_t record);
 
 #endif

@@ -38,6 +38,10 @@ typedef struct {
  * without this bound a 1 MB pickle costs billions of key comparisons. */
 enum { SN_MAX_RECORD_KEYS = 64 };
 
+/* Records the builder leaves in the decoder: trace entries are numbered from 1; a frames list
+ * already turned into a stack carries this bit and the stack id. */
+#define SN_STACK_RECORD ((uint64_t)1 << 62)
+
 /* Maps a frames-list node to its interned stack. */
 typedef struct {
 	uint32_t *keys, *vals; /* key = node + 1 */
@@ -49,7 +53,9 @@ typedef struct {
 	pk_decoder *d;
 	id_cache_entry keys[512];
 	id_cache_entry actions[64];
-	node_map stacks;
+	node_map frame_nodes;  /* frame dict node -> index into frame_cache */
+	md_frame *frame_cache;
+	size_t frame_cache_count, frame_cache_cap;
 	md_frame *tmp_frames;
 	size_t tmp_cap;
 	uint32_t *meta_hash; /* (user_metadata, compile_context) -> meta index + 1 */
@@ -170,15 +176,47 @@ static uint32_t intern_val(builder *b, pk_val v)
 	return md_intern(b->s, s, n);
 }
 
+/* A frame dict {name, filename, line}, decoded once per shared dict. Returns 0, or -1 on OOM. */
+static int frame_of(builder *b, pk_val dict, md_frame *out)
+{
+	uint32_t node = pk_node_id(dict), idx;
+	if (node_map_get(&b->frame_nodes, node, &idx)) {
+		*out = b->frame_cache[idx];
+		return 0;
+	}
+	pk_val name = 0, file = 0, line = 0;
+	md_frame f = {0, 0, 0};
+	int64_t ln = 0;
+	if (pk_len(b->d, dict) <= SN_MAX_RECORD_KEYS) {
+		if (pk_dict_get(b->d, dict, "name", &name))
+			f.name = intern_val(b, name);
+		if (pk_dict_get(b->d, dict, "filename", &file))
+			f.filename = intern_val(b, file);
+		if (pk_dict_get(b->d, dict, "line", &line) && pk_int(b->d, line, &ln))
+			f.line = ln > INT32_MAX ? INT32_MAX : ln < INT32_MIN ? INT32_MIN : (int32_t)ln;
+	}
+	if (f.name == UINT32_MAX || f.filename == UINT32_MAX ||
+	    MR_GROW(b->frame_cache, b->frame_cache_cap, b->frame_cache_count + 1) ||
+	    node_map_put(&b->frame_nodes, node, (uint32_t)b->frame_cache_count))
+		return -1;
+	b->frame_cache[b->frame_cache_count++] = f;
+	*out = f;
+	return 0;
+}
+
 /* Interns a frames list (list of {name, filename, line} dicts); cached per shared list. */
 static int stack_of(builder *b, pk_val list, uint32_t *out)
 {
 	*out = MD_NO_STACK;
 	pk_type t = pk_typeof(b->d, list);
-	if (t != PK_T_LIST && t != PK_T_TUPLE)
+	if (t == PK_T_RECORD) {
+		/* a frames list already read, shared through the memo */
+		uint64_t rec = pk_record(b->d, list);
+		if ((rec & SN_STACK_RECORD) && (rec & ~SN_STACK_RECORD) < b->s->stack_count)
+			*out = (uint32_t)(rec & ~SN_STACK_RECORD);
 		return 0;
-	uint32_t node = pk_node_id(list);
-	if (node_map_get(&b->stacks, node, out))
+	}
+	if (t != PK_T_LIST && t != PK_T_TUPLE)
 		return 0;
 	size_t n = pk_len(b->d, list);
 	const pk_val *items = pk_items(b->d, list);
@@ -186,30 +224,25 @@ static int stack_of(builder *b, pk_val list, uint32_t *out)
 		return -1;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		pk_val name = 0, file = 0, line = 0;
 		md_frame f = {0, 0, 0};
-		if (pk_typeof(b->d, items[i]) == PK_T_DICT) {
-			int64_t ln = 0;
-			if (pk_len(b->d, items[i]) > SN_MAX_RECORD_KEYS)
-				continue;
-			if (pk_dict_get(b->d, items[i], "name", &name))
-				f.name = intern_val(b, name);
-			if (pk_dict_get(b->d, items[i], "filename", &file))
-				f.filename = intern_val(b, file);
-			if (pk_dict_get(b->d, items[i], "line", &line) && pk_int(b->d, line, &ln))
-				f.line = ln > INT32_MAX ? INT32_MAX : ln < INT32_MIN ? INT32_MIN : (int32_t)ln;
-		} else if (pk_typeof(b->d, items[i]) == PK_T_STR) {
+		pk_type ft = pk_typeof(b->d, items[i]);
+		if (ft == PK_T_DICT) {
+			if (frame_of(b, items[i], &f))
+				return -1;
+		} else if (ft == PK_T_STR) {
 			f.name = intern_val(b, items[i]); /* legacy C++ frames are plain strings */
+			if (f.name == UINT32_MAX)
+				return -1;
 		} else {
 			continue;
 		}
-		if (f.name == UINT32_MAX || f.filename == UINT32_MAX)
-			return -1;
 		b->tmp_frames[k++] = f;
 	}
 	uint32_t id = md_intern_stack(b->s, b->tmp_frames, k);
-	if (id == UINT32_MAX || node_map_put(&b->stacks, node, id))
+	if (id == UINT32_MAX)
 		return -1;
+	/* Most trace entries carry a list of their own: give its storage back now. */
+	pk_convert(b->d, list, SN_STACK_RECORD | id);
 	*out = id;
 	return 0;
 }
@@ -575,6 +608,8 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 		size_t first = SIZE_MAX, count = 0;
 		for (size_t i = 0; i < n; i++) {
 			uint64_t rec = pk_record(d, ev[i]);
+			if (rec & SN_STACK_RECORD)
+				rec = 0;
 			if (!rec) {
 				s->dropped_events++; /* not a trace entry we could read */
 				continue;
@@ -613,7 +648,7 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 			ranges[dev].first = k;
 			for (size_t i = 0; i < n; i++) {
 				uint64_t rec = pk_record(d, ev[i]);
-				if (rec)
+				if (rec && !(rec & SN_STACK_RECORD))
 					store[k++] = s->event_store[rec - 1];
 			}
 		}
@@ -938,8 +973,9 @@ mr_status sn_load(const uint8_t *data, size_t len, md_snapshot *out, pk_progress
 	st = build(&b, pk_result(b.d), err);
 done:
 	pk_free(b.d);
-	free(b.stacks.keys);
-	free(b.stacks.vals);
+	free(b.frame_nodes.keys);
+	free(b.frame_nodes.vals);
+	free(b.frame_cache);
 	free(b.tmp_frames);
 	free(b.meta_hash);
 	if (st)
