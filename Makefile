@@ -73,7 +73,7 @@ asan:
 		LDFLAGS="-fsanitize=address,undefined" check
 
 bench: $(BIN)
-	@sh tools/bench.sh ./$(BIN)
+	@python3 tools/bench.py ./$(BIN)
 
 format:
 	clang-format -i src/*.c src/*.h tests/*.c tests/*.h

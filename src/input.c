@@ -2,16 +2,29 @@
 #include "input.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Seconds without a byte on a pipe before standard input counts as stalled. */
+static int stall_seconds(void)
+{
+	const char *e = getenv("MEMREPORT_STDIN_TIMEOUT");
+	int v = e ? atoi(e) : 0;
+	return v > 0 ? v : 300;
+}
+
 static mr_status read_all(int fd, in_data *out, mr_error *err)
 {
 	size_t cap = 1 << 16, len = 0;
+	struct stat st;
+	int is_pipe = fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+	int timeout_ms = stall_seconds() * 1000;
 	uint8_t *buf = malloc(cap);
 	if (!buf)
 		return mr_oom(err);
@@ -28,6 +41,24 @@ static mr_status read_all(int fd, in_data *out, mr_error *err)
 			}
 			buf = nb;
 			cap *= 2;
+		}
+		if (is_pipe) {
+			struct pollfd p = {.fd = fd, .events = POLLIN};
+			int r = poll(&p, 1, timeout_ms);
+			if (r == 0) {
+				free(buf);
+				return mr_fail(err, MR_EINPUT,
+					       "no data for %d s after %zu bytes: the pipe stalled "
+					       "(MEMREPORT_STDIN_TIMEOUT sets the limit)",
+					       timeout_ms / 1000, len);
+			}
+			if (r < 0 && errno != EINTR) {
+				int e = errno;
+				free(buf);
+				return mr_fail(err, MR_EFAIL, "poll failed: %s", strerror(e));
+			}
+			if (r < 0)
+				continue;
 		}
 		ssize_t got = read(fd, buf + len, cap - len);
 		if (got < 0 && errno == EINTR)
@@ -56,8 +87,12 @@ void in_adopt(in_data *out, uint8_t *heap, size_t len)
 mr_status in_read(const char *path, in_data *out, mr_error *err)
 {
 	memset(out, 0, sizeof *out);
-	if (strcmp(path, "-") == 0)
+	if (strcmp(path, "-") == 0) {
+		if (isatty(STDIN_FILENO))
+			fprintf(stderr, "memreport: reading standard input (a snapshot, log or "
+					"memory_stats() dump); end it with Ctrl-D\n");
 		return read_all(STDIN_FILENO, out, err);
+	}
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return mr_fail(err, MR_EINPUT, "cannot open: %s", strerror(errno));

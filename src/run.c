@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "input.h"
@@ -80,6 +81,47 @@ static mr_status merge_text(ev_text *dst, ev_text *src, mr_error *err)
 	return MR_OK;
 }
 
+/* Bytes of memory this process may still use: MemAvailable, bounded by address-space limits. */
+static uint64_t memory_available(void)
+{
+	uint64_t avail = UINT64_MAX;
+	FILE *f = fopen("/proc/meminfo", "r");
+	if (f) {
+		char line[256];
+		unsigned long long kb;
+		while (fgets(line, sizeof line, f))
+			if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+				avail = (uint64_t)kb * 1024;
+		fclose(f);
+	}
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (uint64_t)rl.rlim_cur < avail)
+		avail = (uint64_t)rl.rlim_cur;
+	if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (uint64_t)rl.rlim_cur < avail)
+		avail = (uint64_t)rl.rlim_cur;
+	return avail;
+}
+
+/* Decoding needs a little more than the file's size (docs/benchmarks.md: about 1.3x at peak
+ * for trace-heavy snapshots); refuse up front rather than be killed half-way. */
+static mr_status check_memory(size_t len, mr_error *err)
+{
+	uint64_t need = (uint64_t)len + (uint64_t)len / 2 + (64u << 20);
+	uint64_t avail = memory_available();
+	if (need <= avail)
+		return MR_OK;
+	char n[32], a[32], l[32];
+	mr_format_bytes(l, sizeof l, len);
+	mr_format_bytes(n, sizeof n, need);
+	mr_format_bytes(a, sizeof a, avail);
+	return mr_fail(err, MR_EFAIL,
+		       "this %s snapshot needs about %s of memory to decode and only %s is "
+		       "available",
+		       l, n, a);
+}
+
 static mr_status load_one(rp_run *run, const char *path, const rp_options *opt, mr_error *err)
 {
 	in_data in;
@@ -103,6 +145,8 @@ static mr_status load_one(rp_run *run, const char *path, const rp_options *opt, 
 				     "batch`, or compare two with `memreport diff`)");
 			goto done;
 		}
+		if ((st = check_memory(in.len, err)))
+			goto done;
 		progress_state ps = {&in, !opt->quiet && isatty(STDERR_FILENO) && in.len > (64u << 20),
 				     (size_t)-1};
 		st = sn_load(in.data, in.len, &run->snap, on_progress, &ps, err);

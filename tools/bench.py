@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""bench.py MEMREPORT [RUNS]: times memreport's full HTML report against python3's bare
+pickle.load on the same files (median wall time, peak RSS), prints the ratios.
+
+Inputs (cached under build/bench/, never committed): the 88 MB corpus snapshot unpacked from
+../shared/corpus/gpt_large_trace/snapshot.pickle.xz, and a 1 GB one made from it with
+../shared/tools/scale_snapshot.py (trace repeated 12 times)."""
+import lzma, os, resource, shutil, statistics, subprocess, sys, time
+
+SHARED = os.environ.get("MEMREPORT_SHARED", "../shared")
+OUT = "build/bench"
+
+
+def ensure_inputs():
+    os.makedirs(OUT, exist_ok=True)
+    small = os.path.join(OUT, "gpt_large_trace.pickle")
+    big = os.path.join(OUT, "gpt_large_x12.pickle")
+    if not os.path.exists(small):
+        with lzma.open(os.path.join(SHARED, "corpus/gpt_large_trace/snapshot.pickle.xz")) as f, \
+                open(small + ".part", "wb") as g:
+            shutil.copyfileobj(f, g, 1 << 20)
+        os.rename(small + ".part", small)
+    if not os.path.exists(big):
+        print("making the 1 GB snapshot (once; about a minute)...", flush=True)
+        subprocess.run([sys.executable, os.path.join(SHARED, "tools/scale_snapshot.py"), small,
+                        big + ".part", "12"], check=True)
+        os.rename(big + ".part", big)
+    return [("88 MB", small), ("1 GB", big)]
+
+
+def measure(cmd):
+    """Wall seconds and peak RSS (bytes) of one run, in a fresh child each time."""
+    code = ("import resource,subprocess,sys,time;t=time.perf_counter();"
+            "r=subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL);"
+            "w=time.perf_counter()-t;"
+            "print(r.returncode,w,resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss*1024)")
+    out = subprocess.run([sys.executable, "-c", code] + cmd, capture_output=True, text=True,
+                         check=True).stdout.split()
+    if out[0] != "0":
+        raise SystemExit(f"failed: {' '.join(cmd)}")
+    return float(out[1]), int(out[2])
+
+
+def main():
+    memreport = sys.argv[1]
+    runs = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    print(f"machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}")
+    for label, path in ensure_inputs():
+        size = os.path.getsize(path)
+        report = os.path.join(OUT, os.path.basename(path) + ".html")
+        mr = [measure([memreport, "-q", path, "-o", report]) for _ in range(runs)]
+        py_runs = runs if size < (512 << 20) else 1
+        py = [measure([sys.executable, "-c",
+                       "import pickle,sys;pickle.load(open(sys.argv[1],'rb'))", path])
+              for _ in range(py_runs)]
+        mr_t = statistics.median(t for t, _ in mr)
+        mr_rss = max(r for _, r in mr)
+        py_t = statistics.median(t for t, _ in py)
+        py_rss = max(r for _, r in py)
+        print(f"{label}: {size / 2**20:.0f} MiB, report {os.path.getsize(report) / 2**20:.2f} MiB")
+        print(f"  memreport html : {mr_t:6.2f} s  peak RSS {mr_rss / 2**20:7.0f} MiB "
+              f"({mr_rss / size:.2f}x the file)")
+        print(f"  python3 load   : {py_t:6.2f} s  peak RSS {py_rss / 2**20:7.0f} MiB")
+        print(f"  time ratio memreport/python3: {mr_t / py_t:.3f}")
+
+
+if __name__ == "__main__":
+    main()
