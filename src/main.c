@@ -151,6 +151,8 @@ static int report_main(int argc, char **argv)
 		goto done;
 	}
 	mr_buf buf = {0};
+	if (run.show_progress)
+		fprintf(stderr, "writing the %s report...\n", format_ext(fmt));
 	switch (fmt) {
 	case FMT_JSON:
 		st = rp_render_json(&run, &opt, &buf, &err);

@@ -37,6 +37,7 @@ typedef struct {
 	ev_text text;     /* every memory_summary() table and OOM message, in input order */
 	int has_stats;
 	ev_stats stats;   /* a memory_stats() dump */
+	int show_progress; /* a large input on a terminal: say what each stage does */
 	ad_advice advice; /* always computed, whatever the inputs */
 } rp_run;
 

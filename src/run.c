@@ -152,6 +152,7 @@ static mr_status load_one(rp_run *run, const char *path, const rp_options *opt, 
 		st = sn_load(in.data, in.len, &run->snap, on_progress, &ps, err);
 		if (st)
 			goto done;
+		run->show_progress = ps.tty;
 		run->has_snapshot = 1;
 		slot->kind = RP_SNAPSHOT;
 	} else if (looks_like_json(in.data, in.len)) {
@@ -199,6 +200,8 @@ mr_status rp_load(rp_run *run, const char *const *paths, size_t count, const rp_
 			goto fail;
 		}
 	}
+	if (run->show_progress)
+		fprintf(stderr, "analysing %zu trace events...\n", run->snap.event_store_count);
 	if (run->has_snapshot && (st = an_analyze(&run->snap, 0, &run->an, err)))
 		goto fail;
 	if ((st = ad_advise(run, &run->advice, err)))
