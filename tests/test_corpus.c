@@ -195,6 +195,46 @@ static void test_corpus_features(void **state)
 	rp_free(&run);
 }
 
+/* Parses "1,234,567" at p into *out; returns the character after it. */
+static const char *parse_commas(const char *p, unsigned long long *out)
+{
+	*out = 0;
+	while (*p == ' ')
+		p++;
+	while ((*p >= '0' && *p <= '9') || *p == ',') {
+		if (*p != ',')
+			*out = *out * 10 + (unsigned long long)(*p - '0');
+		p++;
+	}
+	return p;
+}
+
+/* SOURCES.md's "Measured content" row for a file: segments, reserved and active bytes as the
+ * shared folder's curator measured them with Python. Returns 1 when found. */
+static int measured(const char *sources, const char *file, unsigned long long *segments,
+		    unsigned long long *reserved, unsigned long long *active)
+{
+	const char *table = strstr(sources, "## Measured content");
+	if (!table)
+		return 0;
+	char key[512];
+	snprintf(key, sizeof key, "| `%s` |", file);
+	const char *row = strstr(table, key);
+	if (!row)
+		return 0;
+	const char *p = row + strlen(key);
+	p = parse_commas(p, segments);
+	p = strchr(p, '|');
+	if (!p)
+		return 0;
+	p = parse_commas(p + 1, reserved);
+	p = strchr(p, '|');
+	if (!p)
+		return 0;
+	parse_commas(p + 1, active);
+	return 1;
+}
+
 /* Other people's snapshots, other PyTorch versions: decode, and every segment is tiled. */
 static void test_third_party(void **state)
 {
@@ -205,7 +245,12 @@ static void test_third_party(void **state)
 	if (!d)
 		skip();
 	struct dirent *e;
-	int n = 0;
+	int n = 0, compared = 0;
+	char sources_path[1200];
+	snprintf(sources_path, sizeof sources_path, "%s/third_party/SOURCES.md", tu_shared());
+	size_t slen;
+	char *sources = (char *)tu_read(sources_path, &slen);
+	assert_non_null(sources);
 	while ((e = readdir(d))) {
 		if (e->d_name[0] == '.')
 			continue;
@@ -213,6 +258,14 @@ static void test_third_party(void **state)
 		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
 		rp_run run;
 		assert_int_equal(load(path, &run), 0);
+		unsigned long long segs, res, act;
+		if (measured(sources, e->d_name, &segs, &res, &act)) {
+			const an_pool *all = &run.an.devices[0].pool[AN_POOL_ALL];
+			assert_int_equal(all->segments, segs);
+			assert_int_equal(all->reserved, res);
+			assert_int_equal(all->active, act);
+			compared++;
+		}
 		assert_int_equal(run.snap.inconsistent_segments, 0);
 		uint64_t sum = 0, reserved = 0;
 		for (size_t i = 0; i < run.snap.segment_count; i++) {
@@ -227,7 +280,9 @@ static void test_third_party(void **state)
 		n++;
 	}
 	closedir(d);
+	free(sources);
 	assert_true(n >= 19);
+	assert_int_equal(compared, n);
 }
 
 int main(void)
