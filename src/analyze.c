@@ -269,6 +269,13 @@ static mr_status replay(const md_snapshot *s, const an_pool *all, an_device *dv,
 			alloc = alloc > size ? alloc - size : 0;
 			break;
 		case MD_ACT_FREE_REQUESTED:
+			/* A block freed twice with no alloc between (a spliced or repeated trace) is
+			 * counted once. */
+			if (map_take(&live, e->addr, &size)) {
+				if (map_put(&live, e->addr, size))
+					goto oom;
+				break;
+			}
 			size = block_estimate(&s->settings, e->size);
 			if (map_put(&live, e->addr, size))
 				goto oom;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -228,13 +229,65 @@ void rp_free(rp_run *run)
 	memset(run, 0, sizeof *run);
 }
 
+/* Length of the home-folder prefix of path ("/home/u/", "/Users/u/", "C:\Users\u\", "/root/")
+ * and the user name's span inside it; 0 when path is not under a home folder. */
+static size_t home_prefix(const char *path, const char **user, size_t *user_len)
+{
+	static const char *const homes[] = {"/home/", "/Users/", "/users/", "/u/", "/export/home/"};
+	*user = NULL;
+	*user_len = 0;
+	for (size_t i = 0; i < sizeof homes / sizeof *homes; i++) {
+		size_t n = strlen(homes[i]);
+		if (strncmp(path, homes[i], n) != 0)
+			continue;
+		const char *end = strchr(path + n, '/');
+		if (!end || end == path + n)
+			return 0;
+		*user = path + n;
+		*user_len = (size_t)(end - *user);
+		return (size_t)(end - path) + 1;
+	}
+	if (strncmp(path, "/root/", 6) == 0)
+		return 6;
+	/* C:\Users\name\ or C:/Users/name/ */
+	if (path[0] && path[1] == ':' && (path[2] == '\\' || path[2] == '/') &&
+	    strncasecmp(path + 3, "Users", 5) == 0 && (path[8] == '\\' || path[8] == '/')) {
+		const char *u = path + 9, *end = u;
+		while (*end && *end != '\\' && *end != '/')
+			end++;
+		if (!*end || end == u)
+			return 0;
+		*user = u;
+		*user_len = (size_t)(end - u);
+		return (size_t)(end - path) + 1;
+	}
+	return 0;
+}
+
+/* "/lib/python3.12/" (or python2.x): the interpreter's standard library. Returns the text after
+ * it, or NULL. */
+static const char *python_stdlib(const char *path)
+{
+	for (const char *p = strstr(path, "/lib/python"); p; p = strstr(p + 1, "/lib/python")) {
+		const char *q = p + 11;
+		if (*q != '2' && *q != '3')
+			continue;
+		while ((*q >= '0' && *q <= '9') || *q == '.')
+			q++;
+		if (*q == '/')
+			return q + 1;
+	}
+	return NULL;
+}
+
 const char *rp_path(const rp_options *opt, const char *path, char *buf, size_t bufsz)
 {
 	if (!opt || !opt->redact_paths) {
 		snprintf(buf, bufsz, "%s", path);
 		return buf;
 	}
-	/* Keep what identifies the code (package-relative path), drop where it lived. */
+	/* Installed packages keep their package-relative path: it names the code, not the
+	 * machine (site-packages, dist-packages, a conda or virtualenv anywhere). */
 	static const char *const anchors[] = {"site-packages/", "dist-packages/", "site-packages\\",
 					      "dist-packages\\"};
 	for (size_t i = 0; i < sizeof anchors / sizeof *anchors; i++) {
@@ -244,20 +297,42 @@ const char *rp_path(const rp_options *opt, const char *path, char *buf, size_t b
 			return buf;
 		}
 	}
-	const char *py = strstr(path, "/lib/python");
-	if (py && path[0] == '/') {
-		const char *rest = strchr(py + 11, '/');
-		if (rest) {
-			snprintf(buf, bufsz, "<python>%s", rest);
-			return buf;
-		}
-	}
-	int absolute = path[0] == '/' || path[0] == '~' || path[0] == '\\' ||
-		       (path[0] && path[1] == ':');
+	int absolute = path[0] == '/' || path[0] == '\\' || (path[0] == '~' && path[1] == '/') ||
+		       (path[0] && path[1] == ':' && (path[2] == '\\' || path[2] == '/'));
 	if (!absolute) {
+		/* Relative names and synthetic ones ("<frozen runpy>", "train.py") carry no
+		 * machine. */
 		snprintf(buf, bufsz, "%s", path);
 		return buf;
 	}
+	const char *stdlib = python_stdlib(path);
+	if (stdlib) {
+		snprintf(buf, bufsz, "<python>/%s", stdlib);
+		return buf;
+	}
+	/* Under a home folder: keep the path inside it, without the user name anywhere. */
+	const char *user = NULL;
+	size_t user_len = 0;
+	size_t home = path[0] == '~' ? 2 : home_prefix(path, &user, &user_len);
+	if (home) {
+		size_t used = (size_t)snprintf(buf, bufsz, "<home>/");
+		const char *rest = path + home;
+		while (*rest && used + 1 < bufsz) {
+			if (user_len && strncmp(rest, user, user_len) == 0) {
+				used += (size_t)snprintf(buf + used, bufsz - used, "<user>");
+				rest += user_len;
+			} else {
+				buf[used++] = *rest == '\\' ? '/' : *rest;
+				rest++;
+			}
+			if (used >= bufsz)
+				used = bufsz - 1;
+		}
+		buf[used < bufsz ? used : bufsz - 1] = '\0';
+		return buf;
+	}
+	/* Anywhere else (/workspace, /opt, /scratch/<user>, a build tree): only the file name,
+	 * since any folder above it may name a person, a project or a host. */
 	const char *base = path;
 	for (const char *p = path; *p; p++)
 		if (*p == '/' || *p == '\\')

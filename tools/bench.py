@@ -41,11 +41,32 @@ def measure(cmd):
     return float(out[1]), int(out[2])
 
 
+def device_json(memreport, path):
+    import json
+    out = subprocess.run([memreport, "-q", path, "--format", "json", "-o", "-"],
+                         capture_output=True, check=True).stdout
+    return json.loads(out)["devices"][0]
+
+
+def consistency(memreport, small, big):
+    """The 1 GB snapshot repeats the trace 12 times over the same segments."""
+    a, b = device_json(memreport, small), device_json(memreport, big)
+    same = [k for k in ("reserved_bytes", "allocated_bytes", "active_bytes", "requested_bytes",
+                        "inactive_split_bytes", "segments", "largest_free_block_bytes")
+            if a[k] != b[k]]
+    events_ok = b["trace_events"] == 12 * a["trace_events"]
+    peak = abs(b["peak_allocated_bytes"] - a["peak_allocated_bytes"]) / a["peak_allocated_bytes"]
+    print(f"consistency 1 GB vs 88 MB: layout {'equal' if not same else 'DIFFERS in ' + str(same)}, "
+          f"events x12 {'yes' if events_ok else 'NO'}, peak allocated within {peak * 100:.2f}%")
+
+
 def main():
     memreport = sys.argv[1]
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     print(f"machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}")
-    for label, path in ensure_inputs():
+    inputs = ensure_inputs()
+    consistency(memreport, inputs[0][1], inputs[1][1])
+    for label, path in inputs:
         size = os.path.getsize(path)
         report = os.path.join(OUT, os.path.basename(path) + ".html")
         mr = [measure([memreport, "-q", path, "-o", report]) for _ in range(runs)]
