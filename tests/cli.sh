@@ -89,3 +89,7 @@ if [ -f "$snap" ]; then
 		[ $? -eq 1 ] && ok "full disk on stdout exits 1" || nok "full disk on stdout exits 1"
 	fi
 fi
+# memreport simulate
+if [ -f tests/cli_simulate.sh ]; then
+	sh tests/cli_simulate.sh "$bin" $((n + 1))
+fi
