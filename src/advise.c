@@ -7,6 +7,7 @@
  * empty_cache() is never the fix. Every rule reads numbers; none reads a file name. */
 #include "advise.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 #include "evidence.h"
 #include "report.h"
+#include "sim.h"
 
 const char *ad_cause_name(ad_cause c)
 {
@@ -824,4 +826,187 @@ mr_status ad_advise(const rp_run *run, ad_advice *out, mr_error *err)
 		return mr_oom(err);
 	}
 	return MR_OK;
+}
+
+/* ---- replays of recommended settings ---- */
+
+typedef struct {
+	const md_snapshot *s;
+	int32_t device;
+	sim_config cfg;
+	uint64_t limit;
+	sim_result res;
+	mr_error err;
+	mr_status st;
+} replay_job;
+
+static void *replay_thread(void *arg)
+{
+	replay_job *j = arg;
+	j->st = sim_replay(j->s, j->device, &j->cfg, j->limit, &j->res, &j->err);
+	return NULL;
+}
+
+/* Runs the jobs on both cores. */
+static void run_jobs(replay_job *jobs, size_t n)
+{
+	pthread_t th[4];
+	int started[4] = {0};
+	for (size_t i = 1; i < n; i++)
+		started[i] = pthread_create(&th[i], NULL, replay_thread, &jobs[i]) == 0;
+	if (n)
+		replay_thread(&jobs[0]);
+	for (size_t i = 1; i < n; i++) {
+		if (started[i])
+			pthread_join(th[i], NULL);
+		else
+			replay_thread(&jobs[i]);
+	}
+}
+
+static int is_allocator_rec(const ad_recommendation *r)
+{
+	return strcmp(r->id, "expandable_segments") == 0 || strcmp(r->id, "max_split_size_mb") == 0;
+}
+
+static char *append_text(char *s, const char *more)
+{
+	size_t a = strlen(s), b = strlen(more);
+	char *n = realloc(s, a + b + 1);
+	if (!n)
+		return NULL;
+	memcpy(n + a, more, b + 1);
+	return n;
+}
+
+mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
+{
+	replay_job jobs[4];
+	size_t n = 0, rec_of[4] = {0};
+	mr_status st = MR_OK;
+	if (!run->has_snapshot)
+		return MR_OK;
+	const an_device *dv = primary_device(&run->an);
+	if (!dv || !dv->has_trace)
+		return MR_OK;
+	int wanted = 0;
+	for (size_t i = 0; i < a->rec_count; i++)
+		wanted |= is_allocator_rec(&a->recs[i]) && a->recs[i].change;
+	if (!wanted)
+		return MR_OK;
+	/* The cap: the log's figure, else for an OOM under a memory fraction the reserved bytes
+	 * at the failure, the tightest cap the recording allows; else none. */
+	uint64_t limit = a->oom.limit;
+	if (!limit && dv->oom.present && dv->oom.device_free > dv->oom.alloc_size) {
+		limit = dv->pool[AN_POOL_ALL].reserved;
+		snprintf(a->replay_note, sizeof a->replay_note,
+			 "The cap is not in the snapshot; the replays use %llu bytes, the reserved "
+			 "memory at the OOM and the tightest cap the recording allows.",
+			 (unsigned long long)limit);
+	}
+	memset(jobs, 0, sizeof jobs);
+	sim_config base;
+	sim_config_from_settings(&run->snap, &base);
+	jobs[n].s = &run->snap;
+	jobs[n].device = dv->device;
+	jobs[n].cfg = base;
+	jobs[n].limit = limit;
+	n++;
+	for (size_t i = 0; i < a->rec_count && n < 4; i++) {
+		const ad_recommendation *r = &a->recs[i];
+		const char *eq = r->change ? strchr(r->change, '=') : NULL;
+		if (!is_allocator_rec(r) || !eq)
+			continue;
+		mr_error perr = {0};
+		if (sim_parse_conf(eq + 1, &base, &jobs[n].cfg, &perr))
+			continue;
+		jobs[n].s = &run->snap;
+		jobs[n].device = dv->device;
+		jobs[n].limit = limit;
+		rec_of[n] = i;
+		n++;
+	}
+	run_jobs(jobs, n);
+	for (size_t i = 0; i < n; i++)
+		if (jobs[i].st) {
+			st = mr_fail(err, jobs[i].st, "replay: %s", jobs[i].err.msg);
+			goto done;
+		}
+	for (size_t i = 0; i < n; i++) {
+		ad_replay *rp = &a->replays[a->replay_count++];
+		const sim_result *r = &jobs[i].res;
+		const char *eq = i ? strchr(a->recs[rec_of[i]].change, '=') : NULL;
+		snprintf(rp->conf, sizeof rp->conf, "%s", eq ? eq + 1 : "recorded");
+		rp->matches = r->matches_recording;
+		rp->oom = r->oom_count > 0;
+		rp->limit = limit;
+		rp->peak_reserved = r->peak_reserved;
+		rp->peak_allocated = r->peak_allocated;
+	}
+	if (!jobs[0].res.matches_recording) {
+		snprintf(a->replay_note, sizeof a->replay_note,
+			 "The replay of the recorded settings parted from the recording at event %zu "
+			 "(%s), so no prediction for other settings is shown.",
+			 jobs[0].res.first_divergence.event_index, jobs[0].res.first_divergence.what);
+		a->replay_count = 1;
+		goto done;
+	}
+	for (size_t i = 1; i < n; i++) {
+		ad_recommendation *rec = &a->recs[rec_of[i]];
+		const ad_replay *rp = &a->replays[i];
+		char quote[256], b1[32], b2[32];
+		snprintf(quote, sizeof quote, " Replayed with %s: %s, peak reserved %s (recorded: %s).",
+			 rp->conf, rp->oom ? "still out of memory" : "no OOM", sz(b1, rp->peak_reserved),
+			 sz(b2, a->replays[0].peak_reserved));
+		char *reason = append_text(rec->reason, quote);
+		if (!reason) {
+			st = mr_oom(err);
+			goto done;
+		}
+		rec->reason = reason;
+	}
+	/* A setting the replay shows to fail or to need more memory is not advice. */
+	for (size_t i = n; i-- > 1;) {
+		const ad_replay *rp = &a->replays[i];
+		int worse = rp->oom || rp->peak_reserved > a->replays[0].peak_reserved;
+		if (!worse)
+			continue;
+		size_t k = rec_of[i];
+		ad_finding *f;
+		char b1[32], b2[32];
+		ad_finding *grown = mr_realloc_array(a->findings, a->finding_count + 1, sizeof *grown);
+		if (!grown) {
+			st = mr_oom(err);
+			goto done;
+		}
+		a->findings = grown;
+		f = &a->findings[a->finding_count];
+		memset(f, 0, sizeof *f);
+		snprintf(f->id, sizeof f->id, "setting_replayed_worse");
+		f->severity = AD_INFO;
+		mr_buf m = {0};
+		mr_buf_printf(&m,
+			      "Replayed with %s the run would %s (peak reserved %s against %s "
+			      "recorded), so it is not recommended here.",
+			      rp->conf, rp->oom ? "still run out of memory" : "need more memory",
+			      sz(b1, rp->peak_reserved), sz(b2, a->replays[0].peak_reserved));
+		if (m.failed) {
+			mr_buf_free(&m);
+			st = mr_oom(err);
+			goto done;
+		}
+		f->message = m.data;
+		a->finding_count++;
+		free(a->recs[k].title);
+		free(a->recs[k].reason);
+		free(a->recs[k].change);
+		memmove(&a->recs[k], &a->recs[k + 1], (a->rec_count - k - 1) * sizeof *a->recs);
+		a->rec_count--;
+	}
+	for (size_t i = 0; i < a->rec_count; i++)
+		a->recs[i].rank = (int)i + 1;
+done:
+	for (size_t i = 0; i < n; i++)
+		sim_result_free(&jobs[i].res);
+	return st;
 }

@@ -63,6 +63,16 @@ typedef struct {
 	uint64_t peak[AD_CAT_COUNT]; /* live at the trace's allocated peak */
 } ad_categories;
 
+/* One replay of the trace through the allocator model (sim.h): the recorded settings first,
+ * then each recommended allocator change. */
+typedef struct {
+	char conf[128];    /* alloc-conf replayed; "recorded" for the recorded settings */
+	int matches;       /* recorded settings only: the replay reproduced the recording */
+	int oom;           /* the replay ran out of memory under `limit` */
+	uint64_t limit;    /* 0: none */
+	uint64_t peak_reserved, peak_allocated;
+} ad_replay;
+
 typedef struct {
 	char *verdict; /* one sentence with its key number */
 	ad_oom oom;
@@ -71,6 +81,9 @@ typedef struct {
 	size_t finding_count;
 	ad_recommendation *recs; /* sorted by rank */
 	size_t rec_count;
+	ad_replay replays[4];    /* empty unless an allocator setting is recommended */
+	size_t replay_count;
+	char replay_note[256];   /* why no prediction is shown, or how the limit was chosen */
 } ad_advice;
 
 const char *ad_cause_name(ad_cause c);

@@ -118,6 +118,19 @@ static void test_oom_capacity_params(void **state)
 	rp_free(&run);
 }
 
+static long long stat_of(const char *sample, const char *key)
+{
+	char path[1024];
+	size_t len;
+	long long v = -1;
+	snprintf(path, sizeof path, "%s/corpus/%s/memory_stats.json", tu_shared(), sample);
+	char *json = (char *)tu_read(path, &len);
+	assert_non_null(json);
+	assert_true(tu_json_int(json, key, &v));
+	free(json);
+	return v;
+}
+
 static void test_fragmentation_without_oom(void **state)
 {
 	(void)state;
@@ -126,6 +139,16 @@ static void test_fragmentation_without_oom(void **state)
 	assert_false(run.advice.oom.present);
 	assert_non_null(find(&run, "high_fragmentation"));
 	assert_int_equal(rank_of(&run, "expandable_segments"), 1);
+	/* The advice quotes its replay, and the replay predicts the real twin run. */
+	const ad_advice *a = &run.advice;
+	assert_true(a->replay_count >= 2);
+	assert_true(a->replays[0].matches);
+	assert_int_equal(a->replays[0].peak_reserved, stat_of("gpt_varlen", "reserved_bytes.all.peak"));
+	assert_string_equal(a->replays[1].conf, "expandable_segments:True");
+	double twin = (double)stat_of("gpt_varlen_expandable", "reserved_bytes.all.peak");
+	assert_true((double)a->replays[1].peak_reserved > twin * 0.95);
+	assert_true((double)a->replays[1].peak_reserved < twin * 1.05);
+	assert_non_null(strstr(a->recs[0].reason, "Replayed with expandable_segments:True: no OOM"));
 	rp_free(&run);
 }
 
