@@ -28,7 +28,9 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .PHONY: all demo check asan test-bins clean deps bench fuzz format format-check install
 
-all: deps-check $(BIN)
+MAN     := docs/memreport.1
+
+all: deps-check $(BIN) $(MAN)
 
 # Fails with the exact install line when a library is missing (make demo installs them as root).
 deps-check:
@@ -58,6 +60,14 @@ $(BUILD)/tests/test_%: tests/test_%.c $(OBJ_LIB) tests/testutil.h | $(BUILD)
 
 test-bins: $(TEST_BIN)
 
+# The man page is written in Markdown and rendered with libcmark's man renderer.
+build/md2man: tools/md2man.c
+	mkdir -p build
+	$(CC) -std=c11 -O2 $(WARN) $(DEPS_CFLAGS) -o $@ $< $(DEPS_LIBS)
+
+$(MAN): docs/memreport.1.md build/md2man
+	build/md2man MEMREPORT 1 "memreport 0.1.0" < $< > $@.part && mv $@.part $@
+
 demo: deps
 	$(MAKE) $(BIN)
 	./$(BIN) samples/oom_fragmentation.pickle samples/oom_fragmentation.log -o demo-report.html
@@ -82,9 +92,10 @@ format-check:
 	clang-format --dry-run --Werror src/*.c src/*.h tests/*.c tests/*.h
 
 PREFIX ?= /usr/local
-install: $(BIN)
-	install -d $(DESTDIR)$(PREFIX)/bin
+install: $(BIN) $(MAN)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/memreport
+	install -m 644 $(MAN) $(DESTDIR)$(PREFIX)/share/man/man1/memreport.1
 
 clean:
-	rm -rf build memreport demo-report.html
+	rm -rf build memreport demo-report.html $(MAN)

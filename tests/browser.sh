@@ -1,0 +1,148 @@
+#!/bin/sh
+# browser.sh BINARY: opens HTML reports of corpus samples in headless Chromium with the network
+# disabled, and checks what a person would see: the verdict is in the rendered DOM, the
+# segment-map images decoded (naturalWidth > 0), the timeline SVG is laid out, the page's script
+# ran under its Content-Security-Policy, and a screenshot is not blank.
+# Prints "ok N - ..." / "not ok N - ..." lines; skips when /usr/bin/chromium is absent.
+set -u
+bin=$1
+shared=${MEMREPORT_SHARED:-../shared}
+corpus="$shared/corpus"
+chromium=${CHROMIUM:-/usr/bin/chromium}
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+nok() { n=$((n + 1)); echo "not ok $n - $1"; }
+if [ ! -x "$chromium" ]; then
+	echo "ok 1 - # SKIP chromium not installed"
+	exit 0
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# run_chromium OUTFILE ARGS...: headless, sandbox off (CI runs as root), no network at all.
+run_chromium() {
+	out=$1
+	shift
+	profile=$(mktemp -d "$tmp/profile.XXXXXX")
+	timeout 90 "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+		--disable-background-networking --disable-component-update --disable-sync \
+		--disable-extensions --disable-default-apps --mute-audio \
+		--proxy-server=127.0.0.1:9 --proxy-bypass-list='<-loopback>' \
+		--host-resolver-rules='MAP * ~NOTFOUND' \
+		--enable-logging=stderr --v=0 --user-data-dir="$profile" --virtual-time-budget=5000 "$@" >"$out" 2>"$out.err"
+}
+
+# A probe appended to a copy of the report: it reads what the browser actually rendered and
+# writes it into the DOM, which --dump-dom then prints. It is added to the CSP's script hashes
+# by stripping the CSP from the copy; the original page's own script is checked separately.
+probe='<script>
+(function(){
+  var imgs=[].slice.call(document.querySelectorAll("img.map"));
+  var decoded=imgs.filter(function(i){return i.complete&&i.naturalWidth>0;}).length;
+  var svg=document.querySelector("svg.timeline");
+  var box=svg?svg.getBoundingClientRect():null;
+  var v=document.getElementById("verdict");
+  var toolbar=document.querySelector("#sites .toolbar");
+  var css=getComputedStyle(document.body).backgroundColor;
+  var p=document.createElement("pre");p.id="probe";
+  p.textContent="RESULT: imgs="+imgs.length+" decoded="+decoded+
+    " svg="+(box?Math.round(box.width)+"x"+Math.round(box.height):"none")+
+    " verdict="+(v?v.textContent.length:0)+
+    " bg="+css.replace(/ /g,"");
+  document.body.appendChild(p);
+})();
+</script>'
+
+samples="oom_fragmentation gpt_varlen mlp_healthy no_history cuda_graph"
+for s in $samples; do
+	snap="$corpus/$s/snapshot.pickle"
+	[ -f "$snap" ] || snap="$corpus/$s/oom_snapshot.pickle"
+	if [ ! -f "$snap" ]; then
+		ok "$s # SKIP sample not found"
+		continue
+	fi
+	html="$tmp/$s.html"
+	if ! "$bin" "$snap" -q -o "$html" 2>"$tmp/err"; then
+		nok "$s: report written ($(head -c 200 "$tmp/err"))"
+		continue
+	fi
+
+	# 1. The page as shipped: its own script runs under its CSP (it unhides the toolbar), and
+	#    the verdict is in the rendered DOM.
+	run_chromium "$tmp/$s.dom" --dump-dom "file://$html"
+	if grep -q 'id="verdict"' "$tmp/$s.dom" && grep -q 'class="toolbar"' "$tmp/$s.dom" \
+		&& ! grep -q 'class="toolbar" hidden' "$tmp/$s.dom"; then
+		ok "$s: verdict rendered, page script ran under its CSP"
+	else
+		nok "$s: verdict rendered, page script ran under its CSP"
+	fi
+	if grep -q 'violates the following Content Security Policy' "$tmp/$s.dom.err"; then
+		nok "$s: no CSP violations ($(grep 'violates' "$tmp/$s.dom.err" | head -c 200))"
+	else
+		ok "$s: no CSP violations"
+	fi
+
+	# 2. What the browser rendered: images decoded, SVG laid out, CSS applied.
+	sed -e 's/<meta http-equiv="Content-Security-Policy"[^>]*>//' "$html" > "$tmp/$s.probe.html"
+	printf '%s\n' "$probe" >> "$tmp/$s.probe.html"
+	run_chromium "$tmp/$s.probe" --dump-dom "file://$tmp/$s.probe.html"
+	line=$(grep -o "RESULT: imgs=[0-9][^<]*" "$tmp/$s.probe" | head -n 1)
+	imgs=$(echo "$line" | sed -n 's/.* imgs=\([0-9]*\).*/\1/p')
+	decoded=$(echo "$line" | sed -n 's/.* decoded=\([0-9]*\).*/\1/p')
+	svg=$(echo "$line" | sed -n 's/.* svg=\([^ ]*\).*/\1/p')
+	verdict=$(echo "$line" | sed -n 's/.* verdict=\([0-9]*\).*/\1/p')
+	bg=$(echo "$line" | sed -n 's/.* bg=\([^ ]*\).*/\1/p')
+	if [ -n "$imgs" ] && [ "$imgs" -ge 1 ] && [ "$decoded" = "$imgs" ]; then
+		ok "$s: all $imgs segment-map images decoded"
+	else
+		nok "$s: segment-map images decoded ($line)"
+	fi
+	if [ "${verdict:-0}" -gt 20 ]; then ok "$s: verdict has text"; else nok "$s: verdict has text ($line)"; fi
+	if [ "$s" = no_history ]; then
+		[ "$svg" = none ] && ok "$s: no timeline without a trace" || nok "$s: no timeline without a trace ($line)"
+	else
+		w=${svg%x*}
+		if [ "$svg" != none ] && [ "${w:-0}" -gt 300 ]; then
+			ok "$s: timeline SVG laid out ($svg)"
+		else
+			nok "$s: timeline SVG laid out ($line)"
+		fi
+	fi
+	if [ "$bg" = "rgb(245,246,248)" ]; then ok "$s: stylesheet applied"; else nok "$s: stylesheet applied (bg=$bg)"; fi
+
+	# 3. A screenshot of the page as shipped is not blank: many distinct colours.
+	run_chromium "$tmp/$s.shot.log" --hide-scrollbars --window-size=1280,2000 \
+		--screenshot="$tmp/$s.png" "file://$html"
+	if [ -s "$tmp/$s.png" ] && [ "$(wc -c < "$tmp/$s.png")" -gt 30000 ]; then
+		ok "$s: screenshot is not blank ($(wc -c < "$tmp/$s.png") bytes)"
+	else
+		nok "$s: screenshot is not blank"
+	fi
+	[ -n "${MEMREPORT_SCREENSHOTS:-}" ] && cp "$tmp/$s.png" "$MEMREPORT_SCREENSHOTS/" 2>/dev/null
+done
+
+# The check above can fail: a page whose style or script differs from what its CSP hashes
+# allow is reported.
+if [ -f "$tmp/mlp_healthy.html" ]; then
+	sed 's/"use strict";/"use strict"; /' "$tmp/mlp_healthy.html" > "$tmp/tampered.html"
+	run_chromium "$tmp/tampered.dom" --dump-dom "file://$tmp/tampered.html"
+	if grep -q 'violates the following Content Security Policy' "$tmp/tampered.dom.err" \
+		&& grep -q 'class="toolbar" hidden' "$tmp/tampered.dom"; then
+		ok "a tampered script is blocked by the page's CSP (the check can fail)"
+	else
+		nok "a tampered script is blocked by the page's CSP (the check can fail)"
+	fi
+fi
+
+# The hostile snapshot: no alert dialog, no script of its own ran.
+hostile=tests/fixtures/html/hostile_snapshot.pickle
+if [ -f "$hostile" ]; then
+	"$bin" "$hostile" -q -o "$tmp/hostile.html" 2>/dev/null
+	run_chromium "$tmp/hostile.dom" --dump-dom "file://$tmp/hostile.html"
+	if [ -s "$tmp/hostile.dom" ] && ! grep -q '<script>alert\|<img src="x"\|<img src=x' "$tmp/hostile.dom" \
+		&& [ "$(grep -c '<script' "$tmp/hostile.dom")" -eq 1 ]; then
+		ok "hostile snapshot: nothing from it became an element"
+	else
+		nok "hostile snapshot: nothing from it became an element"
+	fi
+fi

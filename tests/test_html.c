@@ -1,0 +1,370 @@
+/* test_html.c: the HTML and Markdown reports, on real snapshots and on a hostile one.
+ *
+ * For the corpus samples of issue 9: a PNG map that decodes to a PNG, an inline SVG timeline
+ * when there is a trace, nothing that a browser would fetch, identical bytes from two loads,
+ * at most 3 MB; the Markdown summary at most 60 lines. tests/fixtures/html/hostile_snapshot.pickle
+ * (tests/fixtures/gen_hostile_snapshot.py) puts script tags and attribute breakers in every
+ * string a snapshot author controls: no report may contain them live. With --redact-paths no
+ * report names a home folder or the recording machine's workspace. */
+#include <sys/stat.h>
+
+#include "testutil.h"
+
+#include "base64.h"
+#include "html_util.h"
+#include "png_map.h"
+#include "report.h"
+
+static const char *const samples[] = {"oom_fragmentation", "gpt_varlen", "mlp_healthy",
+				      "no_history",        "cuda_graph", "gpt_large_trace"};
+
+static const char hostile[] = "tests/fixtures/html/hostile_snapshot.pickle";
+
+static int exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* The snapshot of a corpus sample, or 0 when it is not there (the large one is unpacked into
+ * build/ by tests/run.sh). */
+static int sample_path(const char *name, char *out, size_t outsz)
+{
+	snprintf(out, outsz, "%s/corpus/%s/snapshot.pickle", tu_shared(), name);
+	if (exists(out))
+		return 1;
+	snprintf(out, outsz, "%s/corpus/%s/oom_snapshot.pickle", tu_shared(), name);
+	if (exists(out))
+		return 1;
+	snprintf(out, outsz, "build/%s.pickle", name);
+	return exists(out);
+}
+
+typedef enum { F_HTML, F_MD, F_JSON, F_TEXT } fmt;
+
+/* Loads path and renders it; returns the report (caller frees with mr_buf_free). */
+static mr_buf render(const char *path, fmt f, int redact, rp_run *keep)
+{
+	rp_options opt = {.device = -1, .quiet = 1, .redact_paths = redact};
+	mr_error err = {0};
+	rp_run run;
+	mr_buf out = {0};
+	const char *paths[] = {path};
+	mr_status st = rp_load(&run, paths, 1, &opt, &err);
+	if (st)
+		print_error("%s: %s\n", path, err.msg);
+	assert_int_equal(st, MR_OK);
+	switch (f) {
+	case F_HTML:
+		st = rp_render_html(&run, &opt, &out, &err);
+		break;
+	case F_MD:
+		st = rp_render_md(&run, &opt, &out, &err);
+		break;
+	case F_JSON:
+		st = rp_render_json(&run, &opt, &out, &err);
+		break;
+	default:
+		st = rp_render_text(&run, &opt, &out, &err);
+	}
+	if (st)
+		print_error("%s: %s\n", path, err.msg);
+	assert_int_equal(st, MR_OK);
+	assert_false(out.failed);
+	assert_non_null(out.data);
+	if (keep)
+		*keep = run;
+	else
+		rp_free(&run);
+	return out;
+}
+
+static const char *find_ci(const char *hay, const char *needle)
+{
+	size_t n = strlen(needle);
+	for (const char *p = hay; *p; p++)
+		if (strncasecmp(p, needle, n) == 0)
+			return p;
+	return NULL;
+}
+
+/* Anything a browser would fetch from elsewhere. */
+static void assert_offline(const char *html)
+{
+	static const char *const bad[] = {
+		"src=\"http", "src=http", "src='http", "src=\"//", "src=//",
+		"href=\"http", "href=http", "href='http", "href=\"//", "href=//",
+		"@import", "url(", "srcset=", "<link", "<iframe", "<object", "<embed",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		const char *p = find_ci(html, bad[i]);
+		if (p)
+			print_error("found %s: %.80s\n", bad[i], p);
+		assert_null(p);
+	}
+	assert_non_null(strstr(html, "Content-Security-Policy"));
+	assert_non_null(strstr(html, "default-src 'none'"));
+}
+
+/* Every data: image decodes to a PNG; returns how many there are. */
+static size_t check_pngs(const char *html)
+{
+	static const char prefix[] = "data:image/png;base64,";
+	static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+	size_t count = 0;
+	for (const char *p = strstr(html, prefix); p; p = strstr(p, prefix)) {
+		p += sizeof prefix - 1;
+		const char *end = strchr(p, '"');
+		assert_non_null(end);
+		mr_buf png = {0};
+		assert_int_equal(b64_decode(&png, p, (size_t)(end - p)), 0);
+		assert_true(png.len > 8);
+		assert_memory_equal(png.data, sig, 8);
+		/* IEND closes every image. */
+		assert_memory_equal(png.data + png.len - 8, "IEND", 4);
+		mr_buf_free(&png);
+		count++;
+		p = end;
+	}
+	return count;
+}
+
+static size_t count_lines(const char *s)
+{
+	size_t n = 0;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+static void test_corpus_html(void **state)
+{
+	(void)state;
+	int checked = 0;
+	for (size_t i = 0; i < sizeof samples / sizeof *samples; i++) {
+		char path[2048];
+		if (!sample_path(samples[i], path, sizeof path))
+			continue;
+		rp_run run;
+		mr_buf a = render(path, F_HTML, 0, &run);
+		int has_trace = 0;
+		for (size_t d = 0; d < run.an.device_count; d++)
+			has_trace |= run.an.devices[d].has_trace;
+		rp_free(&run);
+		mr_buf b = render(path, F_HTML, 0, NULL);
+		print_message("%s: %zu bytes\n", samples[i], a.len);
+		assert_int_equal(a.len, b.len);
+		assert_memory_equal(a.data, b.data, a.len);
+		assert_true(a.len <= 3000000);
+		assert_non_null(strstr(a.data, "<!DOCTYPE html>"));
+		assert_non_null(strstr(a.data, "</html>"));
+		assert_non_null(strstr(a.data, "id=verdict"));
+		assert_true(check_pngs(a.data) >= 1);
+		if (has_trace)
+			assert_non_null(strstr(a.data, "<svg class=timeline"));
+		else
+			assert_null(strstr(a.data, "<svg class=timeline"));
+		assert_offline(a.data);
+		mr_buf_free(&a);
+		mr_buf_free(&b);
+
+		mr_buf md = render(path, F_MD, 0, NULL);
+		assert_true(count_lines(md.data) <= 60);
+		assert_non_null(strstr(md.data, "| 0 |"));
+		mr_buf_free(&md);
+		checked++;
+	}
+	assert_true(checked >= 5);
+}
+
+static void test_many_segments(void **state)
+{
+	(void)state;
+	char path[2048];
+	snprintf(path, sizeof path,
+		 "%s/third_party/snapshots/notHanmin__assignment2-systems__memory_snapshot.pickle",
+		 tu_shared());
+	if (!exists(path))
+		skip();
+	mr_buf a = render(path, F_HTML, 0, NULL);
+	size_t pngs = check_pngs(a.data);
+	/* 999 segments: the largest drawn one by one, the rest aggregated in a few rows. */
+	assert_true(pngs >= 40 && pngs <= 100);
+	assert_non_null(strstr(a.data, "aggregated by pool and size"));
+	assert_true(a.len <= 3000000);
+	mr_buf_free(&a);
+}
+
+static void assert_not_live(const char *report, const char *what)
+{
+	static const char *const live[] = {"<script>alert", "<img src=x", "</style><script>"};
+	for (size_t i = 0; i < sizeof live / sizeof *live; i++) {
+		const char *p = strstr(report, live[i]);
+		if (p)
+			print_error("%s report holds %s live: %.80s\n", what, live[i], p);
+		assert_null(p);
+	}
+}
+
+static void test_hostile_strings(void **state)
+{
+	(void)state;
+	assert_true(exists(hostile));
+	mr_buf html = render(hostile, F_HTML, 0, NULL);
+	assert_not_live(html.data, "HTML");
+	/* The strings are shown, escaped: the test would see them if escaping failed. */
+	assert_non_null(strstr(html.data, "&lt;script&gt;alert(1)&lt;/script&gt;"));
+	assert_non_null(strstr(html.data, "&quot;&gt;&lt;img src=x onerror=alert(2)&gt;"));
+	assert_non_null(strstr(html.data, "&lt;/style&gt;&lt;script&gt;alert(3)"));
+	/* Exactly one <script> and one <style> element: the page's own. */
+	const char *p = strstr(html.data, "<script");
+	assert_non_null(p);
+	assert_null(strstr(p + 1, "<script"));
+	p = strstr(html.data, "<style");
+	assert_non_null(p);
+	assert_null(strstr(p + 1, "<style"));
+	assert_int_equal(check_pngs(html.data) >= 1, 1);
+	assert_offline(html.data);
+	mr_buf_free(&html);
+
+	mr_buf md = render(hostile, F_MD, 0, NULL);
+	assert_not_live(md.data, "Markdown");
+	assert_non_null(strstr(md.data, "&lt;script&gt;alert(1)&lt;/script&gt;"));
+	assert_true(count_lines(md.data) <= 60);
+	mr_buf_free(&md);
+
+	mr_buf json = render(hostile, F_JSON, 0, NULL);
+	assert_not_live(json.data, "JSON");
+	mr_buf_free(&json);
+}
+
+static void assert_redacted(const char *report, const char *what, const char *sample)
+{
+	static const char *const secret[] = {"/workspace/", "/opt/torch", "/home/", "/root/",
+					     "/work/shared", "mallory"};
+	for (size_t i = 0; i < sizeof secret / sizeof *secret; i++) {
+		const char *p = strstr(report, secret[i]);
+		if (p)
+			print_error("%s %s report holds %s: %.80s\n", sample, what, secret[i], p);
+		assert_null(p);
+	}
+}
+
+static void test_redact_paths(void **state)
+{
+	(void)state;
+	static const char *const extra[] = {
+		"corpus/stacks_all/snapshot.pickle",
+		"third_party/snapshots/Yiyi-philosophy__LLM-inference__oom_snapshot.pickle",
+		"third_party/snapshots/LfieLike__SketchKV2__my_snapshot.pickle",
+	};
+	static const char *const names[] = {"html", "md", "json", "text"};
+	char paths[sizeof samples / sizeof *samples + 4][2048];
+	size_t n = 0;
+	for (size_t i = 0; i < sizeof samples / sizeof *samples; i++)
+		if (sample_path(samples[i], paths[n], sizeof paths[n]))
+			n++;
+	for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) {
+		snprintf(paths[n], sizeof paths[n], "%s/%s", tu_shared(), extra[i]);
+		if (exists(paths[n]))
+			n++;
+	}
+	snprintf(paths[n++], sizeof paths[0], "%s", hostile);
+	assert_true(n >= 6);
+	int saw_paths = 0;
+	for (size_t i = 0; i < n; i++) {
+		for (int f = F_HTML; f <= F_TEXT; f++) {
+			mr_buf plain = render(paths[i], (fmt)f, 0, NULL);
+			saw_paths |= strstr(plain.data, "/workspace/") != NULL;
+			mr_buf_free(&plain);
+			mr_buf r = render(paths[i], (fmt)f, 1, NULL);
+			assert_redacted(r.data, names[f], paths[i]);
+			mr_buf_free(&r);
+		}
+	}
+	assert_true(saw_paths); /* the unredacted reports do name them: the check can fail */
+}
+
+static void test_rp_path_rules(void **state)
+{
+	(void)state;
+	rp_options on = {.device = -1, .redact_paths = 1}, off = {.device = -1};
+	char buf[512];
+	assert_string_equal(rp_path(&off, "/home/alice/x.py", buf, sizeof buf), "/home/alice/x.py");
+	const char *r = rp_path(&on, "/home/alice/proj/alice_utils/train.py", buf, sizeof buf);
+	assert_null(strstr(r, "alice"));
+	assert_non_null(strstr(r, "train.py"));
+	r = rp_path(&on, "/opt/torch/.venv/lib/python3.12/site-packages/torch/nn/functional.py", buf,
+		    sizeof buf);
+	assert_string_equal(r, "<site-packages>/torch/nn/functional.py");
+	r = rp_path(&on, "C:\\Users\\bob\\proj\\train.py", buf, sizeof buf);
+	assert_null(strstr(r, "bob"));
+	assert_non_null(strstr(r, "train.py"));
+	r = rp_path(&on, "/Users/carol/code/model.py", buf, sizeof buf);
+	assert_null(strstr(r, "carol"));
+	r = rp_path(&on, "/workspace/train.py", buf, sizeof buf);
+	assert_null(strstr(r, "workspace"));
+	assert_non_null(strstr(r, "train.py"));
+	/* Relative and synthetic names are not paths on a machine: kept. */
+	assert_string_equal(rp_path(&on, "<frozen runpy>", buf, sizeof buf), "<frozen runpy>");
+	assert_string_equal(rp_path(&on, "CUDACachingAllocator.cpp", buf, sizeof buf),
+			    "CUDACachingAllocator.cpp");
+}
+
+static void test_helpers(void **state)
+{
+	(void)state;
+	char h[45];
+	hu_sha256_base64("abc", 3, h);
+	assert_string_equal(h, "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
+	hu_sha256_base64("", 0, h);
+	assert_string_equal(h, "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=");
+	/* 56 bytes: the padding spills into a second block. */
+	hu_sha256_base64("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, h);
+	assert_string_equal(h, "JI1qYdIGOLjlwCaTDD5gOaM85Flk/yFn9uzt1BnbBsE=");
+
+	mr_buf b = {0}, d = {0};
+	const unsigned char raw[] = {0, 1, 2, 250, 251, 252, 253};
+	for (size_t n = 0; n <= sizeof raw; n++) {
+		b.len = 0;
+		d.len = 0;
+		b64_encode(&b, raw, n);
+		assert_int_equal(b.len, (n + 2) / 3 * 4);
+		assert_int_equal(b64_decode(&d, b.data ? b.data : "", b.len), 0);
+		assert_int_equal(d.len, n);
+		if (n)
+			assert_memory_equal(d.data, raw, n);
+	}
+	assert_int_equal(b64_decode(&d, "ab$=", 4), -1);
+	mr_buf_free(&b);
+	mr_buf_free(&d);
+
+	hu_slot slots[] = {{"a", "{{b}}", 5}, {"b", "B", 1}};
+	mr_buf f = {0};
+	hu_fill(&f, "x{{a}}y{{b}}z{{c}}{{", 20, slots, 2);
+	assert_string_equal(f.data, "x{{b}}yBz{{");
+	mr_buf_free(&f);
+
+	mr_buf m = {0};
+	hu_md_text(&m, "a|b <i>_x_</i> `c`\n[l](u)", 100);
+	assert_string_equal(m.data, "a\\|b &lt;i&gt;\\_x\\_&lt;/i&gt; \\`c\\` \\[l\\](u)");
+	mr_buf_free(&m);
+
+	mr_buf t = {0};
+	hu_text(&t, "\xc3\xa9\xc3\xa9\xc3\xa9", 3); /* cut inside the second character */
+	assert_string_equal(t.data, "\xc3\xa9\xe2\x80\xa6");
+	mr_buf_free(&t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_helpers),
+		cmocka_unit_test(test_rp_path_rules),
+		cmocka_unit_test(test_corpus_html),
+		cmocka_unit_test(test_many_segments),
+		cmocka_unit_test(test_hostile_strings),
+		cmocka_unit_test(test_redact_paths),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
