@@ -73,6 +73,7 @@ enum {
 typedef struct {
 	ad_advice *a;
 	const rp_run *run;
+	const rp_options *opt; /* --redact-paths applies to paths quoted in prose too */
 	const md_snapshot *s;
 	const an_device *dv;
 	size_t fcap, rcap;
@@ -257,9 +258,8 @@ static void checkpoint_target(const ctx *c, char *out, size_t outsz)
 	if (best) {
 		char b[32];
 		char pbuf[1024];
-		rp_options opt = {.device = -1};
 		snprintf(out, outsz, "the module whose forward is in %s (it holds %s of activations)",
-			 rp_path(&opt, md_str(s, best->filename), pbuf, sizeof pbuf),
+			 rp_path(c->opt, md_str(s, best->filename), pbuf, sizeof pbuf),
 			 sz(b, best_bytes));
 	}
 }
@@ -591,14 +591,13 @@ static void advise_growth(ctx *c)
 	if (g->site_count) {
 		const md_stack *st = &s->stacks[g->sites[0].stack];
 		activations = an_category(s, g->sites[0].stack, s->has_history) == AN_CAT_ACTIVATIONS;
-		rp_options opt = {.device = -1};
 		char pbuf[1024];
 		for (size_t k = 0; k < st->count; k++) {
 			const md_frame *f = &s->frames[st->first + k];
 			if (an_frame_hidden(s, f))
 				continue;
 			snprintf(site, sizeof site, " The largest grower is %s (%s:%d), %s per iteration.",
-				 md_str(s, f->name), rp_path(&opt, md_str(s, f->filename), pbuf, sizeof pbuf),
+				 md_str(s, f->name), rp_path(c->opt, md_str(s, f->filename), pbuf, sizeof pbuf),
 				 f->line, sz(b3, g->sites[0].bytes_per_iteration));
 			break;
 		}
@@ -794,10 +793,10 @@ static void verdict(ctx *c)
 	c->a->verdict = b.data;
 }
 
-mr_status ad_advise(const rp_run *run, ad_advice *out, mr_error *err)
+mr_status ad_advise(const rp_run *run, const rp_options *opt, ad_advice *out, mr_error *err)
 {
 	memset(out, 0, sizeof *out);
-	ctx c = {.a = out, .run = run, .s = &run->snap};
+	ctx c = {.a = out, .run = run, .opt = opt, .s = &run->snap};
 	if (run->has_snapshot)
 		c.dv = primary_device(&run->an);
 	if (c.dv) {
@@ -955,9 +954,9 @@ mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
 		ad_recommendation *rec = &a->recs[rec_of[i]];
 		const ad_replay *rp = &a->replays[i];
 		char quote[256], b1[32], b2[32];
-		snprintf(quote, sizeof quote, " Replayed with %s: %s, peak reserved %s (recorded: %s).",
+		snprintf(quote, sizeof quote, " Replayed with %s: %s, peak reserved %s (recorded: %s%s).",
 			 rp->conf, rp->oom ? "still out of memory" : "no OOM", sz(b1, rp->peak_reserved),
-			 sz(b2, a->replays[0].peak_reserved));
+			 a->replays[0].oom ? "out of memory at " : "", sz(b2, a->replays[0].peak_reserved));
 		char *reason = append_text(rec->reason, quote);
 		if (!reason) {
 			st = mr_oom(err);
@@ -968,7 +967,10 @@ mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
 	/* A setting the replay shows to fail or to need more memory is not advice. */
 	for (size_t i = n; i-- > 1;) {
 		const ad_replay *rp = &a->replays[i];
-		int worse = rp->oom || rp->peak_reserved > a->replays[0].peak_reserved;
+		/* Against a run that ran out of memory, surviving is the test; against one that
+		 * did not, needing more memory is worse. */
+		int worse = rp->oom || (!a->replays[0].oom &&
+					rp->peak_reserved > a->replays[0].peak_reserved);
 		if (!worse)
 			continue;
 		size_t k = rec_of[i];

@@ -70,7 +70,7 @@ const char *rp_kind_name(rp_kind k);
 
 /* Diagnosis of a loaded run (advise.c): verdict, OOM cause, categories, findings, ranked
  * recommendations. */
-mr_status ad_advise(const rp_run *run, ad_advice *out, mr_error *err);
+mr_status ad_advise(const rp_run *run, const rp_options *opt, ad_advice *out, mr_error *err);
 /* Replays the recorded trace under each recommended allocator setting (after ad_advise) and
  * quotes the result in the recommendation's reason. */
 mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err);

@@ -205,7 +205,7 @@ mr_status rp_load(rp_run *run, const char *const *paths, size_t count, const rp_
 		fprintf(stderr, "analysing %zu trace events...\n", run->snap.event_store_count);
 	if (run->has_snapshot && (st = an_analyze(&run->snap, 0, &run->an, err)))
 		goto fail;
-	if ((st = ad_advise(run, &run->advice, err)) ||
+	if ((st = ad_advise(run, opt, &run->advice, err)) ||
 	    (st = ad_replay_settings(run, &run->advice, err)))
 		goto fail;
 	return MR_OK;
