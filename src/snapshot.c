@@ -549,7 +549,8 @@ static mr_status sort_segments(md_snapshot *s, mr_error *err)
 	size_t k = 0;
 	for (size_t i = 0; i < s->segment_count; i++) {
 		md_segment *seg = &s->segments[i];
-		memcpy(nb + k, s->blocks + seg->first_block, seg->block_count * sizeof *nb);
+		if (seg->block_count) /* s->blocks is NULL when no segment has a block */
+			memcpy(nb + k, s->blocks + seg->first_block, seg->block_count * sizeof *nb);
 		seg->first_block = (uint32_t)k;
 		k += seg->block_count;
 	}
@@ -679,11 +680,11 @@ done:
 
 static void value_text(const pk_decoder *d, pk_val v, char *buf, size_t n)
 {
-	const char *s;
-	size_t len;
-	int64_t i;
-	uint64_t u;
-	double f;
+	const char *s = "";
+	size_t len = 0;
+	int64_t i = 0;
+	uint64_t u = 0;
+	double f = 0;
 	buf[0] = '\0';
 	switch (pk_typeof(d, v)) {
 	case PK_T_STR:
@@ -881,6 +882,10 @@ static mr_status build(builder *b, pk_val top, mr_error *err)
 					off += (size_t)snprintf(keys + off, sizeof keys - off, "%s'%.*s'",
 								off ? ", " : "", (int)MR_MIN(kl, 24), ks);
 			}
+			/* The keys are the stranger's bytes: the message stays one printable line. */
+			for (char *c = keys; *c; c++)
+				if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+					*c = '?';
 			return mr_fail(err, MR_EINPUT,
 				       "not a PyTorch memory snapshot: the top-level dict has no "
 				       "'segments' key (it has %zu keys%s%s)",
