@@ -15,7 +15,7 @@
 static const char usage[] =
 	"usage: memreport INPUT... [-o FILE] [--format html|json|md|text] [--device N]\n"
 	"                 [--redact-paths] [--templates DIR] [-q]\n"
-	"       memreport batch INPUT... -o DIR\n"
+	"       memreport batch INPUT... -o DIR [--cache DIR] [-j N] [-q]\n"
 	"       memreport diff BEFORE AFTER [-o FILE] [--format html|json]\n"
 	"       memreport simulate SNAPSHOT --alloc-conf CONF [--limit SIZE] [--format json|text]\n"
 	"       memreport --help | --version\n"

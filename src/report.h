@@ -66,6 +66,19 @@ mr_status rp_load(rp_run *run, const char *const *paths, size_t count, const rp_
 		  mr_error *err);
 void rp_free(rp_run *run);
 
+/* Loads the members of one run (for `batch` and `diff`): names[i] is what the report shows as
+ * the input's path, data[i] and lens[i] its bytes (borrowed: nothing is kept after the call).
+ * Unlike rp_load, which treats every argument as evidence, members that are none of the known
+ * kinds (a README, facts.json, a picture) are skipped: run folders hold other files. It fails
+ * with MR_EINPUT, naming the member, when a snapshot is unusable, or when no member is usable
+ * evidence. On failure *run is left freed. */
+mr_status rp_load_buffers(rp_run *run, const char *const *names, const uint8_t *const *data,
+			  const size_t *lens, size_t count, const rp_options *opt, mr_error *err);
+
+/* 1 when the bytes are evidence rp_load_buffers uses (a snapshot pickle, a memory_summary()
+ * table or OOM message anywhere in a text, a memory_stats() JSON dump), with its kind. */
+int rp_buffer_kind(const uint8_t *data, size_t len, rp_kind *kind);
+
 const char *rp_kind_name(rp_kind k);
 
 /* Diagnosis of a loaded run (advise.c): verdict, OOM cause, categories, findings, ranked

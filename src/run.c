@@ -123,66 +123,134 @@ static mr_status check_memory(size_t len, mr_error *err)
 		       l, n, a);
 }
 
-static mr_status load_one(rp_run *run, const char *path, const rp_options *opt, mr_error *err)
+/* memory_stats() dumps name these keys (flat or nested); other JSON (facts.json, a config)
+ * is not evidence. */
+static int is_memory_stats(const ev_stats *st)
 {
-	in_data in;
-	mr_status st = in_read(path, &in, err);
-	if (st)
-		return st;
+	uint64_t v;
+	return ev_stats_get(st, "allocated_bytes.all.current", &v) ||
+	       ev_stats_get(st, "reserved_bytes.all.current", &v);
+}
+
+/* How one buffer joins a run. Every command-line input must be evidence (anything else is an
+ * error); a member of a run folder or zip may be anything and is then skipped. */
+typedef struct {
+	int strict;
+	in_data *in; /* the mapped input, for progress and dropping read pages; may be NULL */
+	const rp_options *opt;
+} add_ctx;
+
+static mr_status skip_or_fail(const add_ctx *ac, mr_error *err, const char *why)
+{
+	return ac->strict ? mr_fail(err, MR_EINPUT, "%s", why) : MR_OK;
+}
+
+/* Adds one buffer's evidence to the run; *used says whether it was evidence. */
+static mr_status add_buffer(rp_run *run, const char *name, const uint8_t *data, size_t len,
+			    const add_ctx *ac, int *used, mr_error *err)
+{
 	rp_input *slot = &run->inputs[run->input_count];
-	slot->path = mr_strndup(path, strlen(path));
-	if (!slot->path) {
-		st = mr_oom(err);
-		goto done;
-	}
-	if (in.len == 0) {
-		st = mr_fail(err, MR_EINPUT, "the file is empty");
-		goto done;
-	}
-	if (in.data[0] == 0x80) {
-		if (run->has_snapshot) {
-			st = mr_fail(err, MR_EINPUT,
-				     "a second snapshot in one run (give several runs to `memreport "
-				     "batch`, or compare two with `memreport diff`)");
-			goto done;
-		}
-		if ((st = check_memory(in.len, err)))
-			goto done;
-		progress_state ps = {&in, !opt->quiet && isatty(STDERR_FILENO) && in.len > (64u << 20),
+	mr_status st = MR_OK;
+	*used = 0;
+	if (len == 0)
+		return skip_or_fail(ac, err, "the file is empty");
+	if (data[0] == 0x80) {
+		if (run->has_snapshot)
+			return mr_fail(err, MR_EINPUT,
+				       "a second snapshot in one run (give several runs to `memreport "
+				       "batch`, or compare two with `memreport diff`)");
+		if (ac->strict && (st = check_memory(len, err)))
+			return st;
+		progress_state ps = {ac->in,
+				     ac->in && !ac->opt->quiet && isatty(STDERR_FILENO) &&
+					     len > (64u << 20),
 				     (size_t)-1};
-		st = sn_load(in.data, in.len, &run->snap, on_progress, &ps, err);
-		if (st)
-			goto done;
+		if ((st = sn_load(data, len, &run->snap, ac->in ? on_progress : NULL, &ps, err)))
+			return st;
 		run->show_progress = ps.tty;
 		run->has_snapshot = 1;
 		slot->kind = RP_SNAPSHOT;
-	} else if (looks_like_json(in.data, in.len)) {
-		if (run->has_stats) {
-			st = mr_fail(err, MR_EINPUT, "a second memory_stats() dump in one run");
-			goto done;
+	} else if (looks_like_json(data, len)) {
+		ev_stats stats;
+		mr_error perr = {0};
+		if (ev_parse_stats_json((const char *)data, len, &stats, &perr))
+			return ac->strict ? mr_fail(err, perr.status, "%s", perr.msg) : MR_OK;
+		if (!is_memory_stats(&stats) || run->has_stats) {
+			ev_stats_free(&stats);
+			return skip_or_fail(ac, err,
+					    run->has_stats
+						    ? "a second memory_stats() dump in one run"
+						    : "JSON, but not a memory_stats() dump (no "
+						      "allocated_bytes.all.current or "
+						      "reserved_bytes.all.current)");
 		}
-		if ((st = ev_parse_stats_json((const char *)in.data, in.len, &run->stats, err)))
-			goto done;
+		run->stats = stats;
 		run->has_stats = 1;
 		slot->kind = RP_MEMORY_STATS;
 	} else {
+		if (memchr(data, 0, MR_MIN(len, (size_t)4096)))
+			return skip_or_fail(ac, err,
+					    "binary data that is not a pickle (protocol 2 to 5), nor "
+					    "text");
 		ev_text text;
-		if ((st = ev_parse_text((const char *)in.data, in.len, &text, err)))
-			goto done;
+		mr_error perr = {0};
+		if (ev_parse_text((const char *)data, len, &text, &perr))
+			return ac->strict || perr.status != MR_EINPUT
+				       ? mr_fail(err, perr.status, "%s", perr.msg)
+				       : MR_OK;
 		slot->kind = text.oom_count ? RP_OOM_MESSAGE : RP_MEMORY_SUMMARY;
 		st = merge_text(&run->text, &text, err);
 		ev_text_free(&text);
 		if (st)
-			goto done;
+			return st;
 	}
+	slot->path = mr_strndup(name, strlen(name));
+	if (!slot->path)
+		return mr_oom(err);
 	run->input_count++;
-done:
-	if (st) {
-		free(slot->path);
-		slot->path = NULL;
+	*used = 1;
+	/* In a run folder the snapshot is listed first, as the run's main input. */
+	if (!ac->strict && slot->kind == RP_SNAPSHOT && run->input_count > 1) {
+		rp_input snap = *slot;
+		memmove(run->inputs + 1, run->inputs, (run->input_count - 1) * sizeof *slot);
+		run->inputs[0] = snap;
 	}
-	in_release(&in);
-	return st;
+	return MR_OK;
+}
+
+int rp_buffer_kind(const uint8_t *data, size_t len, rp_kind *kind)
+{
+	rp_run probe;
+	rp_options opt = {.device = -1, .quiet = 1};
+	add_ctx ac = {0, NULL, &opt};
+	mr_error err = {0};
+	int used = 0;
+	/* Only cheap checks for pickles: the decoder is not run to classify. */
+	if (sn_is_pickle(data, len)) {
+		*kind = RP_SNAPSHOT;
+		return 1;
+	}
+	memset(&probe, 0, sizeof probe);
+	probe.inputs = mr_alloc_array(1, sizeof *probe.inputs);
+	if (!probe.inputs)
+		return 0;
+	if (add_buffer(&probe, "", data, len, &ac, &used, &err) == MR_OK && used)
+		*kind = probe.inputs[0].kind;
+	rp_free(&probe);
+	return used;
+}
+
+/* Analysis, diagnosis and the settings replays, once every input is in. */
+static mr_status finish(rp_run *run, const rp_options *opt, mr_error *err)
+{
+	mr_status st;
+	if (run->show_progress)
+		fprintf(stderr, "analysing %zu trace events...\n", run->snap.event_store_count);
+	if (run->has_snapshot && (st = an_analyze(&run->snap, 0, &run->an, err)))
+		return st;
+	if ((st = ad_advise(run, opt, &run->advice, err)))
+		return st;
+	return ad_replay_settings(run, &run->advice, err);
 }
 
 mr_status rp_load(rp_run *run, const char *const *paths, size_t count, const rp_options *opt,
@@ -195,18 +263,58 @@ mr_status rp_load(rp_run *run, const char *const *paths, size_t count, const rp_
 		return mr_oom(err);
 	for (size_t i = 0; i < count; i++) {
 		mr_error local = {0};
-		st = load_one(run, paths[i], opt, &local);
+		in_data in;
+		int used;
+		st = in_read(paths[i], &in, &local);
+		if (!st) {
+			add_ctx ac = {1, &in, opt};
+			st = add_buffer(run, paths[i], in.data, in.len, &ac, &used, &local);
+			in_release(&in);
+		}
 		if (st) {
 			mr_fail(err, st, "%s: %s", paths[i], local.msg);
 			goto fail;
 		}
 	}
-	if (run->show_progress)
-		fprintf(stderr, "analysing %zu trace events...\n", run->snap.event_store_count);
-	if (run->has_snapshot && (st = an_analyze(&run->snap, 0, &run->an, err)))
+	if ((st = finish(run, opt, err)))
 		goto fail;
-	if ((st = ad_advise(run, opt, &run->advice, err)) ||
-	    (st = ad_replay_settings(run, &run->advice, err)))
+	return MR_OK;
+fail:
+	rp_free(run);
+	return st;
+}
+
+mr_status rp_load_buffers(rp_run *run, const char *const *names, const uint8_t *const *data,
+			  const size_t *lens, size_t count, const rp_options *opt, mr_error *err)
+{
+	memset(run, 0, sizeof *run);
+	mr_status st = MR_OK;
+	run->inputs = mr_alloc_array(count ? count : 1, sizeof *run->inputs);
+	if (!run->inputs)
+		return mr_oom(err);
+	add_ctx ac = {0, NULL, opt};
+	for (size_t i = 0; i < count; i++) {
+		mr_error local = {0};
+		int used;
+		if ((st = add_buffer(run, names[i], data[i], lens[i], &ac, &used, &local))) {
+			mr_fail(err, st, "%s: %s", names[i], local.msg);
+			goto fail;
+		}
+	}
+	if (run->input_count == 0) {
+		mr_buf list = {0};
+		for (size_t i = 0; i < count && i < 8; i++)
+			mr_buf_printf(&list, "%s%s", i ? ", " : "", names[i]);
+		if (count > 8)
+			mr_buf_puts(&list, ", ...");
+		st = mr_fail(err, MR_EINPUT,
+			     "no snapshot pickle, memory_summary() table, OOM message or "
+			     "memory_stats() JSON among: %s",
+			     list.data ? list.data : "(no files)");
+		mr_buf_free(&list);
+		goto fail;
+	}
+	if ((st = finish(run, opt, err)))
 		goto fail;
 	return MR_OK;
 fail:

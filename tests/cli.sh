@@ -2,6 +2,7 @@
 # cli.sh BINARY: the command-line contract. Prints "ok N - ..." or "not ok N - ...".
 set -u
 bin=$1
+case $bin in /*) ;; *) bin="$(pwd)/$bin" ;; esac
 shared=${MEMREPORT_SHARED:-../shared}
 corpus="$shared/corpus"
 tmp=$(mktemp -d)
@@ -93,3 +94,5 @@ fi
 if [ -f tests/cli_simulate.sh ]; then
 	sh tests/cli_simulate.sh "$bin" $((n + 1))
 fi
+# memreport batch and diff
+sh "$(dirname "$0")/cli_batch.sh" "$bin" "$n"

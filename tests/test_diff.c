@@ -1,0 +1,175 @@
+/* test_diff.c: `memreport diff` by allocation site, against PyTorch's own numbers. */
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#include "commands.h"
+#include "diff.h"
+#include "report.h"
+
+static int load(const char *path, rp_run *run)
+{
+	rp_options opt = {.device = -1, .quiet = 1};
+	mr_error err = {0};
+	const char *paths[] = {path};
+	mr_status st = rp_load(run, paths, 1, &opt, &err);
+	if (st)
+		print_error("%s: %s\n", path, err.msg);
+	return st;
+}
+
+static int exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+static long long stat_of(const char *sample, const char *key)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s/corpus/%s/memory_stats.json", tu_shared(), sample);
+	size_t len = 0;
+	char *json = (char *)tu_read(path, &len);
+	assert_non_null(json);
+	long long v = 0;
+	assert_true(tu_json_int(json, key, &v));
+	free(json);
+	return v;
+}
+
+static void test_torch_internal(void **state)
+{
+	(void)state;
+	assert_true(
+	    df_torch_internal("/opt/venv/lib/python3.12/site-packages/torch/nn/modules/linear.py"));
+	assert_true(df_torch_internal("torch/optim/adam.py"));
+	assert_false(df_torch_internal("/workspace/train.py"));
+	assert_false(df_torch_internal("/home/me/torchvision_models.py"));
+}
+
+/* The acceptance case: the leak of autograd graphs in a validation loop. */
+static void test_leak_diff(void **state)
+{
+	(void)state;
+	char before_path[1024], after_path[1024];
+	snprintf(before_path, sizeof before_path, "%s/corpus/leak_val_fixed/snapshot.pickle",
+	         tu_shared());
+	snprintf(after_path, sizeof after_path, "%s/corpus/leak_val_graph/snapshot.pickle",
+	         tu_shared());
+	if (!exists(before_path) || !exists(after_path))
+		skip();
+	rp_run before, after;
+	assert_int_equal(load(before_path, &before), 0);
+	assert_int_equal(load(after_path, &after), 0);
+	df_result d;
+	mr_error err = {0};
+	assert_int_equal(df_compute(&before, &after, -1, &d, &err), MR_OK);
+
+	long long want = stat_of("leak_val_graph", "allocated_bytes.all.current") -
+	                 stat_of("leak_val_fixed", "allocated_bytes.all.current");
+	assert_true(want > 0);
+	assert_true(d.known[0][DF_ALLOCATED] && d.known[1][DF_ALLOCATED]);
+	assert_int_equal((long long)(d.value[1][DF_ALLOCATED] - d.value[0][DF_ALLOCATED]), want);
+	long long want_reserved = stat_of("leak_val_graph", "reserved_bytes.all.current") -
+	                          stat_of("leak_val_fixed", "reserved_bytes.all.current");
+	assert_int_equal((long long)(d.value[1][DF_RESERVED] - d.value[0][DF_RESERVED]),
+	                 want_reserved);
+
+	/* every allocated byte is in one site */
+	long long sum = 0;
+	for (size_t i = 0; i < d.change_count; i++)
+		sum += d.changes[i].bytes_delta;
+	assert_int_equal(sum, want);
+	/* largest growth first, and it is the validation loop's forward pass */
+	assert_true(d.change_count >= 2);
+	for (size_t i = 1; i < d.change_count; i++)
+		assert_true(d.changes[i - 1].bytes_delta >= d.changes[i].bytes_delta);
+	const df_change *top = &d.changes[0];
+	print_message("top: %s %lld of %lld\n", top->site, (long long)top->bytes_delta, want);
+	assert_true(top->bytes_delta * 2 > want); /* most of the difference */
+	assert_true(top->count_delta > 0);
+	assert_string_equal(top->where.name, "val_loop");
+	assert_non_null(strstr(top->where.filename, "train.py"));
+	assert_false(df_torch_internal(top->where.filename));
+	int through_forward = 0;
+	for (size_t k = 0; k < top->frame_count; k++)
+		through_forward |= strcmp(top->frames[k].name, "forward") == 0;
+	assert_true(through_forward);
+
+	/* the JSON document */
+	rp_options opt = {.device = -1, .quiet = 1};
+	mr_buf json = {0};
+	assert_int_equal(df_render_json(&d, &before, &after, &opt, 0, &json, &err), MR_OK);
+	char want_text[128];
+	snprintf(want_text, sizeof want_text, "\"allocated_bytes\": %lld,", want);
+	assert_non_null(strstr(json.data, "\"schema\": \"memreport-diff/1\""));
+	assert_non_null(strstr(json.data, want_text));
+	const char *tc = strstr(json.data, "\"top_changes\": [");
+	assert_non_null(tc);
+	assert_non_null(strstr(tc, "val_loop"));
+	mr_buf_free(&json);
+	mr_buf html = {0};
+	assert_int_equal(df_render_html(&d, &before, &after, &opt, 0, &html, &err), MR_OK);
+	assert_non_null(strstr(html.data, "</html>"));
+	assert_null(strstr(html.data, "<module>")); /* escaped */
+	mr_buf_free(&html);
+	df_free(&d);
+
+	/* a run against itself: nothing changed */
+	assert_int_equal(df_compute(&after, &after, -1, &d, &err), MR_OK);
+	assert_int_equal(d.change_count, 0);
+	for (int m = 0; m < DF_METRIC_COUNT; m++)
+		assert_int_equal(d.value[0][m], d.value[1][m]);
+	df_free(&d);
+	rp_free(&before);
+	rp_free(&after);
+}
+
+/* The command line, as users call it. */
+static void test_cmd_diff(void **state)
+{
+	(void)state;
+	char before_path[1024], after_path[1024], out[64];
+	snprintf(before_path, sizeof before_path, "%s/corpus/leak_val_fixed/snapshot.pickle",
+	         tu_shared());
+	snprintf(after_path, sizeof after_path, "%s/corpus/leak_val_graph", tu_shared());
+	if (!exists(before_path) || !exists(after_path))
+		skip();
+	snprintf(out, sizeof out, "/tmp/mr_test_diff_%d.json", (int)getpid());
+	/* AFTER as a run folder: discovery finds its one run */
+	char *argv[] = {"diff", before_path, after_path, "--format", "json", "-o", out, NULL};
+	assert_int_equal(cmd_diff(7, argv), 0);
+	size_t len = 0;
+	char *json = (char *)tu_read(out, &len);
+	assert_non_null(json);
+	long long delta = 0;
+	const char *d = strstr(json, "\"delta\": {");
+	assert_non_null(d);
+	assert_true(tu_json_int(d, "allocated_bytes", &delta));
+	assert_int_equal(delta, stat_of("leak_val_graph", "allocated_bytes.all.current") -
+	                            stat_of("leak_val_fixed", "allocated_bytes.all.current"));
+	free(json);
+	unlink(out);
+
+	/* a missing input: exit 2; a folder of many runs: exit 2 */
+	char corpus[1024];
+	snprintf(corpus, sizeof corpus, "%s/corpus", tu_shared());
+	char *bad[] = {"diff", before_path, "/nonexistent/snapshot.pickle", "-o", out, NULL};
+	assert_int_equal(cmd_diff(5, bad), 2);
+	char *many[] = {"diff", before_path, corpus, "-o", out, NULL};
+	assert_int_equal(cmd_diff(5, many), 2);
+	char *one[] = {"diff", before_path, NULL};
+	assert_int_equal(cmd_diff(2, one), 2);
+	assert_false(exists(out));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_torch_internal),
+	    cmocka_unit_test(test_leak_diff),
+	    cmocka_unit_test(test_cmd_diff),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
