@@ -53,6 +53,7 @@ typedef struct {
 	pk_decoder *d;
 	id_cache_entry keys[512];
 	id_cache_entry actions[64];
+	int saw_history;       /* a block carried 2.0's `history` */
 	node_map frame_nodes;  /* frame dict node -> index into frame_cache */
 	md_frame *frame_cache;
 	size_t frame_cache_count, frame_cache_cap;
@@ -423,6 +424,8 @@ static mr_status add_block(builder *b, md_segment *seg, pk_val blk, uint64_t *cu
 	if (pk_dict_get(d, blk, "frames", &v) && stack_of(b, v, &out.stack))
 		return mr_oom(err);
 	/* 2.0: `history` holds {addr, real_size, frames}, newest first. */
+	if (pk_dict_get(d, blk, "history", &v))
+		b->saw_history = 1;
 	if (pk_dict_get(d, blk, "history", &v) && pk_len(d, v) > 0 &&
 	    pk_len(d, pk_items(d, v)[0]) <= SN_MAX_RECORD_KEYS) {
 		pk_val h0 = pk_items(d, v)[0], f;
@@ -914,13 +917,8 @@ static mr_status build(builder *b, pk_val top, mr_error *err)
 	}
 	if ((st = sort_segments(s, err)))
 		return st;
-	if (s->era != MD_ERA_SEGMENT_LIST) {
-		for (size_t i = 0; i < s->block_count; i++)
-			if (!s->blocks[i].requested_known && s->blocks[i].stack != MD_NO_STACK) {
-				s->era = MD_ERA_HISTORY;
-				break;
-			}
-	}
+	if (s->era != MD_ERA_SEGMENT_LIST && b->saw_history)
+		s->era = MD_ERA_HISTORY;
 	if (tt == PK_T_DICT) {
 		if (pk_dict_get(d, top, "device_traces", &v) && pk_typeof(d, v) == PK_T_LIST &&
 		    (st = load_traces(b, v, &dev_cap, err)))
