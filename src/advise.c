@@ -264,6 +264,23 @@ static void checkpoint_target(const ctx *c, char *out, size_t outsz)
 	}
 }
 
+/* "name (file:line)" of the first frame PyTorch's viewer would show. */
+static void top_site_text(const ctx *c, uint32_t stack, char *out, size_t outsz)
+{
+	const md_snapshot *s = c->s;
+	const md_stack *st = &s->stacks[stack];
+	char pbuf[1024];
+	out[0] = '\0';
+	for (size_t k = 0; k < st->count; k++) {
+		const md_frame *f = &s->frames[st->first + k];
+		if (an_frame_hidden(s, f))
+			continue;
+		snprintf(out, outsz, "%s (%s:%d)", md_str(s, f->name),
+			 rp_path(c->opt, md_str(s, f->filename), pbuf, sizeof pbuf), f->line);
+		return;
+	}
+}
+
 static uint64_t live_total(const uint64_t *cat)
 {
 	uint64_t t = 0;
@@ -309,7 +326,7 @@ static void advise_capacity(ctx *c, const uint64_t *cat, int oom)
 			  sz(b1, acts), sz(b2, live), pct(acts, live), sz(b3, acts / 2));
 		return;
 	}
-	if (pct(acts, live) >= DOMINANT_PERCENT || oom) {
+	if (pct(acts, live) >= DOMINANT_PERCENT || (oom && pct(acts, live) >= 25)) {
 		recommend(c, "reduce_microbatch", 10,
 			  "Use a smaller microbatch, with gradient accumulation to keep the batch",
 			  "batch_size //= 2; accumulate gradients over 2 microbatches before "
@@ -335,6 +352,19 @@ static void advise_capacity(ctx *c, const uint64_t *cat, int oom)
 			  "bf16 activations take half the bytes of fp32 ones (%s now), unless the "
 			  "model already runs in autocast.",
 			  sz(b1, acts));
+		return;
+	}
+	if (oom && c->dv->site_count) {
+		/* Neither the model state nor activations: name what holds the memory. */
+		char site[1200] = "";
+		top_site_text(c, c->dv->sites[0].stack, site, sizeof site);
+		recommend(c, "release_references", 10,
+			  "Free the tensors that hold the memory, or make them smaller",
+			  "del big_tensor  # or keep it on the CPU until it is needed",
+			  "Live memory is %s, and most of it is not parameters, gradients, optimizer "
+			  "state or activations; the largest site, %s, holds %s in %llu blocks.",
+			  sz(b1, live), site[0] ? site : "with no stack recorded",
+			  sz(b2, c->dv->sites[0].bytes), (unsigned long long)c->dv->sites[0].count);
 	}
 }
 
