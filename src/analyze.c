@@ -478,37 +478,67 @@ static void oom_layout(const md_snapshot *s, const md_device *md, an_device *dv)
 	}
 }
 
-/* ---- categories at the peak: a forward pass to the peak event ---- */
+/* ---- live memory at the peak: a forward pass to the peak event ---- */
 
-static mr_status peak_categories(const md_snapshot *s, const md_device *md, an_device *dv,
-				 mr_error *err)
+typedef struct {
+	uint64_t size;
+	uint32_t stack;
+} peak_block;
+
+static mr_status peak_live(const md_snapshot *s, const md_device *md, an_device *dv,
+			   mr_error *err)
 {
-	addr_map live = {0}; /* address -> size << 3 | category */
+	addr_map live = {0}; /* address -> index into blocks */
+	peak_block *blocks = NULL;
+	size_t nblocks = 0, cap = 0;
+	uint32_t *slot_of = NULL; /* stack -> site index + 1 */
 	mr_status st = MR_OK;
-	uint64_t before = dv->initial_allocated, packed;
+	uint64_t before = dv->initial_allocated, idx;
 	int stacks_recorded = 0;
 	for (size_t i = 0; i < md->event_count && !stacks_recorded; i++)
 		stacks_recorded = md->events[i].stack != MD_NO_STACK;
 	for (size_t i = 0; i <= dv->peak_allocated_event && i < md->event_count; i++) {
 		const md_event *e = &md->events[i];
 		if (e->action == MD_ACT_ALLOC) {
-			uint64_t size = block_estimate(&s->settings, e->size);
-			if (map_put(&live, e->addr, size << 3 | (uint64_t)an_category(s, e->stack, stacks_recorded))) {
-				st = mr_oom(err);
-				goto done;
-			}
-		} else if (e->action == MD_ACT_FREE_REQUESTED && !map_take(&live, e->addr, &packed)) {
+			if (MR_GROW(blocks, cap, nblocks + 1) || map_put(&live, e->addr, nblocks))
+				goto oom;
+			blocks[nblocks].size = block_estimate(&s->settings, e->size);
+			blocks[nblocks].stack = e->stack < s->stack_count ? e->stack : 0;
+			nblocks++;
+		} else if (e->action == MD_ACT_FREE_REQUESTED && !map_take(&live, e->addr, &idx)) {
 			uint64_t size = block_estimate(&s->settings, e->size);
 			before = before > size ? before - size : 0; /* allocated before the window */
 		}
 	}
-	for (size_t i = 0; i < live.cap; i++)
-		if (live.keys[i])
-			dv->peak_categories[live.vals[i] & 7] += live.vals[i] >> 3;
+	dv->peak_sites = mr_alloc_array(live.count ? live.count : 1, sizeof *dv->peak_sites);
+	slot_of = mr_alloc_array(s->stack_count, sizeof *slot_of);
+	if (!dv->peak_sites || !slot_of)
+		goto oom;
+	for (size_t i = 0; i < live.cap; i++) {
+		if (!live.keys[i])
+			continue;
+		const peak_block *pb = &blocks[live.vals[i]];
+		if (!slot_of[pb->stack]) {
+			dv->peak_sites[dv->peak_site_count].stack = pb->stack;
+			slot_of[pb->stack] = (uint32_t)++dv->peak_site_count;
+		}
+		an_site *site = &dv->peak_sites[slot_of[pb->stack] - 1];
+		site->bytes += pb->size;
+		site->count++;
+	}
+	qsort(dv->peak_sites, dv->peak_site_count, sizeof *dv->peak_sites, site_cmp);
+	for (size_t i = 0; i < dv->peak_site_count; i++)
+		dv->peak_categories[an_category(s, dv->peak_sites[i].stack, stacks_recorded)] +=
+			dv->peak_sites[i].bytes;
 	dv->peak_categories[AN_CAT_OTHER] += before;
 	dv->peak_categories_known = 1;
+	goto done;
+oom:
+	st = mr_oom(err);
 done:
 	map_free(&live);
+	free(blocks);
+	free(slot_of);
 	return st;
 }
 
@@ -777,7 +807,7 @@ mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr
 		if (!dv->has_trace)
 			continue;
 		oom_layout(s, md, dv);
-		if ((st = peak_categories(s, md, dv, err)) || (st = growth(s, md, dv, err)))
+		if ((st = peak_live(s, md, dv, err)) || (st = growth(s, md, dv, err)))
 			break;
 	}
 	if (st)
@@ -791,6 +821,7 @@ void an_free(an_result *r)
 		free(r->devices[i].timeline);
 		free(r->devices[i].sites);
 		free(r->devices[i].growth.sites);
+		free(r->devices[i].peak_sites);
 	}
 	free(r->devices);
 	memset(r, 0, sizeof *r);

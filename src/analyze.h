@@ -108,6 +108,8 @@ typedef struct {
 	uint64_t categories[AN_CAT_COUNT];      /* live at the snapshot */
 	int peak_categories_known;
 	uint64_t peak_categories[AN_CAT_COUNT]; /* live at the trace's allocated peak */
+	an_site *peak_sites; /* live at the peak, by stack (block sizes estimated), largest first */
+	size_t peak_site_count;
 	an_oom oom;
 	an_growth growth;
 } an_device;

@@ -885,10 +885,10 @@ static void stack_html(hr_ctx *c, uint32_t stack)
 			      hidden, hidden == 1 ? "" : "s");
 }
 
-static void device_sites(hr_ctx *c, const an_device *dv, const char *moment)
+static void device_sites(hr_ctx *c, const an_device *dv, const an_site *sites, size_t n,
+			 const char *moment)
 {
 	const md_snapshot *s = c->s;
-	size_t n = dv->site_count;
 	hr_member *m = mr_alloc_array(n ? n : 1, sizeof *m);
 	hr_site_group *g = mr_alloc_array(n ? n : 1, sizeof *g);
 	size_t ng = 0;
@@ -897,14 +897,14 @@ static void device_sites(hr_ctx *c, const an_device *dv, const char *moment)
 		goto done;
 	}
 	for (size_t i = 0; i < n; i++)
-		m[i] = (hr_member){site_frame(s, dv->sites[i].stack), i, s};
+		m[i] = (hr_member){site_frame(s, sites[i].stack), i, s};
 	qsort(m, n, sizeof *m, member_cmp);
 	for (size_t i = 0; i < n; i++) {
 		if (!ng || frame_key_cmp(s, g[ng - 1].frame, m[i].frame)) {
 			g[ng] = (hr_site_group){m[i].frame, 0, 0, 0, i, 0};
 			ng++;
 		}
-		const an_site *site = &dv->sites[m[i].site];
+		const an_site *site = &sites[m[i].site];
 		g[ng - 1].bytes += site->bytes;
 		g[ng - 1].requested += site->requested;
 		g[ng - 1].count += site->count;
@@ -944,7 +944,7 @@ static void device_sites(hr_ctx *c, const an_device *dv, const char *moment)
 			mr_buf_puts(c->b, "<i>no stack recorded</i>");
 		mr_buf_puts(c->b, "</span></summary><div class=stacks>");
 		for (size_t k = 0; k < gr->nstacks && k < HR_MAX_STACKS; k++) {
-			const an_site *site = &dv->sites[m[gr->first_site + k].site];
+			const an_site *site = &sites[m[gr->first_site + k].site];
 			mr_buf_printf(c->b,
 				      "<div class=stack><div class=stack-h>%s in %" PRIu64 " block%s"
 				      "</div>",
@@ -994,11 +994,20 @@ static void sites(hr_ctx *c, const hr_oom *oom)
 				 dv->device);
 			continue;
 		}
-		device_sites(c, dv,
+		device_sites(c, dv, dv->sites, dv->site_count,
 			     oom->present && oom->device == dv->device ? "out-of-memory moment"
 								       : "snapshot");
 		if (c->st)
 			return;
+		/* At the trace's peak too, unless that is the snapshot's own moment. */
+		if (dv->peak_site_count && dv->peak_allocated_event + 1 < dv->trace_events &&
+		    !over_budget(c)) {
+			device_sites(c, dv, dv->peak_sites, dv->peak_site_count,
+				     "trace's allocated peak (block sizes rounded as the allocator "
+				     "rounds)");
+			if (c->st)
+				return;
+		}
 	}
 	mr_buf_puts(c->b, "</section>");
 }
