@@ -99,3 +99,45 @@ install: $(BIN) $(MAN)
 
 clean:
 	rm -rf build memreport demo-report.html $(MAN)
+
+# ---- fuzzing (see docs/fuzzing.md) ----
+# `make fuzz FUZZ_SECONDS=N` runs each libFuzzer target (clang) for N seconds; every target is
+# also linked into a plain main() (tests/fuzz/replay_main.c) that `make check` runs over its
+# saved corpus with the normal compiler, so every finding stays fixed.
+FUZZ_TARGETS := pickle snapshot text pipeline
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_BUILD   := build/fuzz
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer $(WARN) $(DEPS_CFLAGS) -Isrc \
+                -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_OBJ     := $(LIBSRC:src/%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/templates_data.o
+FUZZ_REPLAY  := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
+.SECONDARY: $(FUZZ_OBJ) $(FUZZ_BUILD)/templates_data.c
+
+$(FUZZ_BUILD)/obj/%.o: src/%.c $(wildcard src/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_BUILD)/templates_data.c: $(TEMPLATES) tools/embed.sh
+	@mkdir -p $(@D)
+	sh tools/embed.sh $(TEMPLATES) > $@
+
+$(FUZZ_BUILD)/obj/templates_data.o: $(FUZZ_BUILD)/templates_data.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Wno-missing-prototypes -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
+
+fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+	@for t in $(FUZZ_TARGETS); do \
+		sh tests/fuzz/fuzz.sh $(FUZZ_BUILD) $$t $(FUZZ_SECONDS) || exit 1; \
+	done
+
+$(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(OBJ_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ tests/fuzz/fuzz_$*.c tests/fuzz/replay_main.c $(OBJ_LIB) $(LDFLAGS) $(LDLIBS)
+
+fuzz-replay-bins: $(FUZZ_REPLAY)
+check: fuzz-replay-bins
+.PHONY: fuzz-replay-bins

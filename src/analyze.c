@@ -155,7 +155,8 @@ static int is_private(const md_segment *seg)
 
 static void add_segment(an_pool *p, const md_snapshot *s, const md_segment *seg)
 {
-	const md_block *b = s->blocks + seg->first_block;
+	/* s->blocks is NULL in a snapshot without blocks: no arithmetic on it then */
+	const md_block *b = seg->block_count ? s->blocks + seg->first_block : NULL;
 	int split = seg->block_count > 1 && !seg->is_expandable;
 	int any_active = 0;
 	p->reserved += seg->total_size;

@@ -488,7 +488,8 @@ static mr_status dict_set(pk_run_state *r, size_t node_id, size_t first, size_t 
 			return MR_OK;
 		}
 	}
-	mr_status st = add_items(r, node_id, d->stack + first, words);
+	/* d->stack is still NULL when nothing was ever pushed ("(d"): no pointer arithmetic then */
+	mr_status st = words ? add_items(r, node_id, d->stack + first, words) : MR_OK;
 	d->sp = first;
 	return st;
 }

@@ -4,12 +4,10 @@
 
 #include "report.h"
 
-/* Strings from a snapshot or log, made harmless for a terminal: control characters (escape
- * sequences included) become '?'. */
+/* Strings from a snapshot or log, made harmless for a terminal. */
 static void safe(mr_buf *b, const char *s)
 {
-	for (; *s; s++)
-		mr_buf_putc(b, ((unsigned char)*s < 0x20 && *s != '\t') || *s == 0x7f ? '?' : *s);
+	mr_buf_plain(b, s, strlen(s));
 }
 
 static void line_bytes(mr_buf *b, const char *label, uint64_t v)
@@ -17,40 +15,6 @@ static void line_bytes(mr_buf *b, const char *label, uint64_t v)
 	char s[32];
 	mr_format_bytes(s, sizeof s, v);
 	mr_buf_printf(b, "  %-26s %12s  (%" PRIu64 " bytes)\n", label, s, v);
-}
-
-/* Appends a string from the snapshot for a terminal: control characters (an ESC sequence in a
- * stranger's function name would drive the terminal) and invalid UTF-8 become U+FFFD. */
-static void put_plain(mr_buf *b, const char *str)
-{
-	const unsigned char *p = (const unsigned char *)str;
-	while (*p) {
-		size_t n = 0;
-		if (*p >= 0x20 && *p < 0x7f) {
-			n = 1;
-		} else if (*p >= 0xC2 && *p <= 0xF4) {
-			size_t want = *p < 0xE0 ? 2 : *p < 0xF0 ? 3 : 4;
-			unsigned cp = *p & (0x7Fu >> want);
-			n = want;
-			for (size_t i = 1; i < want && n; i++) {
-				if ((p[i] & 0xC0) != 0x80)
-					n = 0;
-				else
-					cp = (cp << 6) | (p[i] & 0x3Fu);
-			}
-			if (n && (cp < (want == 2 ? 0x80u : want == 3 ? 0x800u : 0x10000u) ||
-				  cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) ||
-				  (cp >= 0x80 && cp < 0xA0)))
-				n = 0;
-		}
-		if (n) {
-			mr_buf_append(b, p, n);
-			p += n;
-		} else {
-			mr_buf_puts(b, "\xEF\xBF\xBD");
-			p++;
-		}
-	}
 }
 
 /* Up to `max` frames of a stack that PyTorch's viewer would show, innermost first. */
@@ -65,9 +29,9 @@ static void short_stack(mr_buf *b, const md_snapshot *s, const rp_options *opt, 
 		if (an_frame_hidden(s, f))
 			continue;
 		mr_buf_puts(b, "        ");
-		put_plain(b, md_str(s, f->name));
+		safe(b, md_str(s, f->name));
 		mr_buf_puts(b, " (");
-		put_plain(b, rp_path(opt, md_str(s, f->filename), pbuf, sizeof pbuf));
+		safe(b, rp_path(opt, md_str(s, f->filename), pbuf, sizeof pbuf));
 		mr_buf_printf(b, ":%d)\n", f->line);
 		shown++;
 	}

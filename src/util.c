@@ -191,6 +191,26 @@ void mr_buf_html(mr_buf *b, const char *s, size_t len)
 	mr_buf_append(b, s + run, i - run);
 }
 
+void mr_buf_plain(mr_buf *b, const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0, run = 0;
+	while (i < len) {
+		size_t n = utf8_len(p + i, len - i);
+		int bad = n == 0 || p[i] < 0x20 || p[i] == 0x7F ||
+			  (n == 2 && p[i] == 0xC2 && p[i + 1] < 0xA0); /* C1 controls */
+		if (bad) {
+			mr_buf_append(b, s + run, i - run);
+			mr_buf_puts(b, "\xEF\xBF\xBD");
+			i += n ? n : 1;
+			run = i;
+		} else {
+			i += n;
+		}
+	}
+	mr_buf_append(b, s + run, i - run);
+}
+
 void mr_buf_json(mr_buf *b, const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s;

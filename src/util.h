@@ -55,6 +55,9 @@ void mr_buf_vprintf(mr_buf *b, const char *fmt, va_list ap);
 /* Escapes text for HTML element content and attribute values (& < > " '). Invalid UTF-8 bytes
  * become U+FFFD so a report stays well-formed whatever a snapshot holds. */
 void mr_buf_html(mr_buf *b, const char *s, size_t len);
+/* Appends text for a terminal: control characters (an ESC sequence in a stranger's function
+ * name would drive the terminal), C1 controls and invalid UTF-8 become U+FFFD. */
+void mr_buf_plain(mr_buf *b, const char *s, size_t len);
 /* Escapes text for a JSON string body (without the quotes); invalid UTF-8 becomes U+FFFD. */
 void mr_buf_json(mr_buf *b, const char *s, size_t len);
 

@@ -39,5 +39,16 @@ f=$(echo "$out" | grep -c '^not ok ')
 echo "cli.sh: $p passed, $f failed"
 passed=$((passed + p))
 failed=$((failed + f))
+# every saved fuzz input, replayed; hostile inputs through the command line
+for s in "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin"; do
+	out=$($s 2>&1)
+	echo "$out" | grep -v '^ok ' || true
+	p=$(echo "$out" | grep -c '^ok ')
+	f=$(echo "$out" | grep -c '^not ok ')
+	name=${s#sh }
+	echo "${name%% *}: $p passed, $f failed"
+	passed=$((passed + p))
+	failed=$((failed + f))
+done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
