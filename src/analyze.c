@@ -694,14 +694,19 @@ static mr_status growth(const md_snapshot *s, const md_device *md, an_device *dv
 		goto done;
 	g->found = 1;
 	g->iterations = k;
-	for (size_t i = 0; i < md->event_count; i++) {
+	/* Did any allocation come from backward? Each stack is classified once. */
+	uint8_t *tested = mr_alloc_array(s->stack_count, 1);
+	if (!tested)
+		goto oom;
+	for (size_t i = 0; i < md->event_count && !g->backward_seen; i++) {
 		uint32_t stack = md->events[i].stack;
-		if (md->events[i].action == MD_ACT_ALLOC && stack != MD_NO_STACK &&
-		    an_category(s, stack, 0) == AN_CAT_GRADIENTS) {
-			g->backward_seen = 1;
-			break;
-		}
+		if (md->events[i].action != MD_ACT_ALLOC || stack == MD_NO_STACK ||
+		    stack >= s->stack_count || tested[stack])
+			continue;
+		tested[stack] = 1;
+		g->backward_seen = an_category(s, stack, 0) == AN_CAT_GRADIENTS;
 	}
+	free(tested);
 	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
 		const md_segment *seg = &s->segments[i];
 		for (size_t j = 0; j < seg->block_count; j++) {

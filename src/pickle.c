@@ -238,16 +238,29 @@ static uint64_t rd_le(const uint8_t *p, int n)
 	return v;
 }
 
-static mr_status push(pk_run_state *r, pk_val v)
+static mr_status push_slow(pk_run_state *r, pk_val v)
 {
 	pk_decoder *d = r->d;
 	if (d->sp >= d->lim.max_stack)
 		return bad(r, "more than %zu values pending on the stack (nesting limit)",
 			   d->lim.max_stack);
-	if (d->sp >= d->stack_cap && MR_GROW(d->stack, d->stack_cap, d->sp + 1))
+	size_t want = MR_MIN(d->lim.max_stack, MR_MAX(d->sp + 1, d->stack_cap * 2));
+	if (MR_GROW(d->stack, d->stack_cap, want))
 		return mr_oom(r->err);
+	d->stack_cap = MR_MIN(d->stack_cap, d->lim.max_stack);
 	d->stack[d->sp++] = v;
 	return MR_OK;
+}
+
+/* The stack's capacity never exceeds the nesting limit, so one comparison covers both. */
+static inline mr_status push(pk_run_state *r, pk_val v)
+{
+	pk_decoder *d = r->d;
+	if (__builtin_expect(d->sp < d->stack_cap, 1)) {
+		d->stack[d->sp++] = v;
+		return MR_OK;
+	}
+	return push_slow(r, v);
 }
 
 static mr_status new_node(pk_run_state *r, pk_type type, size_t *out)
@@ -947,12 +960,6 @@ int pk_str_eq(const pk_decoder *d, pk_val v, const char *lit)
 	return pk_str(d, v, &s, &n) && strlen(lit) == n && memcmp(s, lit, n) == 0;
 }
 
-uint32_t pk_node_id(pk_val v)
-{
-	if ((v & 7) != PK_TAG_REF || (v >> 3) >= UINT32_MAX)
-		return UINT32_MAX;
-	return (uint32_t)(v >> 3);
-}
 
 size_t pk_node_count(const pk_decoder *d)
 {

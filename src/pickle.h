@@ -90,7 +90,12 @@ int pk_bool(const pk_decoder *d, pk_val v, int *out);
 int pk_str(const pk_decoder *d, pk_val v, const char **s, size_t *len);
 int pk_str_eq(const pk_decoder *d, pk_val v, const char *lit);
 /* Node identity of a shared object (for caches keyed by object), or UINT32_MAX. */
-uint32_t pk_node_id(pk_val v);
+static inline uint32_t pk_node_id(pk_val v)
+{
+	if ((v & 7) != PK_TAG_REF || (v >> 3) >= UINT32_MAX)
+		return UINT32_MAX;
+	return (uint32_t)(v >> 3);
+}
 size_t pk_node_count(const pk_decoder *d);
 /* Container items: list, tuple, set (n items) and dict (2n words, key then value). */
 size_t pk_len(const pk_decoder *d, pk_val v);

@@ -41,12 +41,14 @@ enum { SN_MAX_RECORD_KEYS = 64 };
 /* Records the builder leaves in the decoder: trace entries are numbered from 1; a frames list
  * already turned into a stack carries this bit and the stack id. */
 #define SN_STACK_RECORD ((uint64_t)1 << 62)
+#define SN_FRAME_RECORD ((uint64_t)1 << 61) /* a frame dict, with its index in frame_cache */
 
-/* Maps a frames-list node to its interned stack. */
 typedef struct {
-	uint32_t *keys, *vals; /* key = node + 1 */
-	size_t cap, count;
-} node_map;
+	char text[32];
+	size_t len;
+	uint32_t id;
+	int valid;
+} recent_str;
 
 typedef struct {
 	md_snapshot *s;
@@ -54,7 +56,7 @@ typedef struct {
 	id_cache_entry keys[512];
 	id_cache_entry actions[64];
 	int saw_history;       /* a block carried 2.0's `history` */
-	node_map frame_nodes;  /* frame dict node -> index into frame_cache */
+	recent_str last_um, last_cc;
 	md_frame *frame_cache;
 	size_t frame_cache_count, frame_cache_cap;
 	md_frame *tmp_frames;
@@ -69,56 +71,6 @@ static uint32_t hash32(uint64_t x)
 	x *= 0xff51afd7ed558ccdull;
 	x ^= x >> 33;
 	return (uint32_t)x;
-}
-
-static int node_map_get(const node_map *m, uint32_t node, uint32_t *val)
-{
-	if (!m->cap)
-		return 0;
-	size_t h = hash32(node) & (m->cap - 1);
-	while (m->keys[h]) {
-		if (m->keys[h] == node + 1) {
-			*val = m->vals[h];
-			return 1;
-		}
-		h = (h + 1) & (m->cap - 1);
-	}
-	return 0;
-}
-
-static int node_map_put(node_map *m, uint32_t node, uint32_t val)
-{
-	if ((m->count + 1) * 2 > m->cap) {
-		size_t ncap = m->cap ? m->cap * 2 : 1024;
-		uint32_t *k = mr_alloc_array(ncap, sizeof *k), *v = mr_alloc_array(ncap, sizeof *v);
-		if (!k || !v) {
-			free(k);
-			free(v);
-			return -1;
-		}
-		for (size_t i = 0; i < m->cap; i++) {
-			if (!m->keys[i])
-				continue;
-			size_t h = hash32(m->keys[i] - 1) & (ncap - 1);
-			while (k[h])
-				h = (h + 1) & (ncap - 1);
-			k[h] = m->keys[i];
-			v[h] = m->vals[i];
-		}
-		free(m->keys);
-		free(m->vals);
-		m->keys = k;
-		m->vals = v;
-		m->cap = ncap;
-	}
-	size_t h = hash32(node) & (m->cap - 1);
-	while (m->keys[h] && m->keys[h] != node + 1)
-		h = (h + 1) & (m->cap - 1);
-	if (!m->keys[h])
-		m->count++;
-	m->keys[h] = node + 1;
-	m->vals[h] = val;
-	return 0;
 }
 
 static key_id key_of(builder *b, pk_val k)
@@ -177,14 +129,29 @@ static uint32_t intern_val(builder *b, pk_val v)
 	return md_intern(b->s, s, n);
 }
 
+/* PyTorch writes compile_context and user_metadata as a new string for every trace entry,
+ * almost always the same text as the entry before: compare with that before interning. */
+static uint32_t intern_recent(builder *b, recent_str *last, pk_val v)
+{
+	const char *s;
+	size_t n;
+	if (!pk_str(b->d, v, &s, &n))
+		return 0;
+	if (last->valid && n == last->len && memcmp(s, last->text, n) == 0)
+		return last->id;
+	uint32_t id = md_intern(b->s, s, n);
+	if (id != UINT32_MAX && n <= sizeof last->text) {
+		memcpy(last->text, s, n);
+		last->len = n;
+		last->id = id;
+		last->valid = 1;
+	}
+	return id;
+}
+
 /* A frame dict {name, filename, line}, decoded once per shared dict. Returns 0, or -1 on OOM. */
 static int frame_of(builder *b, pk_val dict, md_frame *out)
 {
-	uint32_t node = pk_node_id(dict), idx;
-	if (node_map_get(&b->frame_nodes, node, &idx)) {
-		*out = b->frame_cache[idx];
-		return 0;
-	}
 	pk_val name = 0, file = 0, line = 0;
 	md_frame f = {0, 0, 0};
 	int64_t ln = 0;
@@ -197,9 +164,10 @@ static int frame_of(builder *b, pk_val dict, md_frame *out)
 			f.line = ln > INT32_MAX ? INT32_MAX : ln < INT32_MIN ? INT32_MIN : (int32_t)ln;
 	}
 	if (f.name == UINT32_MAX || f.filename == UINT32_MAX ||
-	    MR_GROW(b->frame_cache, b->frame_cache_cap, b->frame_cache_count + 1) ||
-	    node_map_put(&b->frame_nodes, node, (uint32_t)b->frame_cache_count))
+	    MR_GROW(b->frame_cache, b->frame_cache_cap, b->frame_cache_count + 1))
 		return -1;
+	/* Frame dicts are shared by thousands of entries: read each once, then it is a record. */
+	pk_convert(b->d, dict, SN_FRAME_RECORD | b->frame_cache_count);
 	b->frame_cache[b->frame_cache_count++] = f;
 	*out = f;
 	return 0;
@@ -227,7 +195,14 @@ static int stack_of(builder *b, pk_val list, uint32_t *out)
 	for (size_t i = 0; i < n; i++) {
 		md_frame f = {0, 0, 0};
 		pk_type ft = pk_typeof(b->d, items[i]);
-		if (ft == PK_T_DICT) {
+		if (ft == PK_T_RECORD) {
+			uint64_t rec = pk_record(b->d, items[i]);
+			uint64_t idx = rec & ~SN_FRAME_RECORD;
+			if (!(rec & SN_FRAME_RECORD) || (rec & SN_STACK_RECORD) ||
+			    idx >= b->frame_cache_count)
+				continue;
+			f = b->frame_cache[idx];
+		} else if (ft == PK_T_DICT) {
 			if (frame_of(b, items[i], &f))
 				return -1;
 		} else if (ft == PK_T_STR) {
@@ -362,10 +337,10 @@ static int event_hook(void *ctx, pk_decoder *d, const pk_val *items, size_t n, u
 				return mr_oom(err), -1;
 			break;
 		case K_USER_METADATA:
-			um = intern_val(b, v);
+			um = intern_recent(b, &b->last_um, v);
 			break;
 		case K_COMPILE_CONTEXT:
-			cc = intern_val(b, v);
+			cc = intern_recent(b, &b->last_cc, v);
 			break;
 		default:
 			break;
@@ -612,7 +587,7 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 		size_t first = SIZE_MAX, count = 0;
 		for (size_t i = 0; i < n; i++) {
 			uint64_t rec = pk_record(d, ev[i]);
-			if (rec & SN_STACK_RECORD)
+			if (rec & (SN_STACK_RECORD | SN_FRAME_RECORD))
 				rec = 0;
 			if (!rec) {
 				s->dropped_events++; /* not a trace entry we could read */
@@ -652,7 +627,7 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 			ranges[dev].first = k;
 			for (size_t i = 0; i < n; i++) {
 				uint64_t rec = pk_record(d, ev[i]);
-				if (rec && !(rec & SN_STACK_RECORD))
+				if (rec && !(rec & (SN_STACK_RECORD | SN_FRAME_RECORD)))
 					store[k++] = s->event_store[rec - 1];
 			}
 		}
@@ -976,8 +951,6 @@ mr_status sn_load(const uint8_t *data, size_t len, md_snapshot *out, pk_progress
 	st = build(&b, pk_result(b.d), err);
 done:
 	pk_free(b.d);
-	free(b.frame_nodes.keys);
-	free(b.frame_nodes.vals);
 	free(b.frame_cache);
 	free(b.tmp_frames);
 	free(b.meta_hash);
