@@ -23,6 +23,8 @@ typedef struct {
 
 /* Strings longer than this get their own allocation; the rest share 1 MiB chunks. */
 enum { PK_CHUNK = 1 << 20 };
+/* Strings up to this length are shared by content through a direct-mapped table. */
+enum { PK_SHORT_STR = 24, PK_SHORT_SLOTS = 4096 };
 
 struct pk_decoder {
 	pk_limits lim;
@@ -47,6 +49,7 @@ struct pk_decoder {
 	void *hook_ctx;
 	pk_progress_fn progress;
 	void *progress_ctx;
+	uint32_t short_strs[PK_SHORT_SLOTS]; /* node id + 1 of a recent short string */
 };
 
 #define PK_INT_MIN (-((int64_t)1 << 60))
@@ -296,6 +299,22 @@ static mr_status push_string(pk_run_state *r, pk_type type, uint64_t len)
 			   len, (size_t)(r->end - r->p));
 	if (len > UINT32_MAX)
 		return bad(r, "string too long");
+	/* Short strings repeat by the million (PyTorch writes a fresh "N/A" for every trace
+	 * entry): equal bytes share one node. Strings are immutable, so no one can tell. */
+	uint32_t *slot = NULL;
+	if (type == PK_T_STR && len <= PK_SHORT_STR) {
+		uint32_t h = 2166136261u;
+		for (size_t i = 0; i < len; i++)
+			h = (h ^ r->p[i]) * 16777619u;
+		slot = &d->short_strs[h & (PK_SHORT_SLOTS - 1)];
+		if (*slot) {
+			const pk_node *n = &d->nodes[*slot - 1];
+			if (n->type == PK_T_STR && n->len == len && memcmp(n->v.s, r->p, len) == 0) {
+				r->p += len;
+				return push(r, mk_ref(*slot - 1));
+			}
+		}
+	}
 	size_t id;
 	mr_status st = new_node(r, type, &id);
 	if (st)
@@ -329,6 +348,8 @@ static mr_status push_string(pk_run_state *r, pk_type type, uint64_t len)
 	r->p += len;
 	d->nodes[id].v.s = dst;
 	d->nodes[id].len = (uint32_t)len;
+	if (slot && id < UINT32_MAX)
+		*slot = (uint32_t)id + 1;
 	return push(r, mk_ref(id));
 }
 
