@@ -8,7 +8,7 @@ DEPS_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 WARN    := -Wall -Wextra -Wshadow -Wconversion -Wmissing-prototypes -Wstrict-prototypes \
            -Wformat=2 -Wno-format-nonliteral
-OPT     ?= -O2 -g
+OPT     ?= -O3 -g
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(DEPS_CFLAGS) -Isrc -Ibuild/$(VARIANT)
 LDLIBS  += $(DEPS_LIBS) -lm -lpthread

@@ -282,7 +282,7 @@ static mr_status new_node(pk_run_state *r, pk_type type, size_t *out)
 
 static mr_status push_container(pk_run_state *r, pk_type type)
 {
-	size_t id;
+	size_t id = 0;
 	mr_status st = new_node(r, type, &id);
 	return st ? st : push(r, mk_ref(id));
 }
@@ -315,7 +315,7 @@ static mr_status push_string(pk_run_state *r, pk_type type, uint64_t len)
 			}
 		}
 	}
-	size_t id;
+	size_t id = 0;
 	mr_status st = new_node(r, type, &id);
 	if (st)
 		return st;
@@ -374,14 +374,14 @@ static mr_status push_long(pk_run_state *r, size_t n)
 		int64_t i = (int64_t)u;
 		if (i >= PK_INT_MIN && i <= PK_INT_MAX)
 			return push(r, mk_small(i));
-		size_t id;
+		size_t id = 0;
 		mr_status st = new_node(r, PK_T_INT, &id);
 		if (st)
 			return st;
 		d->nodes[id].v.i = i;
 		return push(r, mk_ref(id));
 	}
-	size_t id;
+	size_t id = 0;
 	mr_status st = new_node(r, PK_T_BIGINT, &id);
 	if (st)
 		return st;
@@ -539,7 +539,7 @@ static mr_status dict_at(pk_run_state *r, size_t pos, size_t *node_id)
 static mr_status build_tuple(pk_run_state *r, size_t first)
 {
 	pk_decoder *d = r->d;
-	size_t n = d->sp - first, id;
+	size_t n = d->sp - first, id = 0;
 	mr_status st = new_node(r, PK_T_TUPLE, &id);
 	if (!st && n)
 		st = add_items(r, id, d->stack + first, n);
@@ -559,7 +559,7 @@ static mr_status step(pk_run_state *r, int *stop)
 {
 	pk_decoder *d = r->d;
 	uint8_t op = r->op;
-	size_t mark;
+	size_t mark = 0;
 	mr_status st;
 	switch (op) {
 	case 0x80: /* PROTO */
@@ -602,7 +602,7 @@ static mr_status step(pk_run_state *r, int *stop)
 		if ((st = pop_mark(r, &mark)))
 			return st;
 		{
-			size_t id;
+			size_t id = 0;
 			if ((st = new_node(r, PK_T_DICT, &id)) || (st = dict_set(r, id, mark, d->sp)))
 				return st;
 			return push(r, mk_ref(id));
@@ -612,7 +612,7 @@ static mr_status step(pk_run_state *r, int *stop)
 		if ((st = pop_mark(r, &mark)))
 			return st;
 		{
-			size_t id;
+			size_t id = 0;
 			if ((st = new_node(r, op == 'l' ? PK_T_LIST : PK_T_SET, &id)))
 				return st;
 			if (d->sp > mark && (st = add_items(r, id, d->stack + mark, d->sp - mark)))
@@ -638,7 +638,7 @@ static mr_status step(pk_run_state *r, int *stop)
 		if (d->sp < 3 || (d->mark_count && d->marks[d->mark_count - 1] > d->sp - 3))
 			return bad(r, "needs a dict, a key and a value on the stack");
 		{
-			size_t id;
+			size_t id = 0;
 			if ((st = dict_at(r, d->sp - 3, &id)))
 				return st;
 			return dict_set(r, id, d->sp - 2, d->sp);
@@ -649,7 +649,7 @@ static mr_status step(pk_run_state *r, int *stop)
 		if (mark == 0)
 			return bad(r, "no dict below the MARK");
 		{
-			size_t id;
+			size_t id = 0;
 			if ((st = dict_at(r, mark - 1, &id)))
 				return st;
 			return dict_set(r, id, mark, d->sp);
@@ -754,7 +754,7 @@ static mr_status step(pk_run_state *r, int *stop)
 			for (int i = 0; i < 8; i++)
 				bits = (bits << 8) | r->p[i];
 			r->p += 8;
-			size_t id;
+			size_t id = 0;
 			if ((st = new_node(r, PK_T_FLOAT, &id)))
 				return st;
 			memcpy(&d->nodes[id].v.f, &bits, sizeof(double));

@@ -236,7 +236,7 @@ mr_status sim_parse_conf(const char *conf, const sim_config *base, sim_config *o
 		p.i++;
 		if ((st = conf_expect(&p, ":", key)))
 			goto done;
-		int flag;
+		int flag = 0;
 		uint64_t v;
 		if (strcmp(key, "max_split_size_mb") == 0) {
 			st = conf_mib(&p, key, 20, &cfg.max_split_size);

@@ -637,7 +637,7 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 		store = NULL;
 	}
 	for (size_t dev = 0; dev < nd; dev++) {
-		md_device *dv;
+		md_device *dv = NULL;
 		if ((st = ensure_device(s, (int32_t)dev, dev_cap, &dv, err)))
 			goto done;
 		dv->has_trace_list = 1;
@@ -906,7 +906,7 @@ static mr_status build(builder *b, pk_val top, mr_error *err)
 			return st;
 	}
 	for (size_t i = 0; i < s->segment_count; i++) {
-		md_device *dv;
+		md_device *dv = NULL;
 		if ((st = ensure_device(s, s->segments[i].device, &dev_cap, &dv, err)))
 			return st;
 	}
