@@ -85,11 +85,13 @@ asan:
 bench: $(BIN)
 	@python3 tools/bench.py ./$(BIN)
 
+FORMAT_FILES = $(wildcard src/*.c src/*.h tests/*.c tests/*.h tests/fuzz/*.c tools/*.c)
+
 format:
-	clang-format -i src/*.c src/*.h tests/*.c tests/*.h
+	clang-format -i $(FORMAT_FILES)
 
 format-check:
-	clang-format --dry-run --Werror src/*.c src/*.h tests/*.c tests/*.h
+	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 PREFIX ?= /usr/local
 install: $(BIN) $(MAN)

@@ -20,14 +20,10 @@
 const char *ad_cause_name(ad_cause c)
 {
 	switch (c) {
-	case AD_CAUSE_FRAGMENTATION:
-		return "fragmentation";
-	case AD_CAUSE_CAPACITY:
-		return "capacity";
-	case AD_CAUSE_OTHER_PROCESSES:
-		return "other_processes";
-	default:
-		return "unknown";
+	case AD_CAUSE_FRAGMENTATION: return "fragmentation";
+	case AD_CAUSE_CAPACITY: return "capacity";
+	case AD_CAUSE_OTHER_PROCESSES: return "other_processes";
+	default: return "unknown";
 	}
 }
 
@@ -94,7 +90,7 @@ static char *vfmt(const char *fmt, va_list ap)
 }
 
 static void finding(ctx *c, const char *id, ad_severity sev, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 static void finding(ctx *c, const char *id, ad_severity sev, const char *fmt, ...)
 {
 	ad_advice *a = c->a;
@@ -117,9 +113,9 @@ static void finding(ctx *c, const char *id, ad_severity sev, const char *fmt, ..
 /* Adds a recommendation; a lower priority ranks first. An id already present keeps the better
  * priority and its first reason. */
 static void recommend(ctx *c, const char *id, int priority, const char *title, const char *change,
-		      const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+                      const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 static void recommend(ctx *c, const char *id, int priority, const char *title, const char *change,
-		      const char *fmt, ...)
+                      const char *fmt, ...)
 {
 	ad_advice *a = c->a;
 	for (size_t i = 0; i < a->rec_count; i++)
@@ -188,10 +184,11 @@ static const an_device *primary_device(const an_result *an)
 	const an_device *best = NULL;
 	for (size_t i = 0; i < an->device_count; i++) {
 		const an_device *d = &an->devices[i];
-		if (d->oom.present && (!best || !best->oom.present || d->oom.event > best->oom.event))
+		if (d->oom.present &&
+		    (!best || !best->oom.present || d->oom.event > best->oom.event))
 			best = d;
-		else if (!best || (!best->oom.present &&
-				   d->pool[AN_POOL_ALL].reserved > best->pool[AN_POOL_ALL].reserved))
+		else if (!best || (!best->oom.present && d->pool[AN_POOL_ALL].reserved >
+		                                             best->pool[AN_POOL_ALL].reserved))
 			best = d;
 	}
 	return best;
@@ -258,9 +255,10 @@ static void checkpoint_target(const ctx *c, char *out, size_t outsz)
 	if (best) {
 		char b[32];
 		char pbuf[1024];
-		snprintf(out, outsz, "the module whose forward is in %s (it holds %s of activations)",
-			 rp_path(c->opt, md_str(s, best->filename), pbuf, sizeof pbuf),
-			 sz(b, best_bytes));
+		snprintf(out, outsz,
+		         "the module whose forward is in %s (it holds %s of activations)",
+		         rp_path(c->opt, md_str(s, best->filename), pbuf, sizeof pbuf),
+		         sz(b, best_bytes));
 	}
 }
 
@@ -276,7 +274,7 @@ static void top_site_text(const ctx *c, uint32_t stack, char *out, size_t outsz)
 		if (an_frame_hidden(s, f))
 			continue;
 		snprintf(out, outsz, "%s (%s:%d)", md_str(s, f->name),
-			 rp_path(c->opt, md_str(s, f->filename), pbuf, sizeof pbuf), f->line);
+		         rp_path(c->opt, md_str(s, f->filename), pbuf, sizeof pbuf), f->line);
 		return;
 	}
 }
@@ -298,89 +296,97 @@ static void advise_capacity(ctx *c, const uint64_t *cat, int oom)
 	if (!live)
 		return;
 	if (pct(state, live) >= DOMINANT_PERCENT) {
-		recommend(c, "fsdp", 10, "Shard parameters, gradients and optimizer state (FSDP)",
-			  "model = torch.distributed.fsdp.FullyShardedDataParallel(model)  # or "
-			  "fully_shard(model) in torch>=2.4",
-			  "Parameters (%s), gradients (%s) and optimizer state (%s) are %d%% of live "
-			  "memory; each GPU holds all of it. Sharded over 4 GPUs each keeps about %s "
-			  "(%s saved per GPU); over 8, %s.",
-			  sz(b1, cat[AN_CAT_PARAMETERS]), sz(b2, cat[AN_CAT_GRADIENTS]),
-			  sz(b3, cat[AN_CAT_OPTIMIZER]), pct(state, live), sz(b4, state / 4),
-			  sz(b5, state - state / 4), sz(b6, state / 8));
-		recommend(c, "cpu_offload", 20, "Offload optimizer state (and parameters) to the CPU",
-			  "FullyShardedDataParallel(model, cpu_offload=CPUOffload(offload_params=True))",
-			  "Optimizer state alone is %s. Keeping it (and the parameters) in host memory "
-			  "frees that much on the GPU, at the cost of transfers every step.",
-			  sz(b1, cat[AN_CAT_OPTIMIZER]));
-		recommend(c, "mixed_precision", 30,
-			  "Keep weights, gradients or optimizer state in lower precision",
-			  "bf16 parameters/gradients, or an 8-bit optimizer (e.g. bitsandbytes.optim.Adam8bit)",
-			  "fp32 parameters and gradients take 4 bytes per value and Adam keeps two more "
-			  "fp32 values: bf16 weights and gradients halve %s, an 8-bit optimizer quarters "
-			  "%s.",
-			  sz(b1, cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS]),
-			  sz(b2, cat[AN_CAT_OPTIMIZER]));
-		recommend(c, "reduce_microbatch", 40, "A smaller batch will not help much here", NULL,
-			  "Activations are only %s of %s live (%d%%): halving the batch frees at most "
-			  "about %s.",
-			  sz(b1, acts), sz(b2, live), pct(acts, live), sz(b3, acts / 2));
+		recommend(
+		    c, "fsdp", 10, "Shard parameters, gradients and optimizer state (FSDP)",
+		    "model = torch.distributed.fsdp.FullyShardedDataParallel(model)  # or "
+		    "fully_shard(model) in torch>=2.4",
+		    "Parameters (%s), gradients (%s) and optimizer state (%s) are %d%% of live "
+		    "memory; each GPU holds all of it. Sharded over 4 GPUs each keeps about %s "
+		    "(%s saved per GPU); over 8, %s.",
+		    sz(b1, cat[AN_CAT_PARAMETERS]), sz(b2, cat[AN_CAT_GRADIENTS]),
+		    sz(b3, cat[AN_CAT_OPTIMIZER]), pct(state, live), sz(b4, state / 4),
+		    sz(b5, state - state / 4), sz(b6, state / 8));
+		recommend(
+		    c, "cpu_offload", 20, "Offload optimizer state (and parameters) to the CPU",
+		    "FullyShardedDataParallel(model, cpu_offload=CPUOffload(offload_params=True))",
+		    "Optimizer state alone is %s. Keeping it (and the parameters) in host memory "
+		    "frees that much on the GPU, at the cost of transfers every step.",
+		    sz(b1, cat[AN_CAT_OPTIMIZER]));
+		recommend(
+		    c, "mixed_precision", 30,
+		    "Keep weights, gradients or optimizer state in lower precision",
+		    "bf16 parameters/gradients, or an 8-bit optimizer (e.g. "
+		    "bitsandbytes.optim.Adam8bit)",
+		    "fp32 parameters and gradients take 4 bytes per value and Adam keeps two more "
+		    "fp32 values: bf16 weights and gradients halve %s, an 8-bit optimizer quarters "
+		    "%s.",
+		    sz(b1, cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS]),
+		    sz(b2, cat[AN_CAT_OPTIMIZER]));
+		recommend(
+		    c, "reduce_microbatch", 40, "A smaller batch will not help much here", NULL,
+		    "Activations are only %s of %s live (%d%%): halving the batch frees at most "
+		    "about %s.",
+		    sz(b1, acts), sz(b2, live), pct(acts, live), sz(b3, acts / 2));
 		return;
 	}
 	if (pct(acts, live) >= DOMINANT_PERCENT || (oom && pct(acts, live) >= 25)) {
 		recommend(c, "reduce_microbatch", 10,
-			  "Use a smaller microbatch, with gradient accumulation to keep the batch",
-			  "batch_size //= 2; accumulate gradients over 2 microbatches before "
-			  "optimizer.step()",
-			  "Activations hold %s of %s live memory (%d%%) and scale with the batch: "
-			  "halving the microbatch frees about %s.",
-			  sz(b1, acts), sz(b2, live), pct(acts, live), sz(b3, acts / 2));
+		          "Use a smaller microbatch, with gradient accumulation to keep the batch",
+		          "batch_size //= 2; accumulate gradients over 2 microbatches before "
+		          "optimizer.step()",
+		          "Activations hold %s of %s live memory (%d%%) and scale with the batch: "
+		          "halving the microbatch frees about %s.",
+		          sz(b1, acts), sz(b2, live), pct(acts, live), sz(b3, acts / 2));
 		checkpoint_target(c, where, sizeof where);
-		recommend(c, "activation_checkpointing", 20,
-			  "Checkpoint activations of the largest blocks",
-			  "out = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)",
-			  "Checkpointing keeps only block inputs and recomputes the rest in backward "
-			  "(about a third more compute); the largest holder is %s.",
-			  where[0] ? where : "the module forward that allocates the most");
+		recommend(
+		    c, "activation_checkpointing", 20,
+		    "Checkpoint activations of the largest blocks",
+		    "out = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)",
+		    "Checkpointing keeps only block inputs and recomputes the rest in backward "
+		    "(about a third more compute); the largest holder is %s.",
+		    where[0] ? where : "the module forward that allocates the most");
 		recommend(c, "gradient_accumulation", 30,
-			  "Accumulate gradients to keep the effective batch size",
-			  "loss = loss / accum_steps; loss.backward(); step the optimizer every "
-			  "accum_steps microbatches",
-			  "With a smaller microbatch, accumulating over N microbatches keeps the "
-			  "optimizer's effective batch and the training dynamics unchanged.");
+		          "Accumulate gradients to keep the effective batch size",
+		          "loss = loss / accum_steps; loss.backward(); step the optimizer every "
+		          "accum_steps microbatches",
+		          "With a smaller microbatch, accumulating over N microbatches keeps the "
+		          "optimizer's effective batch and the training dynamics unchanged.");
 		recommend(c, "mixed_precision", 40, "Run the forward pass in bf16 autocast",
-			  "with torch.autocast(\"cuda\", dtype=torch.bfloat16): loss = model(x)",
-			  "bf16 activations take half the bytes of fp32 ones (%s now), unless the "
-			  "model already runs in autocast.",
-			  sz(b1, acts));
+		          "with torch.autocast(\"cuda\", dtype=torch.bfloat16): loss = model(x)",
+		          "bf16 activations take half the bytes of fp32 ones (%s now), unless the "
+		          "model already runs in autocast.",
+		          sz(b1, acts));
 		return;
 	}
 	if (oom && c->dv->site_count) {
 		/* Neither the model state nor activations: name what holds the memory. */
 		char site[1200] = "";
 		top_site_text(c, c->dv->sites[0].stack, site, sizeof site);
-		recommend(c, "release_references", 10,
-			  "Free the tensors that hold the memory, or make them smaller",
-			  "del big_tensor  # or keep it on the CPU until it is needed",
-			  "Live memory is %s, and most of it is not parameters, gradients, optimizer "
-			  "state or activations; the largest site, %s, holds %s in %llu blocks.",
-			  sz(b1, live), site[0] ? site : "with no stack recorded",
-			  sz(b2, c->dv->sites[0].bytes), (unsigned long long)c->dv->sites[0].count);
+		recommend(
+		    c, "release_references", 10,
+		    "Free the tensors that hold the memory, or make them smaller",
+		    "del big_tensor  # or keep it on the CPU until it is needed",
+		    "Live memory is %s, and most of it is not parameters, gradients, optimizer "
+		    "state or activations; the largest site, %s, holds %s in %llu blocks.",
+		    sz(b1, live), site[0] ? site : "with no stack recorded",
+		    sz(b2, c->dv->sites[0].bytes), (unsigned long long)c->dv->sites[0].count);
 	}
 }
 
 static void advise_fragmentation(ctx *c, int priority, uint64_t free_bytes, uint64_t largest,
-				 uint64_t hole)
+                                 uint64_t hole)
 {
 	char b1[32], b2[32], change[96];
 	char piece[64] = "";
 	if (largest)
 		snprintf(piece, sizeof piece, ", and the largest piece is %s", sz(b2, largest));
 	if (!settings_expandable(c))
-		recommend(c, "expandable_segments", priority, "Turn on expandable segments",
-			  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-			  "%s is cached but free%s: expandable segments map memory in pages so freed "
-			  "space can be reused for larger tensors instead of staying cut into pieces.",
-			  sz(b1, free_bytes), piece);
+		recommend(
+		    c, "expandable_segments", priority, "Turn on expandable segments",
+		    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+		    "%s is cached but free%s: expandable segments map memory in pages so freed "
+		    "space can be reused for larger tensors instead of staying cut into pieces.",
+		    sz(b1, free_bytes), piece);
 	if (!settings_max_split(c) && !settings_expandable(c)) {
 		/* Blocks at least as large as the largest hole left inside a split segment are then
 		 * never split, and requests that size get segments of their own. Without a layout
@@ -390,13 +396,14 @@ static void advise_fragmentation(ctx *c, int priority, uint64_t free_bytes, uint
 		if (mib < 32)
 			mib = 32;
 		snprintf(change, sizeof change, "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:%llu",
-			 (unsigned long long)mib);
+		         (unsigned long long)mib);
 		recommend(c, "max_split_size_mb", priority + 5,
-			  "If expandable segments cannot be used: stop splitting large blocks", change,
-			  "Blocks of %llu MiB or more would no longer be split into pieces that "
-			  "larger requests cannot reuse. It costs speed (more cudaMalloc calls and "
-			  "cache flushes when memory is short), so prefer expandable segments.",
-			  (unsigned long long)mib);
+		          "If expandable segments cannot be used: stop splitting large blocks",
+		          change,
+		          "Blocks of %llu MiB or more would no longer be split into pieces that "
+		          "larger requests cannot reuse. It costs speed (more cudaMalloc calls and "
+		          "cache flushes when memory is short), so prefer expandable segments.",
+		          (unsigned long long)mib);
 	}
 }
 
@@ -420,19 +427,22 @@ static void check_agreement(ctx *c, const ev_oom *msg)
 	const an_device *dv = c->dv;
 	const an_pool *all = &dv->pool[AN_POOL_ALL];
 	char b1[32], b2[32];
-	if (msg->has_requested && dv->oom.present && !close_enough(msg->requested_bytes, dv->oom.requested))
+	if (msg->has_requested && dv->oom.present &&
+	    !close_enough(msg->requested_bytes, dv->oom.requested))
 		finding(c, "evidence_disagrees", AD_WARNING,
-			"The log's OOM asked for %s but the snapshot's OOM event for %s: they may not be "
-			"the same failure.",
-			sz(b1, msg->requested_bytes), sz(b2, dv->oom.requested));
+		        "The log's OOM asked for %s but the snapshot's OOM event for %s: they may "
+		        "not be "
+		        "the same failure.",
+		        sz(b1, msg->requested_bytes), sz(b2, dv->oom.requested));
 	if (msg->has_allocated && msg->has_reserved_unallocated) {
 		uint64_t reserved = msg->allocated_by_pytorch + msg->reserved_unallocated +
-				    (msg->has_private_pools ? msg->private_pools : 0);
+		                    (msg->has_private_pools ? msg->private_pools : 0);
 		if (!close_enough(reserved, all->reserved))
 			finding(c, "evidence_disagrees", AD_WARNING,
-				"The log says PyTorch held %s (allocated plus reserved but unallocated), "
-				"the snapshot %s reserved: they were taken at different moments.",
-				sz(b1, reserved), sz(b2, all->reserved));
+			        "The log says PyTorch held %s (allocated plus reserved but "
+			        "unallocated), "
+			        "the snapshot %s reserved: they were taken at different moments.",
+			        sz(b1, reserved), sz(b2, all->reserved));
 	}
 }
 
@@ -457,21 +467,21 @@ static void advise_oom(ctx *c)
 	if (msg)
 		check_agreement(c, msg);
 	/* Without a log, the cap was reached: the budget is at least what is reserved. */
-	uint64_t budget = out->limit ? out->limit
-				     : all->reserved + (fraction_in_effect(c) ? 0 : o->device_free);
+	uint64_t budget =
+	    out->limit ? out->limit : all->reserved + (fraction_in_effect(c) ? 0 : o->device_free);
 	int could_serve = o->usable_free >= o->requested;
 	int real_share = (double)o->usable_free * 100.0 >= (double)budget * FRAG_SHARE_PERCENT;
 	const uint64_t *cat = dv->categories;
 	if (could_serve && real_share) {
 		out->cause = AD_CAUSE_FRAGMENTATION;
-		finding(c, "oom_fragmentation", AD_CRITICAL,
-			"Out of memory from fragmentation: %s was cached but free in %llu pieces, and "
-			"the largest (%s) is smaller than the %s requested. Reserved %s, allocated %s.",
-			sz(b1, o->usable_free), (unsigned long long)o->usable_pieces,
-			sz(b2, o->usable_largest), sz(b3, o->requested), sz(b4, all->reserved),
-			sz(b5, all->allocated));
-		advise_fragmentation(c, 1, o->usable_free, o->usable_largest,
-				     all->largest_hole);
+		finding(
+		    c, "oom_fragmentation", AD_CRITICAL,
+		    "Out of memory from fragmentation: %s was cached but free in %llu pieces, and "
+		    "the largest (%s) is smaller than the %s requested. Reserved %s, allocated %s.",
+		    sz(b1, o->usable_free), (unsigned long long)o->usable_pieces,
+		    sz(b2, o->usable_largest), sz(b3, o->requested), sz(b4, all->reserved),
+		    sz(b5, all->allocated));
+		advise_fragmentation(c, 1, o->usable_free, o->usable_largest, all->largest_hole);
 		advise_capacity(c, cat, 0);
 		/* capacity advice ranks after the allocator fix here */
 		for (size_t i = 0; i < c->a->rec_count; i++)
@@ -483,41 +493,42 @@ static void advise_oom(ctx *c)
 		uint64_t live = live_total(cat);
 		char freebuf[160] = "nothing was cached but free";
 		if (o->usable_free)
-			snprintf(freebuf, sizeof freebuf, "only %s was cached but free (largest piece %s)",
-				 sz(b2, o->usable_free), sz(b3, o->usable_largest));
+			snprintf(freebuf, sizeof freebuf,
+			         "only %s was cached but free (largest piece %s)",
+			         sz(b2, o->usable_free), sz(b3, o->usable_largest));
 		finding(c, "oom_capacity", AD_CRITICAL,
-			"Out of memory from capacity: live tensors hold %s and %s for a request of %s.%s",
-			sz(b1, all->allocated), freebuf, sz(b4, o->requested),
-			could_serve ? " The scattered free memory is too small a share of the budget to "
-				      "matter: fixing fragmentation would only make it fail a little "
-				      "later."
-				    : "");
+		        "Out of memory from capacity: live tensors hold %s and %s for a request of "
+		        "%s.%s",
+		        sz(b1, all->allocated), freebuf, sz(b4, o->requested),
+		        could_serve
+		            ? " The scattered free memory is too small a share of the budget to "
+		              "matter: fixing fragmentation would only make it fail a little "
+		              "later."
+		            : "");
 		advise_capacity(c, cat, 1);
 		if (live && !settings_expandable(c) && o->usable_free > 0)
-			recommend(c, "expandable_segments", 90, "Expandable segments would not save this run",
-				  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-				  "Only %s was free in the cache; even perfectly packed it would not hold "
-				  "the %s request. Worth having, but not the fix.",
-				  sz(b1, o->usable_free), sz(b2, o->requested));
+			recommend(c, "expandable_segments", 90,
+			          "Expandable segments would not save this run",
+			          "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+			          "Only %s was free in the cache; even perfectly packed it would "
+			          "not hold "
+			          "the %s request. Worth having, but not the fix.",
+			          sz(b1, o->usable_free), sz(b2, o->requested));
 	}
 	if (o->events_after)
 		finding(c, "oom_snapshot_later", AD_INFO,
-			"The snapshot was taken %zu trace events after the OOM, so its layout may "
-			"differ a little from the moment of the failure.",
-			o->events_after);
+		        "The snapshot was taken %zu trace events after the OOM, so its layout may "
+		        "differ a little from the moment of the failure.",
+		        o->events_after);
 }
 
 static ad_cause cause_of(ev_cause c)
 {
 	switch (c) {
-	case EV_CAUSE_FRAGMENTATION:
-		return AD_CAUSE_FRAGMENTATION;
-	case EV_CAUSE_CAPACITY:
-		return AD_CAUSE_CAPACITY;
-	case EV_CAUSE_OTHER_PROCESSES:
-		return AD_CAUSE_OTHER_PROCESSES;
-	default:
-		return AD_CAUSE_UNKNOWN;
+	case EV_CAUSE_FRAGMENTATION: return AD_CAUSE_FRAGMENTATION;
+	case EV_CAUSE_CAPACITY: return AD_CAUSE_CAPACITY;
+	case EV_CAUSE_OTHER_PROCESSES: return AD_CAUSE_OTHER_PROCESSES;
+	default: return AD_CAUSE_UNKNOWN;
 	}
 }
 
@@ -532,65 +543,72 @@ static void advise_message(ctx *c, const ev_oom *msg)
 	out->free_cached = msg->reserved_unallocated;
 	out->limit = ev_oom_limit(msg);
 	out->allocated = msg->allocated_by_pytorch;
-	out->reserved = msg->has_reserved_total ? msg->reserved_total
-						: msg->allocated_by_pytorch + msg->reserved_unallocated;
+	out->reserved = msg->has_reserved_total
+	                    ? msg->reserved_total
+	                    : msg->allocated_by_pytorch + msg->reserved_unallocated;
 	out->cause = cause_of(ev_oom_cause(msg));
 	out->largest_unknown = 1;
 	if (msg->era == EV_OOM_ERA_DRIVER_ERROR) {
 		finding(c, "driver_oom", AD_CRITICAL,
-			"The CUDA driver itself ran out of memory (\"CUDA error: out of memory\"), "
-			"outside the caching allocator: the message carries no allocator numbers. "
-			"Other processes, a CUDA context on a full card, or a library allocating "
-			"directly are the usual causes.");
+		        "The CUDA driver itself ran out of memory (\"CUDA error: out of memory\"), "
+		        "outside the caching allocator: the message carries no allocator numbers. "
+		        "Other processes, a CUDA context on a full card, or a library allocating "
+		        "directly are the usual causes.");
 		return;
 	}
 	switch (out->cause) {
 	case AD_CAUSE_FRAGMENTATION:
-		finding(c, "oom_fragmentation", AD_CRITICAL,
-			"Out of memory from fragmentation: %s was reserved by PyTorch but unallocated, "
-			"more than the %s requested, within a limit of %s; no free piece was large "
-			"enough.",
-			sz(b1, msg->reserved_unallocated), sz(b2, msg->requested_bytes),
-			sz(b3, out->limit));
+		finding(
+		    c, "oom_fragmentation", AD_CRITICAL,
+		    "Out of memory from fragmentation: %s was reserved by PyTorch but unallocated, "
+		    "more than the %s requested, within a limit of %s; no free piece was large "
+		    "enough.",
+		    sz(b1, msg->reserved_unallocated), sz(b2, msg->requested_bytes),
+		    sz(b3, out->limit));
 		advise_fragmentation(c, 1, msg->reserved_unallocated, 0, 0);
 		break;
 	case AD_CAUSE_OTHER_PROCESSES:
-		finding(c, "oom_other_processes", AD_CRITICAL,
-			"Out of memory because other processes (or memory outside PyTorch) hold most "
-			"of the card: of %s, PyTorch had %s allocated and %s reserved but unallocated.",
-			sz(b1, msg->total_capacity), sz(b2, msg->allocated_by_pytorch),
-			sz(b3, msg->reserved_unallocated));
-		recommend(c, "free_other_processes", 1, "Free the card from other processes",
-			  "nvidia-smi --query-compute-apps=pid,used_memory --format=csv",
-			  "Memory held outside this allocator cannot be reused by it: stop other jobs "
-			  "on this GPU, or give each process its own GPU.");
+		finding(
+		    c, "oom_other_processes", AD_CRITICAL,
+		    "Out of memory because other processes (or memory outside PyTorch) hold most "
+		    "of the card: of %s, PyTorch had %s allocated and %s reserved but unallocated.",
+		    sz(b1, msg->total_capacity), sz(b2, msg->allocated_by_pytorch),
+		    sz(b3, msg->reserved_unallocated));
+		recommend(
+		    c, "free_other_processes", 1, "Free the card from other processes",
+		    "nvidia-smi --query-compute-apps=pid,used_memory --format=csv",
+		    "Memory held outside this allocator cannot be reused by it: stop other jobs "
+		    "on this GPU, or give each process its own GPU.");
 		break;
 	case AD_CAUSE_CAPACITY:
 		finding(c, "oom_capacity", AD_CRITICAL,
-			"Out of memory from capacity: PyTorch had %s allocated within a limit of %s, and "
-			"only %s reserved but unallocated for a request of %s.",
-			sz(b1, msg->allocated_by_pytorch), sz(b2, out->limit),
-			sz(b3, msg->reserved_unallocated), sz(b4, msg->requested_bytes));
+		        "Out of memory from capacity: PyTorch had %s allocated within a limit of "
+		        "%s, and "
+		        "only %s reserved but unallocated for a request of %s.",
+		        sz(b1, msg->allocated_by_pytorch), sz(b2, out->limit),
+		        sz(b3, msg->reserved_unallocated), sz(b4, msg->requested_bytes));
 		recommend(c, "reduce_microbatch", 10,
-			  "Use a smaller microbatch, with gradient accumulation to keep the batch",
-			  "batch_size //= 2; accumulate gradients over 2 microbatches",
-			  "Live tensors fill the limit. Without a snapshot the log cannot say what "
-			  "they are; activations usually scale with the batch.");
-		recommend(c, "activation_checkpointing", 20, "Checkpoint activations",
-			  "out = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)",
-			  "Recomputing activations in backward trades about a third more compute for "
-			  "most of their memory.");
+		          "Use a smaller microbatch, with gradient accumulation to keep the batch",
+		          "batch_size //= 2; accumulate gradients over 2 microbatches",
+		          "Live tensors fill the limit. Without a snapshot the log cannot say what "
+		          "they are; activations usually scale with the batch.");
+		recommend(
+		    c, "activation_checkpointing", 20, "Checkpoint activations",
+		    "out = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)",
+		    "Recomputing activations in backward trades about a third more compute for "
+		    "most of their memory.");
 		break;
 	default:
-		finding(c, "oom_unknown", AD_WARNING,
-			"Out of memory, but the message does not carry enough figures to tell why.");
+		finding(
+		    c, "oom_unknown", AD_WARNING,
+		    "Out of memory, but the message does not carry enough figures to tell why.");
 	}
 	recommend(c, "record_history", 50, "Record a snapshot at the OOM to see what holds memory",
-		  "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
-		  "# ... then, in an except torch.OutOfMemoryError block:\n"
-		  "torch.cuda.memory._dump_snapshot(\"oom_snapshot.pickle\")",
-		  "A snapshot shows the free blocks, live memory by category and the allocation "
-		  "sites; a log only has totals.");
+	          "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
+	          "# ... then, in an except torch.OutOfMemoryError block:\n"
+	          "torch.cuda.memory._dump_snapshot(\"oom_snapshot.pickle\")",
+	          "A snapshot shows the free blocks, live memory by category and the allocation "
+	          "sites; a log only has totals.");
 }
 
 static void list_messages(ctx *c)
@@ -598,14 +616,16 @@ static void list_messages(ctx *c)
 	const ev_text *t = &c->run->text;
 	char b1[32];
 	if (t->oom_count > 1)
-		finding(c, "several_ooms", AD_INFO,
-			"The logs hold %zu out-of-memory messages; the last (line %zu) is analysed.",
-			t->oom_count, t->ooms[t->oom_count - 1].line);
+		finding(
+		    c, "several_ooms", AD_INFO,
+		    "The logs hold %zu out-of-memory messages; the last (line %zu) is analysed.",
+		    t->oom_count, t->ooms[t->oom_count - 1].line);
 	for (size_t i = 0; i < t->oom_count; i++)
-		finding(c, "oom_message", AD_INFO, "Line %zu: %s out of memory, %s requested (%s era).",
-			t->ooms[i].line, t->ooms[i].backend[0] ? t->ooms[i].backend : "CUDA",
-			t->ooms[i].has_requested ? sz(b1, t->ooms[i].requested_bytes) : "nothing",
-			ev_oom_era_name(t->ooms[i].era));
+		finding(c, "oom_message", AD_INFO,
+		        "Line %zu: %s out of memory, %s requested (%s era).", t->ooms[i].line,
+		        t->ooms[i].backend[0] ? t->ooms[i].backend : "CUDA",
+		        t->ooms[i].has_requested ? sz(b1, t->ooms[i].requested_bytes) : "nothing",
+		        ev_oom_era_name(t->ooms[i].era));
 }
 
 static void advise_growth(ctx *c)
@@ -620,37 +640,41 @@ static void advise_growth(ctx *c)
 	int activations = 0;
 	if (g->site_count) {
 		const md_stack *st = &s->stacks[g->sites[0].stack];
-		activations = an_category(s, g->sites[0].stack, s->has_history) == AN_CAT_ACTIVATIONS;
+		activations =
+		    an_category(s, g->sites[0].stack, s->has_history) == AN_CAT_ACTIVATIONS;
 		char pbuf[1024];
 		for (size_t k = 0; k < st->count; k++) {
 			const md_frame *f = &s->frames[st->first + k];
 			if (an_frame_hidden(s, f))
 				continue;
-			snprintf(site, sizeof site, " The largest grower is %s (%s:%d), %s per iteration.",
-				 md_str(s, f->name), rp_path(c->opt, md_str(s, f->filename), pbuf, sizeof pbuf),
-				 f->line, sz(b3, g->sites[0].bytes_per_iteration));
+			snprintf(site, sizeof site,
+			         " The largest grower is %s (%s:%d), %s per iteration.",
+			         md_str(s, f->name),
+			         rp_path(c->opt, md_str(s, f->filename), pbuf, sizeof pbuf),
+			         f->line, sz(b3, g->sites[0].bytes_per_iteration));
 			break;
 		}
 	}
 	uint64_t allocated = c->dv->pool[AN_POOL_ALL].allocated;
 	finding(c, "memory_growth", total * 4 >= allocated ? AD_CRITICAL : AD_WARNING,
-		"Live memory grows %s per iteration and is not released: %zu of %zu iterations "
-		"left memory behind (%s in all).%s",
-		sz(b1, g->per_iteration), g->growing_iterations, g->middle_iterations,
-		sz(b2, total), site);
+	        "Live memory grows %s per iteration and is not released: %zu of %zu iterations "
+	        "left memory behind (%s in all).%s",
+	        sz(b1, g->per_iteration), g->growing_iterations, g->middle_iterations,
+	        sz(b2, total), site);
 	if (activations && !g->backward_seen)
-		recommend(c, "no_grad_eval", 5, "Evaluate under torch.no_grad()",
-			  "with torch.no_grad():  # or @torch.inference_mode()\n    out = model(x)",
-			  "Forward activations survive every iteration and no backward pass ever frees "
-			  "them: autograd keeps each iteration's graph alive. %s per iteration.",
-			  sz(b1, g->per_iteration));
+		recommend(
+		    c, "no_grad_eval", 5, "Evaluate under torch.no_grad()",
+		    "with torch.no_grad():  # or @torch.inference_mode()\n    out = model(x)",
+		    "Forward activations survive every iteration and no backward pass ever frees "
+		    "them: autograd keeps each iteration's graph alive. %s per iteration.",
+		    sz(b1, g->per_iteration));
 	recommend(c, "release_references", activations && !g->backward_seen ? 6 : 5,
-		  "Drop references that keep tensors (and their graphs) alive",
-		  "total += loss.item()   # not: total += loss\nhistory.append(out.detach())",
-		  "Memory allocated in each iteration is still referenced at the end of the run "
-		  "(%s per iteration): accumulating tensors, not numbers, keeps them and their "
-		  "autograd graphs alive.",
-		  sz(b1, g->per_iteration));
+	          "Drop references that keep tensors (and their graphs) alive",
+	          "total += loss.item()   # not: total += loss\nhistory.append(out.detach())",
+	          "Memory allocated in each iteration is still referenced at the end of the run "
+	          "(%s per iteration): accumulating tensors, not numbers, keeps them and their "
+	          "autograd graphs alive.",
+	          sz(b1, g->per_iteration));
 }
 
 static void advise_peak_overhead(ctx *c)
@@ -663,13 +687,13 @@ static void advise_peak_overhead(ctx *c)
 	if (pct(over, dv->peak_reserved) < HIGH_FRAG_PERCENT || over < HIGH_FRAG_MIN_BYTES)
 		return;
 	finding(c, "high_fragmentation", AD_WARNING,
-		"At the peak, %s was reserved for %s allocated: %s (%d%% of reserved) was lost to "
-		"fragmentation and caching of differently sized blocks.",
-		sz(b1, dv->peak_reserved), sz(b2, dv->peak_allocated), sz(b3, over),
-		pct(over, dv->peak_reserved));
+	        "At the peak, %s was reserved for %s allocated: %s (%d%% of reserved) was lost to "
+	        "fragmentation and caching of differently sized blocks.",
+	        sz(b1, dv->peak_reserved), sz(b2, dv->peak_allocated), sz(b3, over),
+	        pct(over, dv->peak_reserved));
 	if (!settings_expandable(c))
 		advise_fragmentation(c, 10, over, dv->pool[AN_POOL_ALL].largest_free,
-				     dv->pool[AN_POOL_ALL].largest_hole);
+		                     dv->pool[AN_POOL_ALL].largest_hole);
 }
 
 static void advise_evidence(ctx *c)
@@ -681,52 +705,60 @@ static void advise_evidence(ctx *c)
 	char b1[32], b2[32];
 	if (all->pending_free_blocks)
 		finding(c, "pending_free_blocks", AD_WARNING,
-			"%s in %llu blocks was freed by the program but is still in use by another "
-			"stream (record_stream or collective communication): the allocator cannot "
-			"reuse it until that stream's work completes.",
-			sz(b1, all->pending_free), (unsigned long long)all->pending_free_blocks);
+		        "%s in %llu blocks was freed by the program but is still in use by another "
+		        "stream (record_stream or collective communication): the allocator cannot "
+		        "reuse it until that stream's work completes.",
+		        sz(b1, all->pending_free), (unsigned long long)all->pending_free_blocks);
 	if (priv->segments)
-		finding(c, "private_pools", AD_INFO,
-			"%s is reserved in %llu segments of private pools (CUDA graphs or MemPool), "
-			"with %s allocated; it is reported apart and is only released when its graph "
-			"or pool is destroyed.",
-			sz(b1, priv->reserved), (unsigned long long)priv->segments,
-			sz(b2, priv->allocated));
+		finding(
+		    c, "private_pools", AD_INFO,
+		    "%s is reserved in %llu segments of private pools (CUDA graphs or MemPool), "
+		    "with %s allocated; it is reported apart and is only released when its graph "
+		    "or pool is destroyed.",
+		    sz(b1, priv->reserved), (unsigned long long)priv->segments,
+		    sz(b2, priv->allocated));
 	if (dv->has_trace && dv->truncated)
-		finding(c, "trace_truncated", AD_WARNING,
-			"The trace does not reach back to the start of the run (%zu events; %s was "
-			"already reserved when it begins): the ring buffer wrapped or recording began "
-			"late, so peaks from it are lower bounds.",
-			dv->trace_events, sz(b1, dv->initial_reserved));
+		finding(
+		    c, "trace_truncated", AD_WARNING,
+		    "The trace does not reach back to the start of the run (%zu events; %s was "
+		    "already reserved when it begins): the ring buffer wrapped or recording began "
+		    "late, so peaks from it are lower bounds.",
+		    dv->trace_events, sz(b1, dv->initial_reserved));
 	if (!dv->has_trace) {
-		finding(c, "no_history", AD_INFO,
-			"No allocation history was recorded: the snapshot has segments and blocks but "
-			"no trace%s, so there are no peaks, no timeline and no growth analysis.",
-			s->has_history ? "" : " and no stacks");
+		finding(
+		    c, "no_history", AD_INFO,
+		    "No allocation history was recorded: the snapshot has segments and blocks but "
+		    "no trace%s, so there are no peaks, no timeline and no growth analysis.",
+		    s->has_history ? "" : " and no stacks");
 		recommend(c, "record_history", 50, "Record allocation history next time",
-			  "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
-			  "# ... run until the problem shows ...\n"
-			  "torch.cuda.memory._dump_snapshot(\"snapshot.pickle\")",
-			  "With history, every block carries the stack that allocated it and the "
-			  "trace gives peaks, a timeline, OOM details and growth per iteration.");
+		          "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
+		          "# ... run until the problem shows ...\n"
+		          "torch.cuda.memory._dump_snapshot(\"snapshot.pickle\")",
+		          "With history, every block carries the stack that allocated it and the "
+		          "trace gives peaks, a timeline, OOM details and growth per iteration.");
 	}
 	const md_settings *cfg = &s->settings;
 	if (cfg->gc_threshold > 0 && !fraction_in_effect(c))
-		finding(c, "setting_ineffective", AD_WARNING,
-			"garbage_collection_threshold:%g is set, but it only acts when a memory fraction "
-			"is set (torch.cuda.set_per_process_memory_fraction); nothing here shows one.",
-			cfg->gc_threshold);
+		finding(
+		    c, "setting_ineffective", AD_WARNING,
+		    "garbage_collection_threshold:%g is set, but it only acts when a memory "
+		    "fraction "
+		    "is set (torch.cuda.set_per_process_memory_fraction); nothing here shows one.",
+		    cfg->gc_threshold);
 	if (settings_max_split(c) && settings_expandable(c))
-		finding(c, "setting_ineffective", AD_INFO,
-			"Both expandable_segments and max_split_size_mb are set: max_split_size_mb only "
-			"acts on non-expandable segments, so with expandable segments on it has little "
-			"left to do.");
+		finding(
+		    c, "setting_ineffective", AD_INFO,
+		    "Both expandable_segments and max_split_size_mb are set: max_split_size_mb "
+		    "only "
+		    "acts on non-expandable segments, so with expandable segments on it has little "
+		    "left to do.");
 	if (all->whole_free >= MR_GIB && all->whole_free * 4 >= all->reserved)
 		finding(c, "empty_cache_note", AD_INFO,
-			"%s of the %s reserved is in segments with nothing allocated. empty_cache() would "
-			"hand them back to the driver for other processes, but it never gives this "
-			"process more room: the allocator reuses them anyway.",
-			sz(b1, all->whole_free), sz(b2, all->reserved));
+		        "%s of the %s reserved is in segments with nothing allocated. "
+		        "empty_cache() would "
+		        "hand them back to the driver for other processes, but it never gives this "
+		        "process more room: the allocator reuses them anyway.",
+		        sz(b1, all->whole_free), sz(b2, all->reserved));
 }
 
 static void verdict(ctx *c)
@@ -741,45 +773,51 @@ static void verdict(ctx *c)
 	uint64_t live = live_total(cat);
 	if (!c->dv) {
 		if (o->present && o->cause == AD_CAUSE_FRAGMENTATION)
-			mr_buf_printf(&b,
-				      "Out of memory from fragmentation: %s reserved but unallocated, more "
-				      "than the %s asked for, within %s.",
-				      sz(b1, o->free_cached), sz(b2, o->requested), sz(b3, o->limit));
+			mr_buf_printf(
+			    &b,
+			    "Out of memory from fragmentation: %s reserved but unallocated, more "
+			    "than the %s asked for, within %s.",
+			    sz(b1, o->free_cached), sz(b2, o->requested), sz(b3, o->limit));
 		else if (o->present && o->cause == AD_CAUSE_CAPACITY)
-			mr_buf_printf(&b,
-				      "Out of memory from capacity: %s allocated by PyTorch within %s; only "
-				      "%s was reserved but unallocated for a %s request.",
-				      sz(b1, o->allocated), sz(b2, o->limit), sz(b3, o->free_cached),
-				      sz(b4, o->requested));
+			mr_buf_printf(
+			    &b,
+			    "Out of memory from capacity: %s allocated by PyTorch within %s; only "
+			    "%s was reserved but unallocated for a %s request.",
+			    sz(b1, o->allocated), sz(b2, o->limit), sz(b3, o->free_cached),
+			    sz(b4, o->requested));
 		else if (o->present && o->cause == AD_CAUSE_OTHER_PROCESSES)
-			mr_buf_printf(&b,
-				      "Out of memory because other processes hold most of the card; "
-				      "PyTorch had only %s allocated.",
-				      sz(b1, o->allocated));
+			mr_buf_printf(
+			    &b,
+			    "Out of memory because other processes hold most of the card; "
+			    "PyTorch had only %s allocated.",
+			    sz(b1, o->allocated));
 		else if (o->present)
 			mr_buf_printf(&b, "Out of memory; the evidence does not say why.");
 		else
 			mr_buf_printf(&b, "No out-of-memory error in the evidence.");
 	} else if (o->present && o->cause == AD_CAUSE_FRAGMENTATION) {
-		mr_buf_printf(&b,
-			      "Out of memory from fragmentation: %s free in %llu pieces, none as large "
-			      "as the %s asked for.",
-			      sz(b1, o->free_cached), (unsigned long long)o->free_pieces,
-			      sz(b2, o->requested));
+		mr_buf_printf(
+		    &b,
+		    "Out of memory from fragmentation: %s free in %llu pieces, none as large "
+		    "as the %s asked for.",
+		    sz(b1, o->free_cached), (unsigned long long)o->free_pieces,
+		    sz(b2, o->requested));
 	} else if (o->present) {
-		uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
+		uint64_t state =
+		    cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
 		if (live && pct(state, live) >= DOMINANT_PERCENT)
-			mr_buf_printf(&b,
-				      "Out of memory from capacity: parameters, gradients and optimizer "
-				      "state hold %s of %s live; activations are only %s, so a smaller "
-				      "batch cannot help.",
-				      sz(b1, state), sz(b2, live), sz(b3, cat[AN_CAT_ACTIVATIONS]));
+			mr_buf_printf(
+			    &b,
+			    "Out of memory from capacity: parameters, gradients and optimizer "
+			    "state hold %s of %s live; activations are only %s, so a smaller "
+			    "batch cannot help.",
+			    sz(b1, state), sz(b2, live), sz(b3, cat[AN_CAT_ACTIVATIONS]));
 		else
 			mr_buf_printf(&b,
-				      "Out of memory from capacity: live tensors hold %s (%d%% "
-				      "activations); only %s was free for a %s request.",
-				      sz(b1, all->allocated), pct(cat[AN_CAT_ACTIVATIONS], live),
-				      sz(b2, o->free_cached), sz(b3, o->requested));
+			              "Out of memory from capacity: live tensors hold %s (%d%% "
+			              "activations); only %s was free for a %s request.",
+			              sz(b1, all->allocated), pct(cat[AN_CAT_ACTIVATIONS], live),
+			              sz(b2, o->free_cached), sz(b3, o->requested));
 	} else {
 		const ad_finding *growth = NULL, *frag = NULL;
 		for (size_t i = 0; i < c->a->finding_count; i++) {
@@ -790,29 +828,34 @@ static void verdict(ctx *c)
 		}
 		if (growth) {
 			const an_growth *g = &dv->growth;
-			mr_buf_printf(&b,
-				      "Memory grows %s per iteration and is never released: %s over "
-				      "%zu iterations.",
-				      sz(b1, g->per_iteration), sz(b2, g->per_iteration * g->middle_iterations),
-				      g->middle_iterations);
+			mr_buf_printf(
+			    &b,
+			    "Memory grows %s per iteration and is never released: %s over "
+			    "%zu iterations.",
+			    sz(b1, g->per_iteration),
+			    sz(b2, g->per_iteration * g->middle_iterations), g->middle_iterations);
 		} else if (frag) {
-			mr_buf_printf(&b,
-				      "%d%% of reserved memory is lost to fragmentation at the peak: %s "
-				      "reserved for %s allocated.",
-				      pct(dv->peak_reserved - dv->peak_allocated, dv->peak_reserved),
-				      sz(b1, dv->peak_reserved), sz(b2, dv->peak_allocated));
+			mr_buf_printf(
+			    &b,
+			    "%d%% of reserved memory is lost to fragmentation at the peak: %s "
+			    "reserved for %s allocated.",
+			    pct(dv->peak_reserved - dv->peak_allocated, dv->peak_reserved),
+			    sz(b1, dv->peak_reserved), sz(b2, dv->peak_allocated));
 		} else if (dv->has_trace) {
-			mr_buf_printf(&b,
-				      "Healthy: peak %s allocated in %s reserved (%d%% overhead); nothing "
-				      "urgent to change.",
-				      sz(b1, dv->peak_allocated), sz(b2, dv->peak_reserved),
-				      pct(dv->peak_reserved - MR_MIN(dv->peak_allocated, dv->peak_reserved),
-					  dv->peak_reserved));
+			mr_buf_printf(
+			    &b,
+			    "Healthy: peak %s allocated in %s reserved (%d%% overhead); nothing "
+			    "urgent to change.",
+			    sz(b1, dv->peak_allocated), sz(b2, dv->peak_reserved),
+			    pct(dv->peak_reserved - MR_MIN(dv->peak_allocated, dv->peak_reserved),
+			        dv->peak_reserved));
 		} else {
-			mr_buf_printf(&b,
-				      "No out-of-memory error: %s reserved, %s allocated, largest free "
-				      "block %s. No allocation history was recorded.",
-				      sz(b1, all->reserved), sz(b2, all->allocated), sz(b3, all->largest_free));
+			mr_buf_printf(
+			    &b,
+			    "No out-of-memory error: %s reserved, %s allocated, largest free "
+			    "block %s. No allocation history was recorded.",
+			    sz(b1, all->reserved), sz(b2, all->allocated),
+			    sz(b3, all->largest_free));
 		}
 	}
 	if (b.failed) {
@@ -834,7 +877,8 @@ mr_status ad_advise(const rp_run *run, const rp_options *opt, ad_advice *out, mr
 		memcpy(out->categories.bytes, c.dv->categories, sizeof out->categories.bytes);
 		out->categories.peak_present = c.dv->peak_categories_known;
 		memcpy(out->categories.peak, c.dv->peak_categories, sizeof out->categories.peak);
-		out->categories.moment = c.dv->oom.present && !c.dv->oom.events_after ? "oom" : "snapshot";
+		out->categories.moment =
+		    c.dv->oom.present && !c.dv->oom.events_after ? "oom" : "snapshot";
 		if (c.dv->oom.present)
 			advise_oom(&c);
 		advise_growth(&c);
@@ -929,9 +973,9 @@ mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
 	if (!limit && dv->oom.present && dv->oom.device_free > dv->oom.alloc_size) {
 		limit = dv->pool[AN_POOL_ALL].reserved;
 		snprintf(a->replay_note, sizeof a->replay_note,
-			 "The cap is not in the snapshot; the replays use %llu bytes, the reserved "
-			 "memory at the OOM and the tightest cap the recording allows.",
-			 (unsigned long long)limit);
+		         "The cap is not in the snapshot; the replays use %llu bytes, the reserved "
+		         "memory at the OOM and the tightest cap the recording allows.",
+		         (unsigned long long)limit);
 	}
 	memset(jobs, 0, sizeof jobs);
 	sim_config base;
@@ -973,10 +1017,11 @@ mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
 		rp->peak_allocated = r->peak_allocated;
 	}
 	if (!jobs[0].res.matches_recording) {
-		snprintf(a->replay_note, sizeof a->replay_note,
-			 "The replay of the recorded settings parted from the recording at event %zu "
-			 "(%s), so no prediction for other settings is shown.",
-			 jobs[0].res.first_divergence.event_index, jobs[0].res.first_divergence.what);
+		snprintf(
+		    a->replay_note, sizeof a->replay_note,
+		    "The replay of the recorded settings parted from the recording at event %zu "
+		    "(%s), so no prediction for other settings is shown.",
+		    jobs[0].res.first_divergence.event_index, jobs[0].res.first_divergence.what);
 		a->replay_count = 1;
 		goto done;
 	}
@@ -984,9 +1029,11 @@ mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
 		ad_recommendation *rec = &a->recs[rec_of[i]];
 		const ad_replay *rp = &a->replays[i];
 		char quote[256], b1[32], b2[32];
-		snprintf(quote, sizeof quote, " Replayed with %s: %s, peak reserved %s (recorded: %s%s).",
-			 rp->conf, rp->oom ? "still out of memory" : "no OOM", sz(b1, rp->peak_reserved),
-			 a->replays[0].oom ? "out of memory at " : "", sz(b2, a->replays[0].peak_reserved));
+		snprintf(quote, sizeof quote,
+		         " Replayed with %s: %s, peak reserved %s (recorded: %s%s).", rp->conf,
+		         rp->oom ? "still out of memory" : "no OOM", sz(b1, rp->peak_reserved),
+		         a->replays[0].oom ? "out of memory at " : "",
+		         sz(b2, a->replays[0].peak_reserved));
 		char *reason = append_text(rec->reason, quote);
 		if (!reason) {
 			st = mr_oom(err);
@@ -999,14 +1046,15 @@ mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
 		const ad_replay *rp = &a->replays[i];
 		/* Against a run that ran out of memory, surviving is the test; against one that
 		 * did not, needing more memory is worse. */
-		int worse = rp->oom || (!a->replays[0].oom &&
-					rp->peak_reserved > a->replays[0].peak_reserved);
+		int worse = rp->oom ||
+		            (!a->replays[0].oom && rp->peak_reserved > a->replays[0].peak_reserved);
 		if (!worse)
 			continue;
 		size_t k = rec_of[i];
 		ad_finding *f;
 		char b1[32], b2[32];
-		ad_finding *grown = mr_realloc_array(a->findings, a->finding_count + 1, sizeof *grown);
+		ad_finding *grown =
+		    mr_realloc_array(a->findings, a->finding_count + 1, sizeof *grown);
 		if (!grown) {
 			st = mr_oom(err);
 			goto done;
@@ -1018,10 +1066,10 @@ mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
 		f->severity = AD_INFO;
 		mr_buf m = {0};
 		mr_buf_printf(&m,
-			      "Replayed with %s the run would %s (peak reserved %s against %s "
-			      "recorded), so it is not recommended here.",
-			      rp->conf, rp->oom ? "still run out of memory" : "need more memory",
-			      sz(b1, rp->peak_reserved), sz(b2, a->replays[0].peak_reserved));
+		              "Replayed with %s the run would %s (peak reserved %s against %s "
+		              "recorded), so it is not recommended here.",
+		              rp->conf, rp->oom ? "still run out of memory" : "need more memory",
+		              sz(b1, rp->peak_reserved), sz(b2, a->replays[0].peak_reserved));
 		if (m.failed) {
 			mr_buf_free(&m);
 			st = mr_oom(err);

@@ -17,17 +17,17 @@
 typedef enum { AD_INFO, AD_WARNING, AD_CRITICAL } ad_severity;
 
 typedef struct {
-	char id[40];      /* contract id: oom_fragmentation, memory_growth, ... */
+	char id[40]; /* contract id: oom_fragmentation, memory_growth, ... */
 	ad_severity severity;
-	char *message;    /* one or two sentences with the numbers */
+	char *message; /* one or two sentences with the numbers */
 } ad_finding;
 
 typedef struct {
-	char id[40];      /* contract id: expandable_segments, reduce_microbatch, ... */
-	int rank;         /* 1 = do this first */
-	char *title;      /* short imperative: "Turn on expandable segments" */
-	char *reason;     /* why, with the numbers */
-	char *change;     /* the exact change: an environment line or a code line; may be NULL */
+	char id[40];  /* contract id: expandable_segments, reduce_microbatch, ... */
+	int rank;     /* 1 = do this first */
+	char *title;  /* short imperative: "Turn on expandable segments" */
+	char *reason; /* why, with the numbers */
+	char *change; /* the exact change: an environment line or a code line; may be NULL */
 } ad_recommendation;
 
 typedef enum {
@@ -51,9 +51,14 @@ typedef struct {
 } ad_oom;
 
 /* The categories of analyze.h, named for the advice's readers. */
-enum { AD_CAT_PARAMETERS = AN_CAT_PARAMETERS, AD_CAT_GRADIENTS = AN_CAT_GRADIENTS,
-       AD_CAT_OPTIMIZER = AN_CAT_OPTIMIZER, AD_CAT_ACTIVATIONS = AN_CAT_ACTIVATIONS,
-       AD_CAT_OTHER = AN_CAT_OTHER, AD_CAT_COUNT = AN_CAT_COUNT };
+enum {
+	AD_CAT_PARAMETERS = AN_CAT_PARAMETERS,
+	AD_CAT_GRADIENTS = AN_CAT_GRADIENTS,
+	AD_CAT_OPTIMIZER = AN_CAT_OPTIMIZER,
+	AD_CAT_ACTIVATIONS = AN_CAT_ACTIVATIONS,
+	AD_CAT_OTHER = AN_CAT_OTHER,
+	AD_CAT_COUNT = AN_CAT_COUNT
+};
 
 typedef struct {
 	int present;
@@ -66,10 +71,10 @@ typedef struct {
 /* One replay of the trace through the allocator model (sim.h): the recorded settings first,
  * then each recommended allocator change. */
 typedef struct {
-	char conf[128];    /* alloc-conf replayed; "recorded" for the recorded settings */
-	int matches;       /* recorded settings only: the replay reproduced the recording */
-	int oom;           /* the replay ran out of memory under `limit` */
-	uint64_t limit;    /* 0: none */
+	char conf[128]; /* alloc-conf replayed; "recorded" for the recorded settings */
+	int matches;    /* recorded settings only: the replay reproduced the recording */
+	int oom;        /* the replay ran out of memory under `limit` */
+	uint64_t limit; /* 0: none */
 	uint64_t peak_reserved, peak_allocated;
 } ad_replay;
 
@@ -81,9 +86,9 @@ typedef struct {
 	size_t finding_count;
 	ad_recommendation *recs; /* sorted by rank */
 	size_t rec_count;
-	ad_replay replays[4];    /* empty unless an allocator setting is recommended */
+	ad_replay replays[4]; /* empty unless an allocator setting is recommended */
 	size_t replay_count;
-	char replay_note[256];   /* why no prediction is shown, or how the limit was chosen */
+	char replay_note[256]; /* why no prediction is shown, or how the limit was chosen */
 } ad_advice;
 
 const char *ad_cause_name(ad_cause c);

@@ -129,13 +129,20 @@ uint64_t an_round_size(const md_settings *cfg, uint64_t size)
 
 int an_frame_hidden(const md_snapshot *s, const md_frame *f)
 {
-	static const char *const names[] = {"unwind::unwind", "CapturedTraceback::gather",
-					    "gather_with_cpp", "_start", "__libc_start_main",
-					    "PyEval_", "PyObject_", "PyFunction_"};
-	static const char *const files[] = {"core/boxing", "/Register", "/Redispatch",
-					    "pythonrun.c", "Modules/main.c", "Objects/call.c",
-					    "Objects/methodobject.c", "pycore_ceval.h", "ceval.c",
-					    "cpython/abstract.h"};
+	static const char *const names[] = {"unwind::unwind",    "CapturedTraceback::gather",
+	                                    "gather_with_cpp",   "_start",
+	                                    "__libc_start_main", "PyEval_",
+	                                    "PyObject_",         "PyFunction_"};
+	static const char *const files[] = {"core/boxing",
+	                                    "/Register",
+	                                    "/Redispatch",
+	                                    "pythonrun.c",
+	                                    "Modules/main.c",
+	                                    "Objects/call.c",
+	                                    "Objects/methodobject.c",
+	                                    "pycore_ceval.h",
+	                                    "ceval.c",
+	                                    "cpython/abstract.h"};
 	const char *name = md_str(s, f->name), *file = md_str(s, f->filename);
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strstr(name, names[i]))
@@ -205,7 +212,7 @@ static uint64_t block_estimate(const md_settings *cfg, uint64_t requested)
 }
 
 static void bucket_add(an_point *p, int first_visit, size_t i, const md_event *e, uint64_t alloc,
-		       uint64_t reserved)
+                       uint64_t reserved)
 {
 	if (first_visit) {
 		p->allocated_min = p->allocated_max = alloc;
@@ -224,7 +231,7 @@ static void bucket_add(an_point *p, int first_visit, size_t i, const md_event *e
  * keep their real sizes, blocks freed inside the window are estimated at their free, and
  * whatever is left when the walk reaches the first event was there before the window. */
 static mr_status replay(const md_snapshot *s, const an_pool *all, an_device *dv,
-			const md_device *md, size_t max_points, mr_error *err)
+                        const md_device *md, size_t max_points, mr_error *err)
 {
 	const md_event *ev = md->events;
 	size_t n = md->event_count;
@@ -234,7 +241,8 @@ static mr_status replay(const md_snapshot *s, const an_pool *all, an_device *dv,
 		const md_segment *seg = &s->segments[i];
 		for (size_t j = 0; j < seg->block_count; j++) {
 			const md_block *b = &s->blocks[seg->first_block + j];
-			if (b->state == MD_BLOCK_ACTIVE_ALLOCATED && map_put(&live, b->address, b->size))
+			if (b->state == MD_BLOCK_ACTIVE_ALLOCATED &&
+			    map_put(&live, b->address, b->size))
 				goto oom;
 		}
 	}
@@ -270,8 +278,8 @@ static mr_status replay(const md_snapshot *s, const an_pool *all, an_device *dv,
 			alloc = alloc > size ? alloc - size : 0;
 			break;
 		case MD_ACT_FREE_REQUESTED:
-			/* A block freed twice with no alloc between (a spliced or repeated trace) is
-			 * counted once. */
+			/* A block freed twice with no alloc between (a spliced or repeated trace)
+			 * is counted once. */
 			if (map_take(&live, e->addr, &size)) {
 				if (map_put(&live, e->addr, size))
 					goto oom;
@@ -287,15 +295,12 @@ static mr_status replay(const md_snapshot *s, const an_pool *all, an_device *dv,
 			reserved = reserved > e->size ? reserved - e->size : 0;
 			break;
 		case MD_ACT_SEGMENT_FREE:
-		case MD_ACT_SEGMENT_UNMAP:
-			reserved += e->size;
-			break;
+		case MD_ACT_SEGMENT_UNMAP: reserved += e->size; break;
 		case MD_ACT_OOM:
 			if (!dv->oom_events++)
 				dv->last_oom_event = i;
 			break;
-		default:
-			break;
+		default: break;
 		}
 	}
 	dv->initial_allocated = alloc;
@@ -366,8 +371,8 @@ static mr_status live_sites(const md_snapshot *s, an_device *dv, mr_error *err)
 
 const char *an_category_name(int cat)
 {
-	static const char *const names[AN_CAT_COUNT] = {"parameters", "gradients", "optimizer_state",
-							"activations", "other"};
+	static const char *const names[AN_CAT_COUNT] = {"parameters", "gradients",
+	                                                "optimizer_state", "activations", "other"};
 	return cat >= 0 && cat < AN_CAT_COUNT ? names[cat] : "other";
 }
 
@@ -377,8 +382,7 @@ static int path_has(const char *file, const char *dir)
 	size_t n = strlen(dir);
 	for (const char *p = file; *p; p++) {
 		size_t i = 0;
-		while (i < n && p[i] &&
-		       (p[i] == dir[i] || (dir[i] == '/' && p[i] == '\\')))
+		while (i < n && p[i] && (p[i] == dir[i] || (dir[i] == '/' && p[i] == '\\')))
 			i++;
 		if (i == n)
 			return 1;
@@ -402,12 +406,13 @@ int an_category(const md_snapshot *s, uint32_t stack, int stacks_recorded)
 			return AN_CAT_OPTIMIZER;
 		if (strcmp(name, "_apply") == 0 || strcmp(name, "load_state_dict") == 0 ||
 		    strcmp(name, "_load_from_state_dict") == 0 ||
-		    strcmp(name, "reset_parameters") == 0 || path_has(file, "torch/nn/parameter.py") ||
+		    strcmp(name, "reset_parameters") == 0 ||
+		    path_has(file, "torch/nn/parameter.py") ||
 		    (strcmp(name, "__init__") == 0 && path_has(file, "torch/nn/modules/")))
 			params = 1;
 		else if (path_has(file, "torch/autograd/") || strstr(name, "AccumulateGrad") ||
-			 strcmp(name, "_engine_run_backward") == 0 ||
-			 (strcmp(name, "backward") == 0 && path_has(file, "torch/_tensor.py")))
+		         strcmp(name, "_engine_run_backward") == 0 ||
+		         (strcmp(name, "backward") == 0 && path_has(file, "torch/_tensor.py")))
 			grads = 1;
 		else if (strcmp(name, "forward") == 0 || strstr(name, "::forward"))
 			acts = 1;
@@ -429,7 +434,7 @@ static void snapshot_categories(const md_snapshot *s, an_device *dv)
 {
 	for (size_t i = 0; i < dv->site_count; i++)
 		dv->categories[an_category(s, dv->sites[i].stack, s->has_history)] +=
-			dv->sites[i].bytes;
+		    dv->sites[i].bytes;
 }
 
 /* ---- the OOM moment ---- */
@@ -486,8 +491,7 @@ typedef struct {
 	uint32_t stack;
 } peak_block;
 
-static mr_status peak_live(const md_snapshot *s, const md_device *md, an_device *dv,
-			   mr_error *err)
+static mr_status peak_live(const md_snapshot *s, const md_device *md, an_device *dv, mr_error *err)
 {
 	addr_map live = {0}; /* address -> index into blocks */
 	peak_block *blocks = NULL;
@@ -508,7 +512,8 @@ static mr_status peak_live(const md_snapshot *s, const md_device *md, an_device 
 			nblocks++;
 		} else if (e->action == MD_ACT_FREE_REQUESTED && !map_take(&live, e->addr, &idx)) {
 			uint64_t size = block_estimate(&s->settings, e->size);
-			before = before > size ? before - size : 0; /* allocated before the window */
+			before =
+			    before > size ? before - size : 0; /* allocated before the window */
 		}
 	}
 	dv->peak_sites = mr_alloc_array(live.count ? live.count : 1, sizeof *dv->peak_sites);
@@ -530,7 +535,7 @@ static mr_status peak_live(const md_snapshot *s, const md_device *md, an_device 
 	qsort(dv->peak_sites, dv->peak_site_count, sizeof *dv->peak_sites, site_cmp);
 	for (size_t i = 0; i < dv->peak_site_count; i++)
 		dv->peak_categories[an_category(s, dv->peak_sites[i].stack, stacks_recorded)] +=
-			dv->peak_sites[i].bytes;
+		    dv->peak_sites[i].bytes;
 	dv->peak_categories[AN_CAT_OTHER] += before;
 	dv->peak_categories_known = 1;
 	goto done;
@@ -548,7 +553,7 @@ done:
 typedef struct {
 	uint32_t stack;
 	uint32_t count;
-	size_t first, last;       /* alloc indices (among allocs) */
+	size_t first, last; /* alloc indices (among allocs) */
 	uint64_t min_gap, max_gap;
 	int regular;
 } site_rhythm;
@@ -570,7 +575,7 @@ static int growth_site_cmp(const void *a, const void *b)
 /* Iteration boundaries from the START of the annotation (torch.profiler.record_function) that
  * repeats most often on this device, at least 5 times: optimizer steps, usually. */
 static size_t annotation_marks(const md_snapshot *s, const md_device *md, size_t **out,
-			       mr_error *err, mr_status *st)
+                               mr_error *err, mr_status *st)
 {
 	uint32_t best = 0;
 	size_t best_count = 0;
@@ -589,7 +594,8 @@ static size_t annotation_marks(const md_snapshot *s, const md_device *md, size_t
 			best_count = c;
 		}
 		if (s->annotation_count > 4096)
-			break; /* enough to find the common name; keep this quadratic scan bounded */
+			break; /* enough to find the common name; keep this quadratic scan bounded
+			        */
 	}
 	if (best_count < 5)
 		return 0;
@@ -615,7 +621,7 @@ static size_t annotation_marks(const md_snapshot *s, const md_device *md, size_t
  * trace has times, else from the most frequent allocation site whose occurrences are evenly
  * spaced. Returns the count, or 0. *out is malloc'd. */
 static size_t iteration_marks(const md_snapshot *s, const md_device *md, uint32_t *anchor,
-			      size_t **out, mr_error *err, mr_status *st)
+                              size_t **out, mr_error *err, mr_status *st)
 {
 	size_t n = md->event_count, count = 0;
 	*anchor = 0;
@@ -657,8 +663,7 @@ static size_t iteration_marks(const md_snapshot *s, const md_device *md, uint32_
 		if (x->max_gap * 4 > x->min_gap * 5)
 			continue;
 		/* A loop spans the run; setup (model creation, parameter copies) does not. */
-		if ((x->last - x->first) * 2 < allocs ||
-		    an_category(s, k, 0) == AN_CAT_PARAMETERS)
+		if ((x->last - x->first) * 2 < allocs || an_category(s, k, 0) == AN_CAT_PARAMETERS)
 			continue;
 		if (x->count > best_count) {
 			best = k;
@@ -711,7 +716,8 @@ static mr_status growth(const md_snapshot *s, const md_device *md, an_device *dv
 		const md_segment *seg = &s->segments[i];
 		for (size_t j = 0; j < seg->block_count; j++) {
 			const md_block *b = &s->blocks[seg->first_block + j];
-			if (b->state == MD_BLOCK_ACTIVE_ALLOCATED && map_put(&alive, b->address, b->size))
+			if (b->state == MD_BLOCK_ACTIVE_ALLOCATED &&
+			    map_put(&alive, b->address, b->size))
 				goto oom;
 		}
 	}
@@ -789,8 +795,9 @@ mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr
 		while (seg < s->segment_count && s->segments[seg].device == md->id) {
 			const md_segment *sg = &s->segments[seg];
 			add_segment(&dv->pool[AN_POOL_ALL], s, sg);
-			add_segment(&dv->pool[sg->pool == MD_POOL_SMALL ? AN_POOL_SMALL : AN_POOL_LARGE], s,
-				    sg);
+			add_segment(
+			    &dv->pool[sg->pool == MD_POOL_SMALL ? AN_POOL_SMALL : AN_POOL_LARGE], s,
+			    sg);
 			if (is_private(sg))
 				add_segment(&dv->pool[AN_POOL_PRIVATE], s, sg);
 			if (sg->is_expandable)
@@ -801,8 +808,9 @@ mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr
 		if (s->settings.expandable_segments)
 			dv->expandable = 1;
 		const an_pool *all = &dv->pool[AN_POOL_ALL];
-		dv->fragmentation =
-			all->free_cached ? 1.0 - (double)all->largest_free / (double)all->free_cached : 0.0;
+		dv->fragmentation = all->free_cached
+		                        ? 1.0 - (double)all->largest_free / (double)all->free_cached
+		                        : 0.0;
 		dv->trace_events = md->event_count;
 		dv->has_trace = md->event_count > 0;
 		if (dv->has_trace && (st = replay(s, all, dv, md, max_points, err)))

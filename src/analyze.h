@@ -21,11 +21,11 @@ typedef struct {
 	uint64_t inactive_split, inactive_split_blocks; /* not counted in expandable segments */
 	uint64_t segments;
 	/* Layout. */
-	uint64_t free_cached;   /* every inactive block, split or not */
+	uint64_t free_cached; /* every inactive block, split or not */
 	uint64_t free_blocks;
-	uint64_t largest_free;  /* largest inactive block */
-	uint64_t largest_hole;  /* largest inactive block inside a split segment */
-	uint64_t whole_free;    /* segments with no active block: what empty_cache() releases */
+	uint64_t largest_free; /* largest inactive block */
+	uint64_t largest_hole; /* largest inactive block inside a split segment */
+	uint64_t whole_free;   /* segments with no active block: what empty_cache() releases */
 	uint64_t pending_free, pending_free_blocks; /* freed, but an event is still outstanding */
 	uint64_t active_blocks;
 	uint64_t rounding_waste; /* size - requested over active blocks */
@@ -46,8 +46,14 @@ typedef struct {
 } an_site;
 
 /* Live memory by what it holds, from the allocation stacks (see an_category). */
-enum { AN_CAT_PARAMETERS, AN_CAT_GRADIENTS, AN_CAT_OPTIMIZER, AN_CAT_ACTIVATIONS, AN_CAT_OTHER,
-       AN_CAT_COUNT };
+enum {
+	AN_CAT_PARAMETERS,
+	AN_CAT_GRADIENTS,
+	AN_CAT_OPTIMIZER,
+	AN_CAT_ACTIVATIONS,
+	AN_CAT_OTHER,
+	AN_CAT_COUNT
+};
 
 /* The free space the failed allocation could have used: same stream, same size class, default
  * pool, and (unless they are on) not inside expandable segments. */
@@ -71,15 +77,15 @@ typedef struct {
 } an_growth_site;
 
 typedef struct {
-	int found;             /* iterations were found at all */
+	int found; /* iterations were found at all */
 	size_t iterations;
-	uint32_t anchor_stack; /* the repeating site, or 0 when annotations marked iterations */
-	uint64_t per_iteration;     /* median of what each middle iteration left alive */
-	size_t growing_iterations;  /* middle iterations that left memory alive */
+	uint32_t anchor_stack;     /* the repeating site, or 0 when annotations marked iterations */
+	uint64_t per_iteration;    /* median of what each middle iteration left alive */
+	size_t growing_iterations; /* middle iterations that left memory alive */
 	size_t middle_iterations;
-	an_growth_site *sites;      /* largest first */
+	an_growth_site *sites; /* largest first */
 	size_t site_count;
-	int backward_seen;          /* some allocation came from the autograd engine */
+	int backward_seen; /* some allocation came from the autograd engine */
 } an_growth;
 
 typedef struct {
@@ -90,9 +96,9 @@ typedef struct {
 	size_t segment_first, segment_count; /* this device's slice of md_snapshot.segments */
 
 	/* From the trace. */
-	int has_trace;          /* at least one event */
+	int has_trace; /* at least one event */
 	size_t trace_events;
-	int truncated;          /* 1 when the trace does not reach back to an empty allocator */
+	int truncated; /* 1 when the trace does not reach back to an empty allocator */
 	uint64_t blocks_before_window; /* live blocks the trace never saw allocated */
 	uint64_t initial_reserved, initial_allocated; /* reconstructed at the window's start */
 	uint64_t peak_allocated, peak_reserved;
@@ -105,7 +111,7 @@ typedef struct {
 	an_site *sites; /* live blocks grouped by stack, largest first */
 	size_t site_count;
 
-	uint64_t categories[AN_CAT_COUNT];      /* live at the snapshot */
+	uint64_t categories[AN_CAT_COUNT]; /* live at the snapshot */
 	int peak_categories_known;
 	uint64_t peak_categories[AN_CAT_COUNT]; /* live at the trace's allocated peak */
 	an_site *peak_sites; /* live at the peak, by stack (block sizes estimated), largest first */

@@ -2,7 +2,7 @@
 #include "base64.h"
 
 static const char b64_alphabet[] =
-	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 void b64_encode(mr_buf *out, const unsigned char *data, size_t len)
 {
@@ -59,9 +59,9 @@ int b64_decode(mr_buf *out, const char *text, size_t len)
 			}
 		}
 		unsigned w = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 |
-			     (unsigned)v[3];
+		             (unsigned)v[3];
 		unsigned char bytes[3] = {(unsigned char)(w >> 16), (unsigned char)(w >> 8),
-					  (unsigned char)w};
+		                          (unsigned char)w};
 		mr_buf_append(out, bytes, (size_t)(3 - pad));
 	}
 	return out->failed ? -1 : 0;

@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EV_CELL_MAX 128         /* longer cells are garbage */
-#define EV_STATS_MAX_DEPTH 32   /* nested memory_stats objects */
-#define EV_MAX_PROCESSES 4096   /* "Process N has ..." sentences kept per message */
+#define EV_CELL_MAX 128       /* longer cells are garbage */
+#define EV_STATS_MAX_DEPTH 32 /* nested memory_stats objects */
+#define EV_MAX_PROCESSES 4096 /* "Process N has ..." sentences kept per message */
 
 /* ---- small character helpers (locale-free, safe on any byte) ---------------------------- */
 
@@ -118,20 +118,20 @@ typedef struct {
 
 /* Longest spellings first where one is a prefix of another ("bytes" before "B"). */
 static const ev_unit ev_units[] = {
-	{"bytes", 1, 0},
-	{"KiB", (uint64_t)1 << 10, 0},
-	{"MiB", (uint64_t)1 << 20, 0},
-	{"GiB", (uint64_t)1 << 30, 0},
-	{"TiB", (uint64_t)1 << 40, 0},
-	{"PiB", (uint64_t)1 << 50, 0},
-	{"EiB", (uint64_t)1 << 60, 0},
-	{"KB", (uint64_t)1 << 10, 1},
-	{"MB", (uint64_t)1 << 20, 1},
-	{"GB", (uint64_t)1 << 30, 1},
-	{"TB", (uint64_t)1 << 40, 1},
-	{"PB", (uint64_t)1 << 50, 1},
-	{"EB", (uint64_t)1 << 60, 1},
-	{"B", 1, 0},
+    {"bytes", 1, 0},
+    {"KiB", (uint64_t)1 << 10, 0},
+    {"MiB", (uint64_t)1 << 20, 0},
+    {"GiB", (uint64_t)1 << 30, 0},
+    {"TiB", (uint64_t)1 << 40, 0},
+    {"PiB", (uint64_t)1 << 50, 0},
+    {"EiB", (uint64_t)1 << 60, 0},
+    {"KB", (uint64_t)1 << 10, 1},
+    {"MB", (uint64_t)1 << 20, 1},
+    {"GB", (uint64_t)1 << 30, 1},
+    {"TB", (uint64_t)1 << 40, 1},
+    {"PB", (uint64_t)1 << 50, 1},
+    {"EB", (uint64_t)1 << 60, 1},
+    {"B", 1, 0},
 };
 
 /* Matches a unit at s[pos..n); returns its index in ev_units or -1. */
@@ -205,9 +205,17 @@ int ev_metric_is_bytes(int metric)
 const char *ev_metric_stat_key(int metric)
 {
 	static const char *keys[EV_METRIC_COUNT] = {
-		"allocated_bytes", "active_bytes", "requested_bytes", "reserved_bytes",
-		"inactive_split_bytes", "allocation", "active", "segment", "inactive_split",
-		"oversize_allocations", "oversize_segments",
+	    "allocated_bytes",
+	    "active_bytes",
+	    "requested_bytes",
+	    "reserved_bytes",
+	    "inactive_split_bytes",
+	    "allocation",
+	    "active",
+	    "segment",
+	    "inactive_split",
+	    "oversize_allocations",
+	    "oversize_segments",
 	};
 	return metric >= 0 && metric < EV_METRIC_COUNT ? keys[metric] : "";
 }
@@ -220,14 +228,14 @@ static int ev_metric_from_name(const char *c, size_t n)
 		const char *name;
 		int metric;
 	} exact[] = {
-		{"allocatedmemory", EV_ALLOCATED},
-		{"activememory", EV_ACTIVE},
-		{"requestedmemory", EV_REQUESTED},
-		{"non-releasablememory", EV_INACTIVE_SPLIT},
-		{"allocations", EV_ALLOCATIONS},
-		{"activeallocs", EV_ACTIVE_ALLOCS},
-		{"non-releasableallocs", EV_INACTIVE_SPLIT_ALLOCS},
-		{"oversizeallocations", EV_OVERSIZE_ALLOCS},
+	    {"allocatedmemory", EV_ALLOCATED},
+	    {"activememory", EV_ACTIVE},
+	    {"requestedmemory", EV_REQUESTED},
+	    {"non-releasablememory", EV_INACTIVE_SPLIT},
+	    {"allocations", EV_ALLOCATIONS},
+	    {"activeallocs", EV_ACTIVE_ALLOCS},
+	    {"non-releasableallocs", EV_INACTIVE_SPLIT_ALLOCS},
+	    {"oversizeallocations", EV_OVERSIZE_ALLOCS},
 	};
 	for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
 		if (strlen(exact[i].name) == n && ev_at_ci(c, n, 0, exact[i].name))
@@ -247,7 +255,7 @@ static int ev_metric_from_name(const char *c, size_t n)
 
 typedef struct {
 	ev_summary s;
-	int metric;    /* metric of the row being read, -1 none */
+	int metric; /* metric of the row being read, -1 none */
 	int pool;
 	int col;       /* next value column */
 	int last_main; /* last main metric row, for "from ... pool" rows */
@@ -618,17 +626,18 @@ static void ev_oom_init(ev_oom *o)
 }
 
 /* Stores an amount in a field unless it overflowed. */
-#define EV_SET(o, field, flag, v, bad) \
-	do { \
-		if (!(bad)) { \
-			(o)->field = (v); \
-			(o)->flag = 1; \
-		} \
+#define EV_SET(o, field, flag, v, bad)                                                             \
+	do {                                                                                       \
+		if (!(bad)) {                                                                      \
+			(o)->field = (v);                                                          \
+			(o)->flag = 1;                                                             \
+		}                                                                                  \
 	} while (0)
 
 /* Legacy tail "(GPU 0; T total capacity; A already allocated; F free; [X allowed;] R reserved in
  * total by PyTorch)" or "...; C cached)", in any order; p is just after '('. */
-static size_t ev_oom_legacy_tail(const char *s, size_t n, size_t p, ev_oom *o, char *word, size_t wsz)
+static size_t ev_oom_legacy_tail(const char *s, size_t n, size_t p, ev_oom *o, char *word,
+                                 size_t wsz)
 {
 	int dev, cached = 0, reserved = 0, closed = 0;
 	uint64_t cached_v = 0;
@@ -684,7 +693,8 @@ static size_t ev_oom_legacy_tail(const char *s, size_t n, size_t p, ev_oom *o, c
 	} else if (reserved) {
 		if (o->has_allocated) {
 			o->reserved_unallocated = o->reserved_total > o->allocated_by_pytorch
-				? o->reserved_total - o->allocated_by_pytorch : 0;
+			                              ? o->reserved_total - o->allocated_by_pytorch
+			                              : 0;
 			o->has_reserved_unallocated = 1;
 		}
 		o->era = EV_OOM_ERA_LEGACY_RESERVED;
@@ -699,8 +709,8 @@ static size_t ev_oom_legacy_tail(const char *s, size_t n, size_t p, ev_oom *o, c
 }
 
 /* Sentence tail (2.1+); p is just after "Tried to allocate X.". */
-static size_t ev_oom_sentence_tail(const char *s, size_t n, size_t p, ev_oom *o, char *word, size_t wsz,
-				   mr_status *st, mr_error *err)
+static size_t ev_oom_sentence_tail(const char *s, size_t n, size_t p, ev_oom *o, char *word,
+                                   size_t wsz, mr_status *st, mr_error *err)
 {
 	uint64_t v, f;
 	int bad, badf, dev;
@@ -734,8 +744,9 @@ static size_t ev_oom_sentence_tail(const char *s, size_t n, size_t p, ev_oom *o,
 	for (int guard = 0; guard < EV_MAX_PROCESSES + 8 && q < n; guard++) {
 		size_t r = q;
 		int pid;
-		if (ev_lit(s, n, &r, "Process") && ev_read_int(s, n, &r, &pid) && ev_lit(s, n, &r, "has") &&
-		    ev_amt(s, n, &r, &v, &bad) && ev_lit(s, n, &r, "memoryinuse.")) {
+		if (ev_lit(s, n, &r, "Process") && ev_read_int(s, n, &r, &pid) &&
+		    ev_lit(s, n, &r, "has") && ev_amt(s, n, &r, &v, &bad) &&
+		    ev_lit(s, n, &r, "memoryinuse.")) {
 			if (!bad && o->other_process_count < EV_MAX_PROCESSES) {
 				if (MR_GROW(o->other_processes, cap, o->other_process_count + 1)) {
 					*st = mr_oom(err);
@@ -749,8 +760,8 @@ static size_t ev_oom_sentence_tail(const char *s, size_t n, size_t p, ev_oom *o,
 			continue;
 		}
 		r = q;
-		if (ev_lit(s, n, &r, "Includingnon-PyTorchmemory,thisprocesshas") && ev_amt(s, n, &r, &v, &bad) &&
-		    ev_lit(s, n, &r, "memoryinuse.")) {
+		if (ev_lit(s, n, &r, "Includingnon-PyTorchmemory,thisprocesshas") &&
+		    ev_amt(s, n, &r, &v, &bad) && ev_lit(s, n, &r, "memoryinuse.")) {
 			EV_SET(o, this_process_in_use, has_this_process, v, bad);
 			q = r;
 			continue;
@@ -768,7 +779,8 @@ static size_t ev_oom_sentence_tail(const char *s, size_t n, size_t p, ev_oom *o,
 		return q;
 	EV_SET(o, allocated_by_pytorch, has_allocated, v, bad);
 	size_t r = q;
-	if (ev_lit(s, n, &r, "with") && ev_amt(s, n, &r, &f, &badf) && ev_lit(s, n, &r, "allocatedinprivatepools")) {
+	if (ev_lit(s, n, &r, "with") && ev_amt(s, n, &r, &f, &badf) &&
+	    ev_lit(s, n, &r, "allocatedinprivatepools")) {
 		EV_SET(o, private_pools, has_private_pools, f, badf);
 		/* skip "(e.g.,CUDAGraphs)," up to the "and" that follows it */
 		size_t lim = r + 64 < n ? r + 64 : n;
@@ -805,7 +817,8 @@ static size_t ev_oom_tried(const ev_squeezed *q, size_t i, ev_oom *o, mr_status 
 		size_t w = ev_upper_word_before(s, ls);
 		start = w < ls ? w : ls;
 		ev_copy_word(o->backend, sizeof o->backend, s + w, ls - w);
-		generic_lead = w == ls && s[ls] == 'O'; /* "Out of memory." of the generic allocator */
+		generic_lead =
+		    w == ls && s[ls] == 'O'; /* "Out of memory." of the generic allocator */
 	}
 	o->line = ev_squeezed_line(q, start);
 	uint64_t v;
@@ -922,7 +935,7 @@ static mr_status ev_find_ooms(const char *d, size_t len, ev_text *out, size_t *c
 				found = 1;
 			}
 		} else if ((c == 'o' || c == 'O') && ev_at_ci(s, n, i, "outofmemory.") &&
-			   !ev_at(s, n, i + 12, "Triedtoallocate")) {
+		           !ev_at(s, n, i + 12, "Triedtoallocate")) {
 			/* "XPU out of memory." with no recognisable tail */
 			size_t w = ev_upper_word_before(s, i);
 			if (w < i) {
@@ -968,7 +981,8 @@ mr_status ev_parse_text(const char *data, size_t len, ev_text *out, mr_error *er
 	if (st == MR_OK)
 		st = ev_find_ooms(data, len, out, &ocap, err);
 	if (st == MR_OK && out->summary_count == 0 && out->oom_count == 0)
-		st = mr_fail(err, MR_EINPUT, "no memory_summary() table or CUDA out-of-memory message found");
+		st = mr_fail(err, MR_EINPUT,
+		             "no memory_summary() table or CUDA out-of-memory message found");
 	if (st != MR_OK)
 		ev_text_free(out);
 	return st;
@@ -988,7 +1002,8 @@ const char *ev_cause_name(ev_cause c)
 
 uint64_t ev_oom_limit(const ev_oom *o)
 {
-	if (o->has_allowed && o->allowed > 0 && (!o->has_total_capacity || o->allowed <= o->total_capacity))
+	if (o->has_allowed && o->allowed > 0 &&
+	    (!o->has_total_capacity || o->allowed <= o->total_capacity))
 		return o->allowed;
 	if (o->has_total_capacity)
 		return o->total_capacity;
@@ -1030,19 +1045,22 @@ ev_cause ev_oom_cause(const ev_oom *o)
 	/* Other processes: skipped when the limit hit was a memory fraction (reserved + request
 	 * went over `allowed`: PyTorch refused before asking the device). */
 	uint64_t total = o->has_total_capacity ? o->total_capacity : limit;
-	int fraction_hit = o->has_allowed && o->allowed < total && has_reserved &&
-			   reserved + req > o->allowed;
+	int fraction_hit =
+	    o->has_allowed && o->allowed < total && has_reserved && reserved + req > o->allowed;
 	if (!fraction_hit) {
 		uint64_t outside = 0;
 		int has_outside = 0;
 		if (o->has_total_capacity && o->has_device_free && has_reserved) {
-			uint64_t used = o->total_capacity > o->device_free ? o->total_capacity - o->device_free : 0;
+			uint64_t used = o->total_capacity > o->device_free
+			                    ? o->total_capacity - o->device_free
+			                    : 0;
 			outside = used > reserved ? used - reserved : 0;
 			has_outside = 1;
 		} else if (o->other_process_count || o->has_this_process) {
 			for (size_t i = 0; i < o->other_process_count; i++)
 				outside += o->other_processes[i].bytes;
-			if (o->has_this_process && has_reserved && o->this_process_in_use > reserved)
+			if (o->has_this_process && has_reserved &&
+			    o->this_process_in_use > reserved)
 				outside += o->this_process_in_use - reserved;
 			has_outside = 1;
 		}
@@ -1052,7 +1070,8 @@ ev_cause ev_oom_cause(const ev_oom *o)
 
 	/* Capacity: live tensors plus the request fill (>= 90% of) the limit; or the device itself
 	 * ran dry (free < request) while live tensors hold at least half of it (the rest being the
-	 * CUDA context and small slack, neither fragmentation nor other processes per the above). */
+	 * CUDA context and small slack, neither fragmentation nor other processes per the above).
+	 */
 	if (o->has_allocated && o->allocated_by_pytorch + req >= limit - limit / 10)
 		return EV_CAUSE_CAPACITY;
 	if (o->has_allocated && !fraction_hit && o->has_device_free && o->device_free < req &&
@@ -1084,7 +1103,8 @@ int ev_stats_get(const ev_stats *s, const char *key, uint64_t *out)
 			*out = it->uvalue;
 			return 1;
 		}
-		if (it->value >= 0 && it->value < 18446744073709551615.0 && it->value == (double)(uint64_t)it->value) {
+		if (it->value >= 0 && it->value < 18446744073709551615.0 &&
+		    it->value == (double)(uint64_t)it->value) {
 			*out = (uint64_t)it->value;
 			return 1;
 		}
@@ -1140,12 +1160,14 @@ static int ev_json_string(const char *d, size_t len, size_t *p, mr_buf *b)
 }
 
 /* Parses a number at d[*p]: fills *dv, and *uv and *is_uint for a non-negative integer literal. */
-static int ev_json_number(const char *d, size_t len, size_t *p, double *dv, uint64_t *uv, int *is_uint)
+static int ev_json_number(const char *d, size_t len, size_t *p, double *dv, uint64_t *uv,
+                          int *is_uint)
 {
 	char tmp[80];
 	size_t i = *p, k = 0;
 	while (i < len && k < sizeof tmp - 1 &&
-	       (ev_isdigit(d[i]) || d[i] == '-' || d[i] == '+' || d[i] == '.' || d[i] == 'e' || d[i] == 'E'))
+	       (ev_isdigit(d[i]) || d[i] == '-' || d[i] == '+' || d[i] == '.' || d[i] == 'e' ||
+	        d[i] == 'E'))
 		tmp[k++] = d[i++];
 	tmp[k] = '\0';
 	if (k == 0 || k == sizeof tmp - 1)
@@ -1227,7 +1249,8 @@ mr_status ev_parse_stats_json(const char *data, size_t len, ev_stats *out, mr_er
 	while (depth > 0) {
 		p = ev_skip_ws(data, len, p);
 		if (p >= len) {
-			st = mr_fail(err, MR_EINPUT, "memory_stats: unexpected end of input at byte %zu", p);
+			st = mr_fail(err, MR_EINPUT,
+			             "memory_stats: unexpected end of input at byte %zu", p);
 			goto done;
 		}
 		if (data[p] == '}') {
@@ -1250,7 +1273,8 @@ mr_status ev_parse_stats_json(const char *data, size_t len, ev_stats *out, mr_er
 		key.len = 0;
 		mr_buf_append(&key, path.data ? path.data : "", path.len);
 		if (!ev_json_string(data, len, &p, &key)) {
-			st = mr_fail(err, MR_EINPUT, "memory_stats: unterminated string at byte %zu", p);
+			st = mr_fail(err, MR_EINPUT,
+			             "memory_stats: unterminated string at byte %zu", p);
 			goto done;
 		}
 		mr_buf_putc(&key, '\0');
@@ -1266,13 +1290,16 @@ mr_status ev_parse_stats_json(const char *data, size_t len, ev_stats *out, mr_er
 		}
 		p = ev_skip_ws(data, len, p + 1);
 		if (p >= len) {
-			st = mr_fail(err, MR_EINPUT, "memory_stats: unexpected end of input at byte %zu", p);
+			st = mr_fail(err, MR_EINPUT,
+			             "memory_stats: unexpected end of input at byte %zu", p);
 			goto done;
 		}
 		char c = data[p];
 		if (c == '{') {
 			if (depth >= EV_STATS_MAX_DEPTH) {
-				st = mr_fail(err, MR_EINPUT, "memory_stats: objects nested too deeply at byte %zu", p);
+				st = mr_fail(err, MR_EINPUT,
+				             "memory_stats: objects nested too deeply at byte %zu",
+				             p);
 				goto done;
 			}
 			p++;
@@ -1289,22 +1316,26 @@ mr_status ev_parse_stats_json(const char *data, size_t len, ev_stats *out, mr_er
 		}
 		if (c == '"' || c == '\'') {
 			if (!ev_json_string(data, len, &p, NULL)) {
-				st = mr_fail(err, MR_EINPUT, "memory_stats: unterminated string at byte %zu", p);
+				st = mr_fail(err, MR_EINPUT,
+				             "memory_stats: unterminated string at byte %zu", p);
 				goto done;
 			}
 		} else if (c == '[') {
 			if (!ev_json_skip_array(data, len, &p)) {
-				st = mr_fail(err, MR_EINPUT, "memory_stats: unterminated array at byte %zu", p);
+				st = mr_fail(err, MR_EINPUT,
+				             "memory_stats: unterminated array at byte %zu", p);
 				goto done;
 			}
 		} else if (ev_isalpha(c)) {
-			static const char *lits[] = {"true", "false", "null", "True", "False", "None"};
+			static const char *lits[] = {"true", "false", "null",
+			                             "True", "False", "None"};
 			size_t k = 0;
 			for (; k < sizeof lits / sizeof lits[0]; k++)
 				if (ev_at(data, len, p, lits[k]))
 					break;
 			if (k == sizeof lits / sizeof lits[0]) {
-				st = mr_fail(err, MR_EINPUT, "memory_stats: unexpected value at byte %zu", p);
+				st = mr_fail(err, MR_EINPUT,
+				             "memory_stats: unexpected value at byte %zu", p);
 				goto done;
 			}
 			p += strlen(lits[k]);
@@ -1314,7 +1345,8 @@ mr_status ev_parse_stats_json(const char *data, size_t len, ev_stats *out, mr_er
 			int is_uint = 0;
 			size_t at = p;
 			if (!ev_json_number(data, len, &p, &dv, &uv, &is_uint)) {
-				st = mr_fail(err, MR_EINPUT, "memory_stats: expected a number at byte %zu", at);
+				st = mr_fail(err, MR_EINPUT,
+				             "memory_stats: expected a number at byte %zu", at);
 				goto done;
 			}
 			if (MR_GROW(out->items, cap, out->count + 1)) {
@@ -1334,13 +1366,15 @@ mr_status ev_parse_stats_json(const char *data, size_t len, ev_stats *out, mr_er
 		}
 		p = ev_skip_ws(data, len, p);
 		if (p >= len) {
-			st = mr_fail(err, MR_EINPUT, "memory_stats: unexpected end of input at byte %zu", p);
+			st = mr_fail(err, MR_EINPUT,
+			             "memory_stats: unexpected end of input at byte %zu", p);
 			goto done;
 		}
 		if (data[p] == ',')
 			p++;
 		else if (data[p] != '}') {
-			st = mr_fail(err, MR_EINPUT, "memory_stats: expected ',' or '}' at byte %zu", p);
+			st = mr_fail(err, MR_EINPUT,
+			             "memory_stats: expected ',' or '}' at byte %zu", p);
 			goto done;
 		}
 	}

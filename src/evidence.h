@@ -32,14 +32,14 @@ typedef struct {
 } ev_cell;
 
 enum ev_metric {
-	EV_ALLOCATED,      /* Allocated memory       allocated_bytes */
-	EV_ACTIVE,         /* Active memory          active_bytes */
-	EV_REQUESTED,      /* Requested memory       requested_bytes (absent before ~2.1) */
-	EV_RESERVED,       /* GPU reserved memory    reserved_bytes */
-	EV_INACTIVE_SPLIT, /* Non-releasable memory  inactive_split_bytes */
-	EV_ALLOCATIONS,    /* Allocations            allocation */
-	EV_ACTIVE_ALLOCS,  /* Active allocs          active */
-	EV_SEGMENTS,       /* GPU reserved segments  segment */
+	EV_ALLOCATED,             /* Allocated memory       allocated_bytes */
+	EV_ACTIVE,                /* Active memory          active_bytes */
+	EV_REQUESTED,             /* Requested memory       requested_bytes (absent before ~2.1) */
+	EV_RESERVED,              /* GPU reserved memory    reserved_bytes */
+	EV_INACTIVE_SPLIT,        /* Non-releasable memory  inactive_split_bytes */
+	EV_ALLOCATIONS,           /* Allocations            allocation */
+	EV_ACTIVE_ALLOCS,         /* Active allocs          active */
+	EV_SEGMENTS,              /* GPU reserved segments  segment */
 	EV_INACTIVE_SPLIT_ALLOCS, /* Non-releasable allocs inactive_split */
 	EV_OVERSIZE_ALLOCS,       /* Oversize allocations  oversize_allocations (pool ALL only) */
 	EV_OVERSIZE_SEGMENTS,     /* Oversize GPU segments oversize_segments (pool ALL only) */
@@ -54,28 +54,33 @@ int ev_metric_is_bytes(int metric);
 const char *ev_metric_stat_key(int metric);
 
 typedef struct {
-	size_t line;            /* 1-based line of the table's top border */
-	int device;             /* -1 when the title line was not seen */
-	int num_ooms;           /* -1 unknown */
-	int num_alloc_retries;  /* -1 unknown */
-	char backend[16];       /* word of the title: "CUDA", "MLU", "XPU"...; "" unknown */
+	size_t line;           /* 1-based line of the table's top border */
+	int device;            /* -1 when the title line was not seen */
+	int num_ooms;          /* -1 unknown */
+	int num_alloc_retries; /* -1 unknown */
+	char backend[16];      /* word of the title: "CUDA", "MLU", "XPU"...; "" unknown */
 	ev_cell cells[EV_METRIC_COUNT][EV_POOL_COUNT][EV_COL_COUNT];
-	int legacy_units;       /* cells printed in KB/MB/GB (PyTorch < ~2.0) */
-	int abbreviated;        /* no "from large/small pool" rows */
+	int legacy_units; /* cells printed in KB/MB/GB (PyTorch < ~2.0) */
+	int abbreviated;  /* no "from large/small pool" rows */
 } ev_summary;
 
 /* ---- out-of-memory messages --------------------------------------------------------------- */
 
 enum ev_oom_era {
 	EV_OOM_ERA_UNKNOWN,
-	EV_OOM_ERA_LEGACY_CACHED,   /* <= ~1.4: "(GPU 0; T total capacity; A already allocated; F free; C cached)" */
+	EV_OOM_ERA_LEGACY_CACHED,   /* <= ~1.4: "(GPU 0; T total capacity; A already allocated; F
+	                               free; C cached)" */
 	EV_OOM_ERA_LEGACY_RESERVED, /* ~1.5-1.9: "...; R reserved in total by PyTorch)" */
-	EV_OOM_ERA_LEGACY_HINT,     /* ~1.10-2.0: the same + "If reserved memory is >> allocated ... max_split_size_mb" */
+	EV_OOM_ERA_LEGACY_HINT,     /* ~1.10-2.0: the same + "If reserved memory is >> allocated ...
+	                               max_split_size_mb" */
 	EV_OOM_ERA_V21_SENTENCE,    /* 2.1: "GPU 0 has a total capacty of ..." (sic) */
-	EV_OOM_ERA_CURRENT,         /* >= 2.2: "GPU 0 has a total capacity of ...", expandable_segments hint */
-	EV_OOM_ERA_ASYNC_ALLOCATOR, /* cudaMallocAsync: "Allocation on device 0 would exceed allowed memory" */
+	EV_OOM_ERA_CURRENT, /* >= 2.2: "GPU 0 has a total capacity of ...", expandable_segments hint
+	                     */
+	EV_OOM_ERA_ASYNC_ALLOCATOR, /* cudaMallocAsync: "Allocation on device 0 would exceed allowed
+	                               memory" */
 	EV_OOM_ERA_DRIVER_ERROR,    /* "CUDA error: out of memory": no numbers */
-	EV_OOM_ERA_GENERIC,         /* "X out of memory." with no recognisable tail (XPU, generic allocator, 1EB) */
+	EV_OOM_ERA_GENERIC, /* "X out of memory." with no recognisable tail (XPU, generic allocator,
+	                       1EB) */
 };
 const char *ev_oom_era_name(int era);
 
@@ -85,33 +90,36 @@ typedef struct {
 } ev_process;
 
 typedef struct {
-	size_t line;         /* 1-based line of the input where the message starts */
-	int era;             /* enum ev_oom_era */
-	char backend[16];    /* word before "out of memory" ("CUDA", "HIP", "XPU"...), else the device
-	                        word of the tail when not "GPU" ("NPU", "MLU"), else "" */
-	int device;          /* -1 unknown */
+	size_t line;      /* 1-based line of the input where the message starts */
+	int era;          /* enum ev_oom_era */
+	char backend[16]; /* word before "out of memory" ("CUDA", "HIP", "XPU"...), else the device
+	                     word of the tail when not "GPU" ("NPU", "MLU"), else "" */
+	int device;       /* -1 unknown */
 	/* Every figure below is in bytes and valid only when its has_ flag is set. Amounts printed
 	 * with two decimals are rounded to the nearest byte. */
-	uint64_t requested_bytes;      /* "Tried to allocate X" / "Requested : X" */
-	uint64_t total_capacity;       /* "total capacity" / "Device limit" */
-	uint64_t device_free;          /* "F free" / "of which F is free" / "Free (according to CUDA)" */
-	uint64_t allowed;              /* "X allowed;" / "PyTorch limit (...) : X" */
-	uint64_t this_process_in_use;  /* "Including non-PyTorch memory, this process has X memory in use" */
-	uint64_t allocated_by_pytorch; /* "already allocated" / "is allocated by PyTorch" / "Currently allocated" */
-	uint64_t reserved_unallocated; /* "reserved by PyTorch but unallocated"; derived for legacy eras */
+	uint64_t requested_bytes; /* "Tried to allocate X" / "Requested : X" */
+	uint64_t total_capacity;  /* "total capacity" / "Device limit" */
+	uint64_t device_free;     /* "F free" / "of which F is free" / "Free (according to CUDA)" */
+	uint64_t allowed;         /* "X allowed;" / "PyTorch limit (...) : X" */
+	uint64_t this_process_in_use; /* "Including non-PyTorch memory, this process has X memory in
+	                                 use" */
+	uint64_t allocated_by_pytorch; /* "already allocated" / "is allocated by PyTorch" /
+	                                  "Currently allocated" */
+	uint64_t reserved_unallocated; /* "reserved by PyTorch but unallocated"; derived for legacy
+	                                  eras */
 	uint64_t private_pools;        /* "with X allocated in private pools" */
-	uint64_t reserved_total;       /* legacy "reserved in total by PyTorch"; derived for "cached" */
+	uint64_t reserved_total; /* legacy "reserved in total by PyTorch"; derived for "cached" */
 	int has_requested, has_total_capacity, has_device_free, has_allowed, has_this_process,
-		has_allocated, has_reserved_unallocated, has_private_pools, has_reserved_total;
-	int requested_more_than_1eb;   /* "Tried to allocate more than 1EB memory" */
-	ev_process *other_processes;   /* "Process N has X memory in use", in message order */
+	    has_allocated, has_reserved_unallocated, has_private_pools, has_reserved_total;
+	int requested_more_than_1eb; /* "Tried to allocate more than 1EB memory" */
+	ev_process *other_processes; /* "Process N has X memory in use", in message order */
 	size_t other_process_count;
 } ev_oom;
 
 typedef struct {
 	ev_summary *summaries; /* in input order */
 	size_t summary_count;
-	ev_oom *ooms;          /* in input order */
+	ev_oom *ooms; /* in input order */
 	size_t oom_count;
 } ev_text;
 
@@ -140,7 +148,8 @@ typedef enum {
  *  capacity        allocated_by_pytorch + requested >= 90% of the limit: live tensors fill it;
  *  unknown         otherwise, or when the figures are missing (driver errors, bare messages). */
 ev_cause ev_oom_cause(const ev_oom *o);
-const char *ev_cause_name(ev_cause c); /* "fragmentation", "capacity", "other_processes", "unknown" */
+const char *
+ev_cause_name(ev_cause c); /* "fragmentation", "capacity", "other_processes", "unknown" */
 /* The limit the allocator ran into: `allowed` when a memory fraction was set (and below the
  * total), else the total capacity; 0 when unknown. */
 uint64_t ev_oom_limit(const ev_oom *o);
@@ -154,10 +163,10 @@ size_t ev_parse_amount(const char *s, size_t len, uint64_t *out, int *overflow);
 /* ---- memory_stats() dumps ------------------------------------------------------------------- */
 
 typedef struct {
-	char *key;        /* NUL-terminated, owned */
+	char *key; /* NUL-terminated, owned */
 	double value;
-	uint64_t uvalue;  /* exact value when is_uint */
-	int is_uint;      /* the literal was a non-negative integer that fits in 64 bits */
+	uint64_t uvalue; /* exact value when is_uint */
+	int is_uint;     /* the literal was a non-negative integer that fits in 64 bits */
 } ev_stat;
 
 typedef struct {

@@ -16,8 +16,8 @@
 void hu_text(mr_buf *b, const char *s, size_t max);
 
 /* Appends s escaped for Markdown (GitHub): HTML-significant characters become entities and
- * the inline Markdown punctuation (\\ ` * _ [ ] | ~) is backslash-escaped, so text from a snapshot can neither start markup
- * nor raw HTML. Newlines become spaces. Cut like hu_text. */
+ * the inline Markdown punctuation (\\ ` * _ [ ] | ~) is backslash-escaped, so text from a snapshot
+ * can neither start markup nor raw HTML. Newlines become spaces. Cut like hu_text. */
 void hu_md_text(mr_buf *b, const char *s, size_t max);
 
 /* Appends text with every absolute file path in it (a word starting with '/', '~/' or a drive

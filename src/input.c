@@ -37,7 +37,8 @@ static mr_status read_all(int fd, in_data *out, mr_error *err)
 			uint8_t *nb = realloc(buf, cap * 2);
 			if (!nb) {
 				free(buf);
-				return mr_fail(err, MR_EFAIL, "out of memory after reading %zu bytes", len);
+				return mr_fail(err, MR_EFAIL,
+				               "out of memory after reading %zu bytes", len);
 			}
 			buf = nb;
 			cap *= 2;
@@ -48,9 +49,9 @@ static mr_status read_all(int fd, in_data *out, mr_error *err)
 			if (r == 0) {
 				free(buf);
 				return mr_fail(err, MR_EINPUT,
-					       "no data for %d s after %zu bytes: the pipe stalled "
-					       "(MEMREPORT_STDIN_TIMEOUT sets the limit)",
-					       timeout_ms / 1000, len);
+				               "no data for %d s after %zu bytes: the pipe stalled "
+				               "(MEMREPORT_STDIN_TIMEOUT sets the limit)",
+				               timeout_ms / 1000, len);
 			}
 			if (r < 0 && errno != EINTR) {
 				int e = errno;
@@ -90,7 +91,7 @@ mr_status in_read(const char *path, in_data *out, mr_error *err)
 	if (strcmp(path, "-") == 0) {
 		if (isatty(STDIN_FILENO))
 			fprintf(stderr, "memreport: reading standard input (a snapshot, log or "
-					"memory_stats() dump); end it with Ctrl-D\n");
+			                "memory_stats() dump); end it with Ctrl-D\n");
 		return read_all(STDIN_FILENO, out, err);
 	}
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -101,7 +102,8 @@ mr_status in_read(const char *path, in_data *out, mr_error *err)
 	if (fstat(fd, &st) != 0) {
 		rc = mr_fail(err, MR_EFAIL, "cannot stat: %s", strerror(errno));
 	} else if (S_ISDIR(st.st_mode)) {
-		rc = mr_fail(err, MR_EINPUT, "is a folder, not a file (use `memreport batch` for folders)");
+		rc = mr_fail(err, MR_EINPUT,
+		             "is a folder, not a file (use `memreport batch` for folders)");
 	} else if (S_ISREG(st.st_mode) && st.st_size > 0) {
 		size_t len = (size_t)st.st_size;
 		void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);

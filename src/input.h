@@ -13,7 +13,7 @@
 typedef struct {
 	const uint8_t *data;
 	size_t len;
-	void *map;   /* mmap base, or NULL */
+	void *map; /* mmap base, or NULL */
 	size_t map_len;
 	uint8_t *heap; /* malloc'd copy, or NULL */
 } in_data;

@@ -13,42 +13,38 @@
 #define MEMREPORT_VERSION "0.1.0"
 
 static const char usage[] =
-	"usage: memreport INPUT... [-o FILE] [--format html|json|md|text] [--device N]\n"
-	"                 [--redact-paths] [--templates DIR] [-q]\n"
-	"       memreport batch INPUT... -o DIR [--cache DIR] [-j N] [-q]\n"
-	"       memreport diff BEFORE AFTER [-o FILE] [--format html|json]\n"
-	"       memreport simulate SNAPSHOT --alloc-conf CONF [--limit SIZE] [--format json|text]\n"
-	"       memreport --help | --version\n"
-	"\n"
-	"INPUT is a snapshot pickle (torch.cuda.memory._dump_snapshot), a text file with\n"
-	"memory_summary() output or a CUDA out-of-memory error (a whole log is fine), a\n"
-	"memory_stats() JSON dump, or - for standard input. Several inputs are one run.\n"
-	"\n"
-	"  -o FILE          write the report to FILE (- for standard output); default:\n"
-	"                   <first input>.html (or .json/.md/.txt) beside the input\n"
-	"  --format F       html (default), json (schema memreport/1), md, text\n"
-	"  --device N       report only device N\n"
-	"  --redact-paths   replace home folders, user names and host-specific prefixes\n"
-	"                   in file paths, so the report can go into a public ticket\n"
-	"  --templates DIR  read templates from DIR instead of the built-in ones\n"
-	"  -q               no progress bar\n"
-	"\n"
-	"Exit status: 0 success; 2 unusable input (the message names the file and, for\n"
-	"pickles, the byte offset and opcode); 1 any other failure.\n";
+    "usage: memreport INPUT... [-o FILE] [--format html|json|md|text] [--device N]\n"
+    "                 [--redact-paths] [--templates DIR] [-q]\n"
+    "       memreport batch INPUT... -o DIR [--cache DIR] [-j N] [-q]\n"
+    "       memreport diff BEFORE AFTER [-o FILE] [--format html|json]\n"
+    "       memreport simulate SNAPSHOT --alloc-conf CONF [--limit SIZE] [--format json|text]\n"
+    "       memreport --help | --version\n"
+    "\n"
+    "INPUT is a snapshot pickle (torch.cuda.memory._dump_snapshot), a text file with\n"
+    "memory_summary() output or a CUDA out-of-memory error (a whole log is fine), a\n"
+    "memory_stats() JSON dump, or - for standard input. Several inputs are one run.\n"
+    "\n"
+    "  -o FILE          write the report to FILE (- for standard output); default:\n"
+    "                   <first input>.html (or .json/.md/.txt) beside the input\n"
+    "  --format F       html (default), json (schema memreport/1), md, text\n"
+    "  --device N       report only device N\n"
+    "  --redact-paths   replace home folders, user names and host-specific prefixes\n"
+    "                   in file paths, so the report can go into a public ticket\n"
+    "  --templates DIR  read templates from DIR instead of the built-in ones\n"
+    "  -q               no progress bar\n"
+    "\n"
+    "Exit status: 0 success; 2 unusable input (the message names the file and, for\n"
+    "pickles, the byte offset and opcode); 1 any other failure.\n";
 
 typedef enum { FMT_HTML, FMT_JSON, FMT_MD, FMT_TEXT } out_format;
 
 static const char *format_ext(out_format f)
 {
 	switch (f) {
-	case FMT_JSON:
-		return "json";
-	case FMT_MD:
-		return "md";
-	case FMT_TEXT:
-		return "txt";
-	default:
-		return "html";
+	case FMT_JSON: return "json";
+	case FMT_MD: return "md";
+	case FMT_TEXT: return "txt";
+	default: return "html";
 	}
 }
 
@@ -115,7 +111,8 @@ static int report_main(int argc, char **argv)
 			}
 		} else if (strcmp(a, "--device") == 0) {
 			if (!val || parse_int(val, &opt.device)) {
-				rc = usage_error("--device needs a device number, got '%s'", val ? val : "");
+				rc = usage_error("--device needs a device number, got '%s'",
+				                 val ? val : "");
 				goto done;
 			}
 			i++;
@@ -154,17 +151,10 @@ static int report_main(int argc, char **argv)
 	if (run.show_progress)
 		fprintf(stderr, "writing the %s report...\n", format_ext(fmt));
 	switch (fmt) {
-	case FMT_JSON:
-		st = rp_render_json(&run, &opt, &buf, &err);
-		break;
-	case FMT_MD:
-		st = rp_render_md(&run, &opt, &buf, &err);
-		break;
-	case FMT_TEXT:
-		st = rp_render_text(&run, &opt, &buf, &err);
-		break;
-	default:
-		st = rp_render_html(&run, &opt, &buf, &err);
+	case FMT_JSON: st = rp_render_json(&run, &opt, &buf, &err); break;
+	case FMT_MD: st = rp_render_md(&run, &opt, &buf, &err); break;
+	case FMT_TEXT: st = rp_render_text(&run, &opt, &buf, &err); break;
+	default: st = rp_render_html(&run, &opt, &buf, &err);
 	}
 	char *default_path = NULL;
 	if (!st && !out_path) {
@@ -177,7 +167,7 @@ static int report_main(int argc, char **argv)
 		st = out_write(out_path, buf.data ? buf.data : "", buf.len, &err);
 	if (st) {
 		fprintf(stderr, "memreport: %s%s%s\n", out_path ? out_path : "",
-			out_path ? ": " : "", err.msg);
+		        out_path ? ": " : "", err.msg);
 		rc = st;
 	} else if (default_path && !opt.quiet) {
 		fprintf(stderr, "memreport: wrote %s\n", default_path);
@@ -211,7 +201,8 @@ int main(int argc, char **argv)
 	/* A full disk shows up here at the latest: a report cut short is an error. */
 	if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {
 		if (rc == 0) {
-			fprintf(stderr, "memreport: error writing standard output: %s\n", strerror(errno));
+			fprintf(stderr, "memreport: error writing standard output: %s\n",
+			        strerror(errno));
 			rc = MR_EFAIL;
 		}
 	}

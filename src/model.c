@@ -19,8 +19,8 @@ void md_init(md_snapshot *s)
 {
 	memset(s, 0, sizeof *s);
 	s->settings.max_split_size = UINT64_MAX;
-	md_intern(s, "", 0);           /* id 0 */
-	md_intern_stack(s, NULL, 0);   /* stack 0 */
+	md_intern(s, "", 0);         /* id 0 */
+	md_intern_stack(s, NULL, 0); /* stack 0 */
 }
 
 void md_free(md_snapshot *s)
@@ -76,7 +76,8 @@ uint32_t md_intern(md_snapshot *s, const char *str, size_t len)
 	md_strtab *t = &s->strings;
 	if (len > UINT32_MAX || t->count >= UINT32_MAX - 1)
 		return UINT32_MAX;
-	if ((t->count + 1) * 2 > t->hash_cap && strtab_rehash(t, t->hash_cap ? t->hash_cap * 2 : 256))
+	if ((t->count + 1) * 2 > t->hash_cap &&
+	    strtab_rehash(t, t->hash_cap ? t->hash_cap * 2 : 256))
 		return UINT32_MAX;
 	uint64_t hv = hash_bytes(str, len);
 	size_t h = hv & (t->hash_cap - 1);
@@ -110,7 +111,8 @@ static uint64_t hash_frames(const md_frame *f, size_t n)
 	/* a word at a time: stacks are hashed once per trace entry */
 	uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
 	for (size_t i = 0; i < n; i++) {
-		h ^= ((uint64_t)f[i].name << 32 | f[i].filename) + (uint64_t)(uint32_t)f[i].line * 0x100000001B3ull;
+		h ^= ((uint64_t)f[i].name << 32 | f[i].filename) +
+		     (uint64_t)(uint32_t)f[i].line * 0x100000001B3ull;
 		h *= 0xbf58476d1ce4e5b9ull;
 		h ^= h >> 31;
 	}
@@ -147,8 +149,8 @@ uint32_t md_intern_stack(md_snapshot *s, const md_frame *frames, size_t count)
 	while (s->stack_hash[h]) {
 		uint32_t id = s->stack_hash[h] - 1;
 		const md_stack *st = &s->stacks[id];
-		if (st->count == count &&
-		    (count == 0 || memcmp(s->frames + st->first, frames, count * sizeof *frames) == 0))
+		if (st->count == count && (count == 0 || memcmp(s->frames + st->first, frames,
+		                                                count * sizeof *frames) == 0))
 			return id;
 		h = (h + 1) & (s->stack_hash_cap - 1);
 	}
@@ -168,20 +170,17 @@ uint32_t md_intern_stack(md_snapshot *s, const md_frame *frames, size_t count)
 const char *md_action_name(md_action a)
 {
 	static const char *names[MD_ACT_COUNT] = {
-		"alloc",       "free_requested", "free_completed", "segment_alloc", "segment_free",
-		"segment_map", "segment_unmap",  "snapshot",       "oom",           "unknown"};
+	    "alloc",       "free_requested", "free_completed", "segment_alloc", "segment_free",
+	    "segment_map", "segment_unmap",  "snapshot",       "oom",           "unknown"};
 	return a < MD_ACT_COUNT ? names[a] : "unknown";
 }
 
 const char *md_state_name(md_block_state st)
 {
 	switch (st) {
-	case MD_BLOCK_ACTIVE_ALLOCATED:
-		return "active_allocated";
-	case MD_BLOCK_ACTIVE_PENDING_FREE:
-		return "active_pending_free";
-	default:
-		return "inactive";
+	case MD_BLOCK_ACTIVE_ALLOCATED: return "active_allocated";
+	case MD_BLOCK_ACTIVE_PENDING_FREE: return "active_pending_free";
+	default: return "inactive";
 	}
 }
 

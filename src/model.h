@@ -17,7 +17,7 @@
 
 /* Interned strings: id 0 is the empty string. */
 typedef struct {
-	char *data;        /* all strings, each NUL-terminated */
+	char *data; /* all strings, each NUL-terminated */
 	size_t len, cap;
 	uint64_t *offsets; /* offsets[id] into data */
 	uint32_t *lens;
@@ -88,9 +88,9 @@ typedef struct {
 	uint64_t size;   /* see reference §1.5: requested bytes for alloc, rounded for oom */
 	int64_t time_us; /* MD_TIME_NONE when not recorded */
 	uint32_t stack;
-	uint16_t meta;   /* index into md_snapshot.metas (user_metadata, compile_context) */
-	uint8_t stream;  /* index into md_snapshot.streams */
-	uint8_t action;  /* md_action */
+	uint16_t meta;  /* index into md_snapshot.metas (user_metadata, compile_context) */
+	uint8_t stream; /* index into md_snapshot.streams */
+	uint8_t action; /* md_action */
 } md_event;
 
 typedef struct {
@@ -117,10 +117,10 @@ typedef struct {
 } md_setting;
 
 typedef struct {
-	int present;            /* the snapshot carried allocator_settings */
-	uint32_t conf;          /* PYTORCH_CUDA_ALLOC_CONF string id */
+	int present;             /* the snapshot carried allocator_settings */
+	uint32_t conf;           /* PYTORCH_CUDA_ALLOC_CONF string id */
 	uint64_t max_split_size; /* UINT64_MAX: unlimited */
-	double gc_threshold;    /* 0: off */
+	double gc_threshold;     /* 0: off */
 	int expandable_segments;
 	uint32_t roundup_divisions[16]; /* entry i: interval [2^i MiB, 2^(i+1) MiB) */
 	md_setting *raw;
@@ -161,7 +161,7 @@ typedef struct {
 	md_settings settings;
 	md_annotation *annotations;
 	size_t annotation_count;
-	int has_history; /* any trace event or any block/segment stack was recorded */
+	int has_history;              /* any trace event or any block/segment stack was recorded */
 	size_t inconsistent_segments; /* segments whose blocks do not tile them exactly */
 	size_t unknown_states, unknown_actions, dropped_events;
 } md_snapshot;

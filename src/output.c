@@ -46,7 +46,8 @@ mr_status out_write(const char *path, const char *data, size_t len, mr_error *er
 	if (close(fd) != 0 && !st)
 		st = mr_fail(err, MR_EFAIL, "cannot close %s: %s", tmp, strerror(errno));
 	if (!st && rename(tmp, path) != 0)
-		st = mr_fail(err, MR_EFAIL, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+		st = mr_fail(err, MR_EFAIL, "cannot rename %s to %s: %s", tmp, path,
+		             strerror(errno));
 	if (st)
 		unlink(tmp);
 	free(tmp);

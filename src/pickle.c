@@ -7,9 +7,9 @@
 #include <string.h>
 
 typedef struct {
-	uint8_t type;  /* pk_type */
+	uint8_t type; /* pk_type */
 	uint8_t pad[3];
-	uint32_t len;  /* items (words for dicts), or string bytes */
+	uint32_t len; /* items (words for dicts), or string bytes */
 	union {
 		struct {
 			uint32_t off, cap; /* container slots / string arena offset */
@@ -246,7 +246,7 @@ static mr_status push_slow(pk_run_state *r, pk_val v)
 	pk_decoder *d = r->d;
 	if (d->sp >= d->lim.max_stack)
 		return bad(r, "more than %zu values pending on the stack (nesting limit)",
-			   d->lim.max_stack);
+		           d->lim.max_stack);
 	size_t want = MR_MIN(d->lim.max_stack, MR_MAX(d->sp + 1, d->stack_cap * 2));
 	if (MR_GROW(d->stack, d->stack_cap, want))
 		return mr_oom(r->err);
@@ -293,10 +293,10 @@ static mr_status push_string(pk_run_state *r, pk_type type, uint64_t len)
 	pk_decoder *d = r->d;
 	if (len > d->lim.max_string)
 		return bad(r, "length %" PRIu64 " is over the %zu-byte string limit", len,
-			   d->lim.max_string);
+		           d->lim.max_string);
 	if (!need(r, (size_t)len))
 		return bad(r, "length %" PRIu64 " runs past the end of the input (%zu bytes left)",
-			   len, (size_t)(r->end - r->p));
+		           len, (size_t)(r->end - r->p));
 	if (len > UINT32_MAX)
 		return bad(r, "string too long");
 	/* Short strings repeat by the million (PyTorch writes a fresh "N/A" for every trace
@@ -309,7 +309,8 @@ static mr_status push_string(pk_run_state *r, pk_type type, uint64_t len)
 		slot = &d->short_strs[h & (PK_SHORT_SLOTS - 1)];
 		if (*slot) {
 			const pk_node *n = &d->nodes[*slot - 1];
-			if (n->type == PK_T_STR && n->len == len && memcmp(n->v.s, r->p, len) == 0) {
+			if (n->type == PK_T_STR && n->len == len &&
+			    memcmp(n->v.s, r->p, len) == 0) {
 				r->p += len;
 				return push(r, mk_ref(*slot - 1));
 			}
@@ -407,8 +408,8 @@ static mr_status memo_put(pk_run_state *r, uint64_t idx)
 	 * hand-made sparse indices. */
 	size_t input = (size_t)(r->end - r->start);
 	if (idx >= MR_MAX(input, (size_t)1 << 16))
-		return bad(r, "memo index %" PRIu64 " is larger than a %zu-byte pickle can use", idx,
-			   input);
+		return bad(r, "memo index %" PRIu64 " is larger than a %zu-byte pickle can use",
+		           idx, input);
 	if (idx >= d->memo_count) {
 		if (MR_GROW(d->memo, d->memo_cap, (size_t)idx + 1))
 			return mr_oom(r->err);
@@ -469,7 +470,8 @@ static mr_status add_items(pk_run_state *r, size_t node_id, const pk_val *items,
 		if (ncap > UINT32_MAX)
 			ncap = UINT32_MAX;
 		if (d->slot_count > d->lim.max_items || ncap > d->lim.max_items - d->slot_count)
-			return bad(r, "more than %zu container items (item limit)", d->lim.max_items);
+			return bad(r, "more than %zu container items (item limit)",
+			           d->lim.max_items);
 		size_t off;
 		/* The last range can grow in place. */
 		if (c->v.c.cap && (size_t)c->v.c.off + c->v.c.cap == d->slot_count) {
@@ -552,7 +554,7 @@ static mr_status build_tuple(pk_run_state *r, size_t first)
 static mr_status refused(pk_run_state *r)
 {
 	return bad(r, "refused: this opcode imports or calls Python code, and memreport never runs "
-		      "code from a pickle (not plain snapshot data)");
+	              "code from a pickle (not plain snapshot data)");
 }
 
 static mr_status step(pk_run_state *r, int *stop)
@@ -577,7 +579,7 @@ static mr_status step(pk_run_state *r, int *stop)
 	case '.':
 		if (d->sp != 1)
 			return bad(r, d->sp ? "more than one value left on the stack"
-					    : "nothing on the stack");
+			                    : "nothing on the stack");
 		if (d->mark_count)
 			return bad(r, "unclosed MARK");
 		d->result = d->stack[0];
@@ -590,24 +592,21 @@ static mr_status step(pk_run_state *r, int *stop)
 			return mr_oom(r->err);
 		d->marks[d->mark_count++] = d->sp;
 		return MR_OK;
-	case '}':
-		return push_container(r, PK_T_DICT);
-	case ']':
-		return push_container(r, PK_T_LIST);
-	case 0x8f:
-		return push_container(r, PK_T_SET);
-	case ')':
-		return build_tuple(r, d->sp);
+	case '}': return push_container(r, PK_T_DICT);
+	case ']': return push_container(r, PK_T_LIST);
+	case 0x8f: return push_container(r, PK_T_SET);
+	case ')': return build_tuple(r, d->sp);
 	case 'd': /* DICT */
 		if ((st = pop_mark(r, &mark)))
 			return st;
 		{
 			size_t id = 0;
-			if ((st = new_node(r, PK_T_DICT, &id)) || (st = dict_set(r, id, mark, d->sp)))
+			if ((st = new_node(r, PK_T_DICT, &id)) ||
+			    (st = dict_set(r, id, mark, d->sp)))
 				return st;
 			return push(r, mk_ref(id));
 		}
-	case 'l': /* LIST */
+	case 'l':  /* LIST */
 	case 0x91: /* FROZENSET */
 		if ((st = pop_mark(r, &mark)))
 			return st;
@@ -667,9 +666,11 @@ static mr_status step(pk_run_state *r, int *stop)
 		if ((st = pop_mark(r, &mark)))
 			return st;
 		if (mark == 0 || !container_at(r, mark - 1, op == 'e' ? PK_T_LIST : PK_T_SET))
-			return bad(r, op == 'e' ? "no list below the MARK" : "no set below the MARK");
-		st = d->sp > mark ? add_items(r, d->stack[mark - 1] >> 3, d->stack + mark, d->sp - mark)
-				  : MR_OK;
+			return bad(r,
+			           op == 'e' ? "no list below the MARK" : "no set below the MARK");
+		st = d->sp > mark
+		         ? add_items(r, d->stack[mark - 1] >> 3, d->stack + mark, d->sp - mark)
+		         : MR_OK;
 		d->sp = mark;
 		return st;
 	case 0x8c: /* SHORT_BINUNICODE */
@@ -760,12 +761,9 @@ static mr_status step(pk_run_state *r, int *stop)
 			memcpy(&d->nodes[id].v.f, &bits, sizeof(double));
 			return push(r, mk_ref(id));
 		}
-	case 'N':
-		return push(r, mk_const(PK_NONE));
-	case 0x88:
-		return push(r, mk_const(PK_TRUE));
-	case 0x89:
-		return push(r, mk_const(PK_FALSE));
+	case 'N': return push(r, mk_const(PK_NONE));
+	case 0x88: return push(r, mk_const(PK_TRUE));
+	case 0x89: return push(r, mk_const(PK_FALSE));
 	case 0x94: /* MEMOIZE: index = entries stored so far, as CPython (len(memo)) */
 		return memo_put(r, d->memo_len);
 	case 'q':
@@ -821,15 +819,14 @@ static mr_status step(pk_run_state *r, int *stop)
 	case 'Q':
 	case 0x82:
 	case 0x83:
-	case 0x84:
-		return refused(r);
+	case 0x84: return refused(r);
 	case 0x97:
-	case 0x98:
-		return bad(r, "out-of-band buffers are not plain snapshot data");
+	case 0x98: return bad(r, "out-of-band buffers are not plain snapshot data");
 	default:
 		if (op_name(op))
-			return bad(r, "text-mode (protocol 0/1) opcode is not supported; snapshots use "
-				      "protocols 2 to 5");
+			return bad(
+			    r, "text-mode (protocol 0/1) opcode is not supported; snapshots use "
+			       "protocols 2 to 5");
 		return bad(r, "not a pickle opcode");
 	}
 }
@@ -850,9 +847,9 @@ mr_status pk_run(pk_decoder *d, const uint8_t *data, size_t len, mr_error *err)
 	while (!stop) {
 		if (r.p >= r.end) {
 			r.op_at = len;
-			return mr_fail(err, MR_EINPUT,
-				       "byte %zu: input ends before the pickle's STOP (truncated file)",
-				       len);
+			return mr_fail(
+			    err, MR_EINPUT,
+			    "byte %zu: input ends before the pickle's STOP (truncated file)", len);
 		}
 		r.op_at = (size_t)(r.p - r.start);
 		r.op = *r.p++;
@@ -881,10 +878,8 @@ static const pk_node *node_of(const pk_decoder *d, pk_val v)
 pk_type pk_typeof(const pk_decoder *d, pk_val v)
 {
 	switch (v & 7) {
-	case PK_TAG_INT:
-		return PK_T_INT;
-	case PK_TAG_CONST:
-		return (v >> 3) == PK_NONE ? PK_T_NONE : PK_T_BOOL;
+	case PK_TAG_INT: return PK_T_INT;
+	case PK_TAG_CONST: return (v >> 3) == PK_NONE ? PK_T_NONE : PK_T_BOOL;
 	default: {
 		const pk_node *n = node_of(d, v);
 		return n ? (pk_type)n->type : PK_T_NONE;
@@ -900,9 +895,7 @@ int pk_is_none(pk_val v)
 int pk_int(const pk_decoder *d, pk_val v, int64_t *out)
 {
 	switch (v & 7) {
-	case PK_TAG_INT:
-		*out = (int64_t)v >> 3;
-		return 1;
+	case PK_TAG_INT: *out = (int64_t)v >> 3; return 1;
 	case PK_TAG_CONST:
 		if ((v >> 3) == PK_NONE)
 			return 0;
@@ -981,7 +974,6 @@ int pk_str_eq(const pk_decoder *d, pk_val v, const char *lit)
 	return pk_str(d, v, &s, &n) && strlen(lit) == n && memcmp(s, lit, n) == 0;
 }
 
-
 size_t pk_node_count(const pk_decoder *d)
 {
 	return d->node_count;
@@ -995,12 +987,9 @@ size_t pk_len(const pk_decoder *d, pk_val v)
 	switch (n->type) {
 	case PK_T_LIST:
 	case PK_T_TUPLE:
-	case PK_T_SET:
-		return n->len;
-	case PK_T_DICT:
-		return n->len / 2;
-	default:
-		return 0;
+	case PK_T_SET: return n->len;
+	case PK_T_DICT: return n->len / 2;
+	default: return 0;
 	}
 }
 
@@ -1023,8 +1012,7 @@ int pk_dict_get(const pk_decoder *d, pk_val dict, const char *key, pk_val *out)
 	size_t klen = strlen(key);
 	for (size_t i = 0; i + 1 < n->len; i += 2) {
 		const pk_node *k = node_of(d, it[i]);
-		if (k && k->type == PK_T_STR && k->len == klen &&
-		    memcmp(k->v.s, key, klen) == 0) {
+		if (k && k->type == PK_T_STR && k->len == klen && memcmp(k->v.s, key, klen) == 0) {
 			*out = it[i + 1];
 			return 1;
 		}

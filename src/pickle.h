@@ -58,7 +58,7 @@ typedef struct pk_decoder pk_decoder;
  * to turn the dict into a PK_T_RECORD holding that number (its items are then dropped), 0 to
  * keep the dict, or -1 to stop decoding with the error set in err. */
 typedef int (*pk_dict_hook)(void *ctx, pk_decoder *d, const pk_val *items, size_t n,
-			    uint64_t *record, mr_error *err);
+                            uint64_t *record, mr_error *err);
 
 pk_decoder *pk_new(const pk_limits *limits); /* NULL limits: defaults; NULL on OOM */
 void pk_free(pk_decoder *d);

@@ -6,11 +6,11 @@
 #include <string.h>
 
 const uint32_t pm_colors[PM_STATE_COUNT] = {
-	0x3b7ddd, /* active: blue */
-	0xf2a93b, /* rounding waste: amber */
-	0x8e5bc4, /* pending free: purple */
-	0xe2625a, /* free inside a split segment: red, the fragmentation */
-	0x9fd39a, /* free whole segment: green, releasable */
+    0x3b7ddd, /* active: blue */
+    0xf2a93b, /* rounding waste: amber */
+    0x8e5bc4, /* pending free: purple */
+    0xe2625a, /* free inside a split segment: red, the fragmentation */
+    0x9fd39a, /* free whole segment: green, releasable */
 };
 
 static const uint32_t pm_track_color = 0xeceff3;
@@ -18,16 +18,16 @@ static const uint32_t pm_track_color = 0xeceff3;
 const char *pm_state_label(int state)
 {
 	static const char *const labels[PM_STATE_COUNT] = {
-		"active (requested bytes)", "rounding waste (size \xe2\x88\x92 requested)",
-		"pending free (waiting for a stream)", "free inside a split segment",
-		"free whole segment (releasable)"};
+	    "active (requested bytes)", "rounding waste (size \xe2\x88\x92 requested)",
+	    "pending free (waiting for a stream)", "free inside a split segment",
+	    "free whole segment (releasable)"};
 	return state >= 0 && state < PM_STATE_COUNT ? labels[state] : "";
 }
 
 const char *pm_state_class(int state)
 {
 	static const char *const names[PM_STATE_COUNT] = {"active", "waste", "pending", "split",
-							  "whole"};
+	                                                  "whole"};
 	return state >= 0 && state < PM_STATE_COUNT ? names[state] : "";
 }
 
@@ -51,8 +51,9 @@ static size_t block_runs(const md_block *b, int split_free, uint64_t offset, pm_
 {
 	switch (b->state) {
 	case MD_BLOCK_ACTIVE_ALLOCATED: {
-		uint64_t used = b->requested_known && b->requested_size <= b->size ? b->requested_size
-									   : b->size;
+		uint64_t used = b->requested_known && b->requested_size <= b->size
+		                    ? b->requested_size
+		                    : b->size;
 		size_t n = 0;
 		if (used)
 			out[n++] = (pm_run){offset, used, PM_ACTIVE};
@@ -60,9 +61,7 @@ static size_t block_runs(const md_block *b, int split_free, uint64_t offset, pm_
 			out[n++] = (pm_run){offset + used, b->size - used, PM_WASTE};
 		return n;
 	}
-	case MD_BLOCK_ACTIVE_PENDING_FREE:
-		out[0] = (pm_run){offset, b->size, PM_PENDING};
-		return 1;
+	case MD_BLOCK_ACTIVE_PENDING_FREE: out[0] = (pm_run){offset, b->size, PM_PENDING}; return 1;
 	default:
 		out[0] = (pm_run){offset, b->size, split_free ? PM_FREE_SPLIT : PM_FREE_WHOLE};
 		return 1;
@@ -155,7 +154,7 @@ static mr_status encode(const pm_row *row, uint32_t height, mr_buf *out, mr_erro
 	png_set_write_fn(png, out, png_to_buf, png_flush_none);
 	png_set_compression_level(png, 9);
 	png_set_IHDR(png, info, row->width, height, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
-		     PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+	             PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
 	png_write_info(png, info);
 	for (uint32_t y = 0; y < height; y++)
 		png_write_row(png, row->rgb);
@@ -174,7 +173,7 @@ static uint32_t bar_length(uint64_t size, uint64_t scale, uint32_t width)
 }
 
 mr_status pm_segment_png(const md_snapshot *s, const md_segment *seg, uint64_t scale_bytes,
-			 uint32_t width, uint32_t height, mr_buf *png, mr_error *err)
+                         uint32_t width, uint32_t height, mr_buf *png, mr_error *err)
 {
 	if (!width || !height || width > 8192 || height > 256)
 		return mr_fail(err, MR_EFAIL, "map size out of range");
@@ -229,15 +228,15 @@ mr_status pm_segment_png(const md_snapshot *s, const md_segment *seg, uint64_t s
 			break;
 		uint64_t prev = starts[i] - starts[i - 1];
 		uint64_t next = (i + 1 < seg->block_count && starts[i + 1] > starts[i])
-					? starts[i + 1] - starts[i]
-					: size - starts[i];
+		                    ? starts[i + 1] - starts[i]
+		                    : size - starts[i];
 		uint64_t min_px_bytes = size / len * 3;
 		if (prev < min_px_bytes || next < min_px_bytes)
 			continue;
 		uint32_t x = (uint32_t)((unsigned __int128)starts[i] * len / size);
 		if (x < len) {
-			uint32_t c = ((uint32_t)row.rgb[x * 3] << 16) | ((uint32_t)row.rgb[x * 3 + 1] << 8) |
-				     row.rgb[x * 3 + 2];
+			uint32_t c = ((uint32_t)row.rgb[x * 3] << 16) |
+			             ((uint32_t)row.rgb[x * 3 + 1] << 8) | row.rgb[x * 3 + 2];
 			put_color(&row, x, darken(c));
 		}
 	}
@@ -250,7 +249,7 @@ done:
 }
 
 mr_status pm_totals_png(const pm_totals *t, double bar_fraction, uint32_t width, uint32_t height,
-			mr_buf *png, mr_error *err)
+                        mr_buf *png, mr_error *err)
 {
 	if (!width || !height || width > 8192 || height > 256)
 		return mr_fail(err, MR_EFAIL, "map size out of range");
@@ -310,7 +309,7 @@ int pm_sort_segments(const md_snapshot *s, size_t first, size_t count, size_t *o
 		return -1;
 	for (size_t i = 0; i < count; i++)
 		keys[i] = (pm_sort_key){s->segments[first + i].total_size,
-					s->segments[first + i].address, first + i};
+		                        s->segments[first + i].address, first + i};
 	qsort(keys, count, sizeof *keys, seg_cmp);
 	for (size_t i = 0; i < count; i++)
 		order[i] = keys[i].index;

@@ -40,11 +40,11 @@ void pm_segment_totals(const md_snapshot *s, const md_segment *seg, pm_totals *t
  * pixels, at most width), on a light track of `width` pixels. scale_bytes 0 means the
  * segment's own size. */
 mr_status pm_segment_png(const md_snapshot *s, const md_segment *seg, uint64_t scale_bytes,
-			 uint32_t width, uint32_t height, mr_buf *png, mr_error *err);
+                         uint32_t width, uint32_t height, mr_buf *png, mr_error *err);
 
 /* Draws an aggregate: the states of t side by side, bar_fraction (0..1] of the width long. */
 mr_status pm_totals_png(const pm_totals *t, double bar_fraction, uint32_t width, uint32_t height,
-			mr_buf *png, mr_error *err);
+                        mr_buf *png, mr_error *err);
 
 /* Order of a device's segments for drawing: largest first, then by address. Fills
  * order[0..count) with indexes into s->segments from first..first+count. Returns 0, or -1

@@ -21,14 +21,14 @@
 #include "templates.h"
 
 enum {
-	RP_HTML_MAX = 3000000,      /* the promise: never more than this */
-	RP_HTML_BUDGET = 2300000,   /* optional sections stop here; what follows is capped */
-	HR_TEXT_CAP = 200,          /* bytes of one name, file name or setting shown */
-	HR_MAX_SITES = 40,          /* allocation sites per device */
-	HR_MAX_STACKS = 6,          /* distinct stacks shown per site */
-	HR_MAX_FRAMES = 24,         /* frames shown per stack */
-	HR_MAX_MAP_ROWS = 48,       /* segments drawn one by one per device */
-	HR_MAX_MAP_GROUPS = 24,     /* aggregate rows for the remaining segments */
+	RP_HTML_MAX = 3000000,    /* the promise: never more than this */
+	RP_HTML_BUDGET = 2300000, /* optional sections stop here; what follows is capped */
+	HR_TEXT_CAP = 200,        /* bytes of one name, file name or setting shown */
+	HR_MAX_SITES = 40,        /* allocation sites per device */
+	HR_MAX_STACKS = 6,        /* distinct stacks shown per site */
+	HR_MAX_FRAMES = 24,       /* frames shown per stack */
+	HR_MAX_MAP_ROWS = 48,     /* segments drawn one by one per device */
+	HR_MAX_MAP_GROUPS = 24,   /* aggregate rows for the remaining segments */
 	HR_MAX_FINDINGS = 50,
 	HR_MAX_SETTINGS = 32,
 	HR_MAP_WIDTH = 640,
@@ -39,10 +39,10 @@ typedef struct {
 	const rp_run *run;
 	const rp_options *opt;
 	const md_snapshot *s;
-	mr_buf *b;        /* the page body */
-	mr_buf left_out;  /* <li> notes about capped sections */
+	mr_buf *b;       /* the page body */
+	mr_buf left_out; /* <li> notes about capped sections */
 	mr_error *err;
-	mr_status st;     /* first failure of a helper that cannot return one */
+	mr_status st; /* first failure of a helper that cannot return one */
 } hr_ctx;
 
 /* ---- small helpers ---- */
@@ -154,8 +154,16 @@ static hr_oom oom_facts(const rp_run *run, const rp_options *opt)
 	hr_oom o = {0};
 	const ad_oom *a = &run->advice.oom;
 	if (a->present && (opt->device < 0 || opt->device == a->device)) {
-		o = (hr_oom){1,           a->device,    a->requested, a->largest_free, a->free_cached,
-			     a->free_pieces, a->limit,  a->reserved,  a->allocated,    NULL};
+		o = (hr_oom){1,
+		             a->device,
+		             a->requested,
+		             a->largest_free,
+		             a->free_cached,
+		             a->free_pieces,
+		             a->limit,
+		             a->reserved,
+		             a->allocated,
+		             NULL};
 		if (a->cause != AD_CAUSE_UNKNOWN)
 			o.cause = ad_cause_name(a->cause);
 		return o;
@@ -167,7 +175,8 @@ static hr_oom oom_facts(const rp_run *run, const rp_options *opt)
 		    (opt->device >= 0 && opt->device != dv->device))
 			continue;
 		/* The snapshot's layout is the one the failed request met when the snapshot was
-		 * taken at the OOM (the usual observer); the large pool serves requests over 1 MiB. */
+		 * taken at the OOM (the usual observer); the large pool serves requests over 1 MiB.
+		 */
 		const an_pool *p = &dv->pool[AN_POOL_LARGE];
 		o.present = 1;
 		o.device = dv->device;
@@ -192,8 +201,8 @@ static void verdict(hr_ctx *c, const hr_oom *oom)
 	for (size_t i = 0; i < ad->finding_count; i++)
 		worst = MR_MAX(worst, (int)ad->findings[i].severity);
 	const char *cls = oom->present || worst == AD_CRITICAL ? "bad"
-			  : worst == AD_WARNING		       ? "warn"
-								       : "ok";
+	                  : worst == AD_WARNING                ? "warn"
+	                                                       : "ok";
 	mr_buf_printf(c->b, "<p class=\"verdict %s\" id=verdict>", cls);
 	if (ad->verdict && ad->verdict[0]) {
 		advice_text(c, ad->verdict, 1000);
@@ -203,12 +212,13 @@ static void verdict(hr_ctx *c, const hr_oom *oom)
 	/* No diagnosis: a neutral sentence from the numbers alone. */
 	char a[32], r[32], f[32], l[32];
 	if (oom->present) {
-		mr_buf_printf(c->b,
-			      "Out of memory on device %d: %s was requested; the largest free cached "
-			      "block was %s, with %s free in %" PRIu64 " cached block%s.",
-			      oom->device, fmt_bytes(a, oom->requested), fmt_bytes(l, oom->largest_free),
-			      fmt_bytes(f, oom->free_cached), oom->free_pieces,
-			      oom->free_pieces == 1 ? "" : "s");
+		mr_buf_printf(
+		    c->b,
+		    "Out of memory on device %d: %s was requested; the largest free cached "
+		    "block was %s, with %s free in %" PRIu64 " cached block%s.",
+		    oom->device, fmt_bytes(a, oom->requested), fmt_bytes(l, oom->largest_free),
+		    fmt_bytes(f, oom->free_cached), oom->free_pieces,
+		    oom->free_pieces == 1 ? "" : "s");
 	} else {
 		const an_device *dv = NULL;
 		for (size_t d = 0; run->has_snapshot && d < run->an.device_count && !dv; d++)
@@ -218,20 +228,22 @@ static void verdict(hr_ctx *c, const hr_oom *oom)
 			mr_buf_puts(c->b, "No device memory was recorded in the inputs.");
 		} else if (dv->has_trace) {
 			const an_pool *p = &dv->pool[AN_POOL_ALL];
-			mr_buf_printf(c->b,
-				      "No out-of-memory recorded: allocated memory on device %d peaked "
-				      "at %s%s with %s reserved; %s of the reserved memory is free in "
-				      "cached blocks now.",
-				      dv->device, fmt_bytes(a, dv->peak_allocated),
-				      dv->truncated ? " or more" : "", fmt_bytes(r, dv->peak_reserved),
-				      fmt_bytes(f, p->free_cached));
+			mr_buf_printf(
+			    c->b,
+			    "No out-of-memory recorded: allocated memory on device %d peaked "
+			    "at %s%s with %s reserved; %s of the reserved memory is free in "
+			    "cached blocks now.",
+			    dv->device, fmt_bytes(a, dv->peak_allocated),
+			    dv->truncated ? " or more" : "", fmt_bytes(r, dv->peak_reserved),
+			    fmt_bytes(f, p->free_cached));
 		} else {
 			const an_pool *p = &dv->pool[AN_POOL_ALL];
 			mr_buf_printf(c->b,
-				      "Device %d holds %s allocated in %s reserved; %s is free in "
-				      "cached blocks, the largest %s.",
-				      dv->device, fmt_bytes(a, p->allocated), fmt_bytes(r, p->reserved),
-				      fmt_bytes(f, p->free_cached), fmt_bytes(l, p->largest_free));
+			              "Device %d holds %s allocated in %s reserved; %s is free in "
+			              "cached blocks, the largest %s.",
+			              dv->device, fmt_bytes(a, p->allocated),
+			              fmt_bytes(r, p->reserved), fmt_bytes(f, p->free_cached),
+			              fmt_bytes(l, p->largest_free));
 		}
 	}
 	mr_buf_puts(c->b, "</p>");
@@ -243,9 +255,9 @@ static void card(hr_ctx *c, const char *label, uint64_t v, const char *hint)
 {
 	char s[32];
 	mr_buf_printf(c->b,
-		      "<div class=card><div class=k>%s</div><div class=v>%s</div>"
-		      "<div class=sub>%" PRIu64 " B%s%s</div></div>",
-		      label, fmt_bytes(s, v), v, hint ? " \xc2\xb7 " : "", hint ? hint : "");
+	              "<div class=card><div class=k>%s</div><div class=v>%s</div>"
+	              "<div class=sub>%" PRIu64 " B%s%s</div></div>",
+	              label, fmt_bytes(s, v), v, hint ? " \xc2\xb7 " : "", hint ? hint : "");
 }
 
 static void pool_row(hr_ctx *c, const char *name, const an_pool *p)
@@ -253,13 +265,14 @@ static void pool_row(hr_ctx *c, const char *name, const an_pool *p)
 	char s[7][32];
 	double frag = p->free_cached ? 1.0 - (double)p->largest_free / (double)p->free_cached : 0;
 	mr_buf_printf(c->b,
-		      "<tr><th>%s</th><td class=n>%" PRIu64 "</td><td class=n>%s</td>"
-		      "<td class=n>%s</td><td class=n>%s</td><td class=n>%s</td><td class=n>%s</td>"
-		      "<td class=n>%s</td><td class=n>%.1f%%</td><td class=n>%s</td></tr>",
-		      name, p->segments, fmt_bytes(s[0], p->reserved), fmt_bytes(s[1], p->allocated),
-		      fmt_bytes(s[2], p->active), fmt_bytes(s[3], p->free_cached),
-		      fmt_bytes(s[4], p->inactive_split), fmt_bytes(s[5], p->largest_free), frag * 100.0,
-		      fmt_bytes(s[6], p->rounding_waste));
+	              "<tr><th>%s</th><td class=n>%" PRIu64 "</td><td class=n>%s</td>"
+	              "<td class=n>%s</td><td class=n>%s</td><td class=n>%s</td><td class=n>%s</td>"
+	              "<td class=n>%s</td><td class=n>%.1f%%</td><td class=n>%s</td></tr>",
+	              name, p->segments, fmt_bytes(s[0], p->reserved),
+	              fmt_bytes(s[1], p->allocated), fmt_bytes(s[2], p->active),
+	              fmt_bytes(s[3], p->free_cached), fmt_bytes(s[4], p->inactive_split),
+	              fmt_bytes(s[5], p->largest_free), frag * 100.0,
+	              fmt_bytes(s[6], p->rounding_waste));
 }
 
 static void device_cards(hr_ctx *c)
@@ -268,16 +281,17 @@ static void device_cards(hr_ctx *c)
 	mr_buf_puts(c->b, "<section id=devices><h2>Memory by device</h2>");
 	if (!run->has_snapshot || !run->an.device_count)
 		mr_buf_puts(c->b, "<p class=muted>No snapshot among the inputs: no per-device "
-				  "layout to show.</p>");
+		                  "layout to show.</p>");
 	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
 		const an_device *dv = &run->an.devices[d];
 		if (!want_device(c, dv->device))
 			continue;
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
 		char frag[48];
-		mr_buf_printf(c->b, "<h3>Device %d <span class=muted>%" PRIu64 " segment%s%s</span></h3>",
-			      dv->device, p->segments, p->segments == 1 ? "" : "s",
-			      dv->expandable ? ", expandable segments" : "");
+		mr_buf_printf(c->b,
+		              "<h3>Device %d <span class=muted>%" PRIu64 " segment%s%s</span></h3>",
+		              dv->device, p->segments, p->segments == 1 ? "" : "s",
+		              dv->expandable ? ", expandable segments" : "");
 		mr_buf_puts(c->b, "<div class=cards>");
 		card(c, "reserved", p->reserved, "held from CUDA");
 		card(c, "allocated", p->allocated, "in live tensors");
@@ -286,13 +300,14 @@ static void device_cards(hr_ctx *c)
 		card(c, "non-releasable", p->inactive_split, "free inside split segments");
 		card(c, "largest free block", p->largest_free, NULL);
 		snprintf(frag, sizeof frag, "%.1f%%", dv->fragmentation * 100.0);
-		mr_buf_printf(c->b,
-			      "<div class=\"card%s\"><div class=k>fragmentation</div><div class=v>%s</div>"
-			      "<div class=sub>1 \xe2\x88\x92 largest free / free cached</div></div>",
-			      /* Highlighted only when the scattered free memory is stuck inside
-			       * split segments: whole free segments are not fragmentation. */
-			      dv->fragmentation >= 0.5 && p->inactive_split >= 64 * MR_MIB ? " hot" : "",
-			      frag);
+		mr_buf_printf(
+		    c->b,
+		    "<div class=\"card%s\"><div class=k>fragmentation</div><div class=v>%s</div>"
+		    "<div class=sub>1 \xe2\x88\x92 largest free / free cached</div></div>",
+		    /* Highlighted only when the scattered free memory is stuck inside
+		     * split segments: whole free segments are not fragmentation. */
+		    dv->fragmentation >= 0.5 && p->inactive_split >= 64 * MR_MIB ? " hot" : "",
+		    frag);
 		if (dv->has_trace) {
 			card(c, "peak allocated", dv->peak_allocated,
 			     dv->truncated ? "from the trace, a lower bound" : "from the trace");
@@ -300,20 +315,23 @@ static void device_cards(hr_ctx *c)
 			     dv->truncated ? "from the trace, a lower bound" : "from the trace");
 		}
 		mr_buf_puts(c->b, "</div>");
-		mr_buf_puts(c->b, "<table class=pools><thead><tr><th>pool</th><th class=n>segments</th>"
-				  "<th class=n>reserved</th><th class=n>allocated</th><th class=n>active"
-				  "</th><th class=n>free cached</th><th class=n>non-releasable</th>"
-				  "<th class=n>largest free block</th><th class=n>fragmentation</th>"
-				  "<th class=n>rounding waste</th></tr></thead><tbody>");
+		mr_buf_puts(c->b,
+		            "<table class=pools><thead><tr><th>pool</th><th class=n>segments</th>"
+		            "<th class=n>reserved</th><th class=n>allocated</th><th class=n>active"
+		            "</th><th class=n>free cached</th><th class=n>non-releasable</th>"
+		            "<th class=n>largest free block</th><th class=n>fragmentation</th>"
+		            "<th class=n>rounding waste</th></tr></thead><tbody>");
 		pool_row(c, "large", &dv->pool[AN_POOL_LARGE]);
 		pool_row(c, "small", &dv->pool[AN_POOL_SMALL]);
 		if (dv->pool[AN_POOL_PRIVATE].segments)
 			pool_row(c, "private", &dv->pool[AN_POOL_PRIVATE]);
-		mr_buf_puts(c->b, "</tbody></table><p class=\"muted small\">The large pool serves requests "
-				  "over 1 MiB, the small pool the rest (in 2 MiB segments)");
+		mr_buf_puts(
+		    c->b, "</tbody></table><p class=\"muted small\">The large pool serves requests "
+		          "over 1 MiB, the small pool the rest (in 2 MiB segments)");
 		if (dv->pool[AN_POOL_PRIVATE].segments)
-			mr_buf_puts(c->b, "; private pools (CUDA graphs, <code>torch.cuda.MemPool</code>) "
-					  "are also counted in the large or small row");
+			mr_buf_puts(
+			    c->b, "; private pools (CUDA graphs, <code>torch.cuda.MemPool</code>) "
+			          "are also counted in the large or small row");
 		mr_buf_puts(c->b, ".</p>");
 	}
 	mr_buf_puts(c->b, "</section>");
@@ -322,7 +340,7 @@ static void device_cards(hr_ctx *c)
 /* ---- OOM panel ---- */
 
 static void oom_bar(hr_ctx *c, int row, const char *label, uint64_t v, uint64_t scale,
-		    const char *cls, int known)
+                    const char *cls, int known)
 {
 	char s[32];
 	int y = 8 + row * 34;
@@ -334,7 +352,7 @@ static void oom_bar(hr_ctx *c, int row, const char *label, uint64_t v, uint64_t 
 	if (known)
 		mr_buf_printf(c->b, "<rect x=190 y=%d width=%.1f height=20 class=%s />", y, w, cls);
 	mr_buf_printf(c->b, "<text x=%.1f y=%d class=val>%s</text>", 190 + MR_MAX(w, 0) + 8, y + 15,
-		      known ? fmt_bytes(s, v) : "unknown");
+	              known ? fmt_bytes(s, v) : "unknown");
 }
 
 static void oom_panel(hr_ctx *c, const hr_oom *o)
@@ -343,11 +361,12 @@ static void oom_panel(hr_ctx *c, const hr_oom *o)
 		return;
 	char a[32], l[32], f[32];
 	mr_buf_puts(c->b, "<section id=oom class=panel><h2>The out-of-memory moment</h2>");
-	mr_buf_printf(c->b,
-		      "<p>Device %d asked for <b>%s</b> in one piece. The largest free cached block "
-		      "was <b>%s</b>; %s was free in %" PRIu64 " cached block%s",
-		      o->device, fmt_bytes(a, o->requested), fmt_bytes(l, o->largest_free),
-		      fmt_bytes(f, o->free_cached), o->free_pieces, o->free_pieces == 1 ? "" : "s");
+	mr_buf_printf(
+	    c->b,
+	    "<p>Device %d asked for <b>%s</b> in one piece. The largest free cached block "
+	    "was <b>%s</b>; %s was free in %" PRIu64 " cached block%s",
+	    o->device, fmt_bytes(a, o->requested), fmt_bytes(l, o->largest_free),
+	    fmt_bytes(f, o->free_cached), o->free_pieces, o->free_pieces == 1 ? "" : "s");
 	if (o->free_cached >= o->requested && o->largest_free < o->requested)
 		mr_buf_puts(c->b, ": enough in total, but not in one piece.");
 	else if (o->free_cached < o->requested)
@@ -360,9 +379,10 @@ static void oom_panel(hr_ctx *c, const hr_oom *o)
 	uint64_t scale = MR_MAX(MR_MAX(o->requested, o->largest_free), o->free_cached);
 	if (o->limit)
 		scale = MR_MAX(scale, o->limit);
-	mr_buf_printf(c->b, "<svg class=oombars viewBox=\"0 0 900 %d\" role=img aria-label=\"request "
-			    "against largest free block, free cached and limit\">",
-		      o->limit ? 142 : 108);
+	mr_buf_printf(c->b,
+	              "<svg class=oombars viewBox=\"0 0 900 %d\" role=img aria-label=\"request "
+	              "against largest free block, free cached and limit\">",
+	              o->limit ? 142 : 108);
 	oom_bar(c, 0, "requested", o->requested, scale, "req", 1);
 	oom_bar(c, 1, "largest free block", o->largest_free, scale, "largest", 1);
 	oom_bar(c, 2, "free cached (all pieces)", o->free_cached, scale, "freec", 1);
@@ -370,8 +390,9 @@ static void oom_panel(hr_ctx *c, const hr_oom *o)
 		oom_bar(c, 3, "limit", o->limit, scale, "limit", 1);
 	mr_buf_puts(c->b, "</svg>");
 	if (!o->limit)
-		mr_buf_puts(c->b, "<p class=muted>The memory limit is not in the snapshot; give the "
-				  "OOM message or the training log as a second input to show it.</p>");
+		mr_buf_puts(c->b,
+		            "<p class=muted>The memory limit is not in the snapshot; give the "
+		            "OOM message or the training log as a second input to show it.</p>");
 	mr_buf_puts(c->b, "</section>");
 }
 
@@ -386,7 +407,7 @@ static void findings(hr_ctx *c)
 	for (size_t i = 0; i < ad->finding_count && i < HR_MAX_FINDINGS; i++) {
 		const ad_finding *f = &ad->findings[i];
 		mr_buf_printf(c->b, "<li class=%s><span class=sev>%s</span> ",
-			      ad_severity_name(f->severity), ad_severity_name(f->severity));
+		              ad_severity_name(f->severity), ad_severity_name(f->severity));
 		advice_text(c, f->message, 2000);
 		mr_buf_puts(c->b, " <code class=id>");
 		text(c, f->id);
@@ -395,7 +416,7 @@ static void findings(hr_ctx *c)
 	mr_buf_puts(c->b, "</ul>");
 	if (ad->finding_count > HR_MAX_FINDINGS)
 		mr_buf_printf(c->b, "<p class=muted>%zu more findings are in the JSON report.</p>",
-			      ad->finding_count - HR_MAX_FINDINGS);
+		              ad->finding_count - HR_MAX_FINDINGS);
 	mr_buf_puts(c->b, "</section>");
 }
 
@@ -428,7 +449,7 @@ static void rec_prose(hr_ctx *c, const char *id)
 		return;
 	}
 	mr_buf_puts(c->b, "<details class=prose><summary>What it does, what it costs, how to "
-			  "apply it</summary>");
+	                  "apply it</summary>");
 	mr_buf_puts(c->b, html);
 	mr_buf_puts(c->b, "</details>");
 	free(html);
@@ -440,14 +461,15 @@ static void recommendations(hr_ctx *c)
 	mr_buf_puts(c->b, "<section id=recommendations><h2>What to change</h2>");
 	if (!ad->rec_count) {
 		mr_buf_puts(c->b, "<p class=muted>No change is recommended from this evidence.</p>"
-				  "</section>");
+		                  "</section>");
 		return;
 	}
 	mr_buf_puts(c->b, "<ol class=recs>");
 	for (size_t i = 0; i < ad->rec_count; i++) {
 		const ad_recommendation *r = &ad->recs[i];
-		mr_buf_printf(c->b, "<li class=rec><div class=rec-head><span class=rank>%d</span><h3>",
-			      r->rank > 0 ? r->rank : (int)i + 1);
+		mr_buf_printf(c->b,
+		              "<li class=rec><div class=rec-head><span class=rank>%d</span><h3>",
+		              r->rank > 0 ? r->rank : (int)i + 1);
 		advice_text(c, r->title ? r->title : r->id, HR_TEXT_CAP);
 		mr_buf_puts(c->b, "</h3><code class=id>");
 		text(c, r->id);
@@ -475,21 +497,23 @@ static void replays(hr_ctx *c)
 	char b1[32], b2[32], b3[32];
 	if (!ad->replay_count)
 		return;
-	mr_buf_puts(c->b, "<section id=replay><h2>Replayed under other settings</h2>"
-			  "<p class=muted>The recorded trace is run again through a model of PyTorch's "
-			  "caching allocator. The first row must reproduce the recording before the others "
-			  "mean anything.</p><table><thead><tr><th>settings</th><th>matches the recording"
-			  "</th><th>out of memory</th><th class=n>peak reserved</th><th class=n>peak "
-			  "allocated</th><th class=n>limit</th></tr></thead><tbody>");
+	mr_buf_puts(
+	    c->b, "<section id=replay><h2>Replayed under other settings</h2>"
+	          "<p class=muted>The recorded trace is run again through a model of PyTorch's "
+	          "caching allocator. The first row must reproduce the recording before the others "
+	          "mean anything.</p><table><thead><tr><th>settings</th><th>matches the recording"
+	          "</th><th>out of memory</th><th class=n>peak reserved</th><th class=n>peak "
+	          "allocated</th><th class=n>limit</th></tr></thead><tbody>");
 	for (size_t i = 0; i < ad->replay_count; i++) {
 		const ad_replay *r = &ad->replays[i];
 		mr_buf_puts(c->b, "<tr><td><code>");
 		text(c, i == 0 ? "recorded settings" : r->conf);
-		mr_buf_printf(c->b, "</code></td><td>%s</td><td>%s</td><td class=n>%s</td>"
-				    "<td class=n>%s</td><td class=n>%s</td></tr>",
-			      i == 0 ? (r->matches ? "yes" : "no") : "",
-			      r->oom ? "yes" : "no", fmt_bytes(b1, r->peak_reserved),
-			      fmt_bytes(b2, r->peak_allocated), r->limit ? fmt_bytes(b3, r->limit) : "none");
+		mr_buf_printf(c->b,
+		              "</code></td><td>%s</td><td>%s</td><td class=n>%s</td>"
+		              "<td class=n>%s</td><td class=n>%s</td></tr>",
+		              i == 0 ? (r->matches ? "yes" : "no") : "", r->oom ? "yes" : "no",
+		              fmt_bytes(b1, r->peak_reserved), fmt_bytes(b2, r->peak_allocated),
+		              r->limit ? fmt_bytes(b3, r->limit) : "none");
 	}
 	mr_buf_puts(c->b, "</tbody></table>");
 	if (ad->replay_note[0]) {
@@ -510,27 +534,30 @@ static void categories(hr_ctx *c)
 		total += cat->bytes[i];
 	if (!total)
 		return;
-	mr_buf_printf(c->b, "<section id=categories><h2>Live memory by kind <span class=muted>at the "
-			    "%s</span></h2>",
-		      cat->moment && strcmp(cat->moment, "oom") == 0 ? "out-of-memory moment"
-								      : "snapshot");
-	mr_buf_puts(c->b, "<svg class=catbar viewBox=\"0 0 1000 22\" preserveAspectRatio=none role=img aria-label=\"live memory "
-			  "by kind\">");
+	mr_buf_printf(c->b,
+	              "<section id=categories><h2>Live memory by kind <span class=muted>at the "
+	              "%s</span></h2>",
+	              cat->moment && strcmp(cat->moment, "oom") == 0 ? "out-of-memory moment"
+	                                                             : "snapshot");
+	mr_buf_puts(c->b, "<svg class=catbar viewBox=\"0 0 1000 22\" preserveAspectRatio=none "
+	                  "role=img aria-label=\"live memory "
+	                  "by kind\">");
 	double x = 0;
 	for (int i = 0; i < AD_CAT_COUNT; i++) {
 		double w = (double)cat->bytes[i] / (double)total * 1000.0;
 		if (w > 0)
-			mr_buf_printf(c->b, "<rect x=%.1f y=0 width=%.1f height=22 class=cat%d />", x, w, i);
+			mr_buf_printf(c->b, "<rect x=%.1f y=0 width=%.1f height=22 class=cat%d />",
+			              x, w, i);
 		x += w;
 	}
 	mr_buf_puts(c->b, "</svg><table class=cats><tbody>");
 	for (int i = 0; i < AD_CAT_COUNT; i++) {
 		char s[32];
 		mr_buf_printf(c->b,
-			      "<tr><th><span class=\"sw cat%d\"></span>%s</th><td class=n>%s</td>"
-			      "<td class=n>%.1f%%</td></tr>",
-			      i, ad_category_name(i), fmt_bytes(s, cat->bytes[i]),
-			      (double)cat->bytes[i] * 100.0 / (double)total);
+		              "<tr><th><span class=\"sw cat%d\"></span>%s</th><td class=n>%s</td>"
+		              "<td class=n>%.1f%%</td></tr>",
+		              i, ad_category_name(i), fmt_bytes(s, cat->bytes[i]),
+		              (double)cat->bytes[i] * 100.0 / (double)total);
 	}
 	mr_buf_puts(c->b, "</tbody></table></section>");
 }
@@ -540,15 +567,15 @@ static void categories(hr_ctx *c)
 static void png_img(hr_ctx *c, const mr_buf *png, const char *cls)
 {
 	mr_buf_printf(c->b, "<img class=%s width=%d height=%d src=\"data:image/png;base64,", cls,
-		      HR_MAP_WIDTH, HR_MAP_HEIGHT);
+	              HR_MAP_WIDTH, HR_MAP_HEIGHT);
 	b64_encode(c->b, (const unsigned char *)png->data, png->len);
 	mr_buf_puts(c->b, "\"");
 }
 
 typedef struct {
-	int pool;        /* 0 large, 1 small, 2 private */
-	int exact;       /* key is an exact size */
-	uint64_t key;    /* size, or power-of-two exponent */
+	int pool;     /* 0 large, 1 small, 2 private */
+	int exact;    /* key is an exact size */
+	uint64_t key; /* size, or power-of-two exponent */
 	uint64_t count, bytes;
 	pm_totals totals;
 } hr_group;
@@ -590,20 +617,20 @@ static void map_row(hr_ctx *c, size_t rank, const md_segment *seg, uint64_t scal
 		return;
 	}
 	mr_buf_printf(c->b,
-		      "<tr><td class=n>%zu</td><td class=n data-v=%" PRIu64 ">%s</td><td>%s</td>"
-		      "<td>%s%s</td><td class=n>%" PRIu64 "</td><td>",
-		      rank, seg->total_size, fmt_bytes(size, seg->total_size), stream,
-		      pool_name(seg_pool(seg)), seg->is_expandable ? ", expandable" : "", t.blocks);
+	              "<tr><td class=n>%zu</td><td class=n data-v=%" PRIu64 ">%s</td><td>%s</td>"
+	              "<td>%s%s</td><td class=n>%" PRIu64 "</td><td>",
+	              rank, seg->total_size, fmt_bytes(size, seg->total_size), stream,
+	              pool_name(seg_pool(seg)), seg->is_expandable ? ", expandable" : "", t.blocks);
 	png_img(c, &png, "map");
 	mr_buf_printf(c->b,
-		      " alt=\"segment 0x%" PRIx64 ", %s: %s active, %s free in %" PRIu64
-		      " block%s\" title=\"segment 0x%" PRIx64 ": %s active, %s free in %" PRIu64
-		      " block%s\"></td><td class=n data-v=%" PRIu64 ">%s</td><td class=n data-v=%" PRIu64
-		      ">%s</td></tr>",
-		      seg->address, size, fmt_bytes(act, t.bytes[PM_ACTIVE] + t.bytes[PM_WASTE]),
-		      fmt_bytes(fr, free_bytes), t.free_blocks, t.free_blocks == 1 ? "" : "s",
-		      seg->address, act, fr, t.free_blocks, t.free_blocks == 1 ? "" : "s",
-		      t.bytes[PM_ACTIVE] + t.bytes[PM_WASTE], act, free_bytes, fr);
+	              " alt=\"segment 0x%" PRIx64 ", %s: %s active, %s free in %" PRIu64
+	              " block%s\" title=\"segment 0x%" PRIx64 ": %s active, %s free in %" PRIu64
+	              " block%s\"></td><td class=n data-v=%" PRIu64
+	              ">%s</td><td class=n data-v=%" PRIu64 ">%s</td></tr>",
+	              seg->address, size, fmt_bytes(act, t.bytes[PM_ACTIVE] + t.bytes[PM_WASTE]),
+	              fmt_bytes(fr, free_bytes), t.free_blocks, t.free_blocks == 1 ? "" : "s",
+	              seg->address, act, fr, t.free_blocks, t.free_blocks == 1 ? "" : "s",
+	              t.bytes[PM_ACTIVE] + t.bytes[PM_WASTE], act, free_bytes, fr);
 	mr_buf_free(&png);
 }
 
@@ -617,8 +644,10 @@ static void map_groups(hr_ctx *c, const size_t *order, size_t from, size_t count
 	}
 	for (size_t i = from; i < count; i++) {
 		const md_segment *seg = &c->s->segments[order[i]];
-		hr_group key = {seg_pool(seg), seg->total_size <= 20 * MR_MIB, 0, 0, 0, {{0}, 0, 0}};
-		key.key = key.exact ? seg->total_size : (uint64_t)(63 - __builtin_clzll(seg->total_size));
+		hr_group key = {seg_pool(seg), seg->total_size <= 20 * MR_MIB, 0, 0, 0,
+		                {{0}, 0, 0}};
+		key.key =
+		    key.exact ? seg->total_size : (uint64_t)(63 - __builtin_clzll(seg->total_size));
 		size_t g = 0;
 		/* Segments arrive largest first, so a group's members are mostly adjacent. */
 		for (g = ng; g-- > 0;)
@@ -635,14 +664,15 @@ static void map_groups(hr_ctx *c, const size_t *order, size_t from, size_t count
 	}
 	qsort(groups, ng, sizeof *groups, group_cmp);
 	uint64_t top = ng ? groups[0].bytes : 1;
-	mr_buf_printf(c->b,
-		      "<p class=muted>The other %zu segments, aggregated by pool and size: each bar "
-		      "is the share of the group's bytes in each state (not their layout), its "
-		      "length the group's total against the largest group.</p>"
-		      "<table class=maps><thead><tr><th>segments</th><th class=n>size</th>"
-		      "<th class=n>total</th><th>pool</th><th class=n>blocks</th><th>state of the "
-		      "bytes</th><th class=n>active</th><th class=n>free</th></tr></thead><tbody>",
-		      count - from);
+	mr_buf_printf(
+	    c->b,
+	    "<p class=muted>The other %zu segments, aggregated by pool and size: each bar "
+	    "is the share of the group's bytes in each state (not their layout), its "
+	    "length the group's total against the largest group.</p>"
+	    "<table class=maps><thead><tr><th>segments</th><th class=n>size</th>"
+	    "<th class=n>total</th><th>pool</th><th class=n>blocks</th><th>state of the "
+	    "bytes</th><th class=n>active</th><th class=n>free</th></tr></thead><tbody>",
+	    count - from);
 	size_t shown = MR_MIN(ng, (size_t)HR_MAX_MAP_GROUPS);
 	for (size_t g = 0; g < ng; g++) {
 		/* Beyond the cap, the remaining groups fold into the last row. */
@@ -665,29 +695,34 @@ static void map_groups(hr_ctx *c, const size_t *order, size_t from, size_t count
 		else if (gr->exact)
 			snprintf(size, sizeof size, "%s each", fmt_bytes(lo, gr->key));
 		else
-			snprintf(size, sizeof size, "%s\xe2\x80\x93%s", fmt_bytes(lo, (uint64_t)1 << gr->key),
-				 fmt_bytes(hi, gr->key >= 63 ? UINT64_MAX : (uint64_t)1 << (gr->key + 1)));
+			snprintf(size, sizeof size, "%s\xe2\x80\x93%s",
+			         fmt_bytes(lo, (uint64_t)1 << gr->key),
+			         fmt_bytes(hi, gr->key >= 63 ? UINT64_MAX
+			                                     : (uint64_t)1 << (gr->key + 1)));
 		mr_buf png = {0};
-		mr_status st = pm_totals_png(&gr->totals, (double)gr->bytes / (double)top, HR_MAP_WIDTH,
-					     HR_MAP_HEIGHT, &png, c->err);
+		mr_status st = pm_totals_png(&gr->totals, (double)gr->bytes / (double)top,
+		                             HR_MAP_WIDTH, HR_MAP_HEIGHT, &png, c->err);
 		if (st) {
 			c->st = st;
 			mr_buf_free(&png);
 			break;
 		}
-		uint64_t free_bytes = gr->totals.bytes[PM_FREE_SPLIT] + gr->totals.bytes[PM_FREE_WHOLE];
+		uint64_t free_bytes =
+		    gr->totals.bytes[PM_FREE_SPLIT] + gr->totals.bytes[PM_FREE_WHOLE];
 		mr_buf_printf(c->b,
-			      "<tr><td class=n>%" PRIu64 "</td><td class=n>%s</td><td class=n>%s</td>"
-			      "<td>%s</td><td class=n>%" PRIu64 "</td><td>",
-			      gr->count, size, fmt_bytes(tot, gr->bytes), pool_name(gr->pool),
-			      gr->totals.blocks);
+		              "<tr><td class=n>%" PRIu64
+		              "</td><td class=n>%s</td><td class=n>%s</td>"
+		              "<td>%s</td><td class=n>%" PRIu64 "</td><td>",
+		              gr->count, size, fmt_bytes(tot, gr->bytes), pool_name(gr->pool),
+		              gr->totals.blocks);
 		png_img(c, &png, "map");
-		mr_buf_printf(c->b,
-			      " alt=\"%" PRIu64 " segments, %s\"></td><td class=n>%s</td>"
-			      "<td class=n>%s</td></tr>",
-			      gr->count, tot,
-			      fmt_bytes(act, gr->totals.bytes[PM_ACTIVE] + gr->totals.bytes[PM_WASTE]),
-			      fmt_bytes(fr, free_bytes));
+		mr_buf_printf(
+		    c->b,
+		    " alt=\"%" PRIu64 " segments, %s\"></td><td class=n>%s</td>"
+		    "<td class=n>%s</td></tr>",
+		    gr->count, tot,
+		    fmt_bytes(act, gr->totals.bytes[PM_ACTIVE] + gr->totals.bytes[PM_WASTE]),
+		    fmt_bytes(fr, free_bytes));
 		mr_buf_free(&png);
 	}
 	mr_buf_puts(c->b, "</tbody></table>");
@@ -698,8 +733,8 @@ static void legend(hr_ctx *c)
 {
 	mr_buf_puts(c->b, "<ul class=legend>");
 	for (int i = 0; i < PM_STATE_COUNT; i++)
-		mr_buf_printf(c->b, "<li><span class=\"sw st-%s\"></span>%s</li>", pm_state_class(i),
-			      pm_state_label(i));
+		mr_buf_printf(c->b, "<li><span class=\"sw st-%s\"></span>%s</li>",
+		              pm_state_class(i), pm_state_label(i));
 	mr_buf_puts(c->b, "</ul>");
 }
 
@@ -708,10 +743,11 @@ static void segment_maps(hr_ctx *c)
 	const rp_run *run = c->run;
 	if (!run->has_snapshot || !c->s->segment_count)
 		return;
-	mr_buf_puts(c->b, "<section id=maps><h2>Segment maps</h2>"
-			  "<p class=muted>Each bar is one segment reserved from CUDA, its blocks in "
-			  "address order, coloured by state; a thin dark line separates blocks. Bar "
-			  "length is proportional to the segment's size.</p>");
+	mr_buf_puts(c->b,
+	            "<section id=maps><h2>Segment maps</h2>"
+	            "<p class=muted>Each bar is one segment reserved from CUDA, its blocks in "
+	            "address order, coloured by state; a thin dark line separates blocks. Bar "
+	            "length is proportional to the segment's size.</p>");
 	legend(c);
 	for (size_t d = 0; d < run->an.device_count; d++) {
 		const an_device *dv = &run->an.devices[d];
@@ -719,7 +755,7 @@ static void segment_maps(hr_ctx *c)
 			continue;
 		if (over_budget(c)) {
 			left_out(c, "Segment maps of device %d (the page reached its size limit).",
-				 dv->device);
+			         dv->device);
 			continue;
 		}
 		size_t *order = mr_alloc_array(dv->segment_count, sizeof *order);
@@ -731,14 +767,16 @@ static void segment_maps(hr_ctx *c)
 		size_t shown = MR_MIN(dv->segment_count, (size_t)HR_MAX_MAP_ROWS);
 		uint64_t scale = c->s->segments[order[0]].total_size;
 		char big[32];
-		mr_buf_printf(c->b,
-			      "<h3>Device %d <span class=muted>%zu segment%s%s; full bar = %s</span></h3>",
-			      dv->device, dv->segment_count, dv->segment_count == 1 ? "" : "s",
-			      dv->segment_count > shown ? ", largest first" : "", fmt_bytes(big, scale));
-		mr_buf_puts(c->b, "<table class=\"maps sortable\"><thead><tr><th class=n>#</th>"
-				  "<th class=n>size</th><th>stream</th><th>pool</th><th class=n>blocks"
-				  "</th><th>map</th><th class=n>active</th><th class=n>free</th></tr>"
-				  "</thead><tbody>");
+		mr_buf_printf(
+		    c->b,
+		    "<h3>Device %d <span class=muted>%zu segment%s%s; full bar = %s</span></h3>",
+		    dv->device, dv->segment_count, dv->segment_count == 1 ? "" : "s",
+		    dv->segment_count > shown ? ", largest first" : "", fmt_bytes(big, scale));
+		mr_buf_puts(c->b,
+		            "<table class=\"maps sortable\"><thead><tr><th class=n>#</th>"
+		            "<th class=n>size</th><th>stream</th><th>pool</th><th class=n>blocks"
+		            "</th><th>map</th><th class=n>active</th><th class=n>free</th></tr>"
+		            "</thead><tbody>");
 		for (size_t i = 0; i < shown && !c->st; i++)
 			map_row(c, i + 1, &c->s->segments[order[i]], scale);
 		mr_buf_puts(c->b, "</tbody></table>");
@@ -765,37 +803,42 @@ static void timelines(hr_ctx *c)
 		if (!want_device(c, dv->device))
 			continue;
 		if (!dv->has_trace || !dv->timeline_count) {
-			mr_buf_printf(c->b, "<p class=muted>Device %d: no trace was recorded, so there is "
-					    "no timeline and no peak.</p>",
-				      dv->device);
+			mr_buf_printf(
+			    c->b,
+			    "<p class=muted>Device %d: no trace was recorded, so there is "
+			    "no timeline and no peak.</p>",
+			    dv->device);
 			continue;
 		}
 		if (over_budget(c)) {
 			left_out(c, "The timeline of device %d (the page reached its size limit).",
-				 dv->device);
+			         dv->device);
 			continue;
 		}
 		char pa[32], pr[32];
-		mr_buf_printf(c->b,
-			      "<figure><figcaption>Device %d: %zu events, drawn in %zu buckets that each "
-			      "keep their minimum and maximum. Peak allocated %s, peak reserved %s%s."
-			      "</figcaption>",
-			      dv->device, dv->trace_events, dv->timeline_count,
-			      fmt_bytes(pa, dv->peak_allocated), fmt_bytes(pr, dv->peak_reserved),
-			      dv->truncated ? " (the trace does not reach back to the start: both are "
-					      "lower bounds)"
-					    : "");
+		mr_buf_printf(
+		    c->b,
+		    "<figure><figcaption>Device %d: %zu events, drawn in %zu buckets that each "
+		    "keep their minimum and maximum. Peak allocated %s, peak reserved %s%s."
+		    "</figcaption>",
+		    dv->device, dv->trace_events, dv->timeline_count,
+		    fmt_bytes(pa, dv->peak_allocated), fmt_bytes(pr, dv->peak_reserved),
+		    dv->truncated ? " (the trace does not reach back to the start: both are "
+		                    "lower bounds)"
+		                  : "");
 		mr_status st = st_render(c->s, dv, c->b, c->err);
 		if (st) {
 			c->st = st;
 			return;
 		}
-		mr_buf_puts(c->b, "<ul class=legend><li><span class=\"sw tl-alloc\"></span>allocated"
-				  "</li><li><span class=\"sw tl-band\"></span>allocated, range within "
-				  "a bucket</li><li><span class=\"sw tl-res\"></span>reserved</li>"
-				  "<li><span class=\"sw tl-peak\"></span>peak allocated</li>");
+		mr_buf_puts(c->b,
+		            "<ul class=legend><li><span class=\"sw tl-alloc\"></span>allocated"
+		            "</li><li><span class=\"sw tl-band\"></span>allocated, range within "
+		            "a bucket</li><li><span class=\"sw tl-res\"></span>reserved</li>"
+		            "<li><span class=\"sw tl-peak\"></span>peak allocated</li>");
 		if (dv->oom_events)
-			mr_buf_puts(c->b, "<li><span class=\"sw tl-oom\"></span>out of memory</li>");
+			mr_buf_puts(c->b,
+			            "<li><span class=\"sw tl-oom\"></span>out of memory</li>");
 		mr_buf_puts(c->b, "</ul></figure>");
 		any = 1;
 	}
@@ -878,15 +921,16 @@ static void stack_html(hr_ctx *c, uint32_t stack)
 	mr_buf_puts(c->b, "</ol>");
 	if (shown > HR_MAX_FRAMES)
 		mr_buf_printf(c->b, "<p class=muted>%zu more frame%s not shown.</p>",
-			      shown - HR_MAX_FRAMES, shown - HR_MAX_FRAMES == 1 ? "" : "s");
+		              shown - HR_MAX_FRAMES, shown - HR_MAX_FRAMES == 1 ? "" : "s");
 	if (hidden)
-		mr_buf_printf(c->b, "<p class=muted>%zu PyTorch-internal frame%s hidden, as "
-				    "PyTorch's own viewer hides them.</p>",
-			      hidden, hidden == 1 ? "" : "s");
+		mr_buf_printf(c->b,
+		              "<p class=muted>%zu PyTorch-internal frame%s hidden, as "
+		              "PyTorch's own viewer hides them.</p>",
+		              hidden, hidden == 1 ? "" : "s");
 }
 
 static void device_sites(hr_ctx *c, const an_device *dv, const an_site *sites, size_t n,
-			 const char *moment)
+                         const char *moment)
 {
 	const md_snapshot *s = c->s;
 	hr_member *m = mr_alloc_array(n ? n : 1, sizeof *m);
@@ -916,28 +960,31 @@ static void device_sites(hr_ctx *c, const an_device *dv, const an_site *sites, s
 	for (size_t i = 0; i < ng; i++)
 		total += g[i].bytes;
 	char tb[32];
-	mr_buf_printf(c->b,
-		      "<h3>Device %d <span class=muted>%s live in %zu site%s, %zu distinct stack%s, at "
-		      "the %s</span></h3><div class=sites data-list>",
-		      dv->device, fmt_bytes(tb, total), ng, ng == 1 ? "" : "s", n, n == 1 ? "" : "s",
-		      moment);
+	mr_buf_printf(
+	    c->b,
+	    "<h3>Device %d <span class=muted>%s live in %zu site%s, %zu distinct stack%s, at "
+	    "the %s</span></h3><div class=sites data-list>",
+	    dv->device, fmt_bytes(tb, total), ng, ng == 1 ? "" : "s", n, n == 1 ? "" : "s", moment);
 	size_t shown = MR_MIN(ng, (size_t)HR_MAX_SITES);
 	for (size_t i = 0; i < shown && !c->b->failed; i++) {
 		const hr_site_group *gr = &g[i];
 		if (over_budget(c)) {
-			left_out(c, "%zu allocation sites of device %d (the page reached its size limit).",
-				 shown - i, dv->device);
+			left_out(
+			    c,
+			    "%zu allocation sites of device %d (the page reached its size limit).",
+			    shown - i, dv->device);
 			shown = i;
 			break;
 		}
 		char b[32], pct[16];
-		snprintf(pct, sizeof pct, "%.1f%%", total ? (double)gr->bytes * 100.0 / (double)total : 0);
+		snprintf(pct, sizeof pct, "%.1f%%",
+		         total ? (double)gr->bytes * 100.0 / (double)total : 0);
 		mr_buf_printf(c->b,
-			      "<details class=site data-bytes=%" PRIu64 " data-count=%" PRIu64
-			      "><summary><span class=sb>%s</span><span class=sp>%s</span>"
-			      "<span class=sc>%" PRIu64 " block%s</span><span class=sf>",
-			      gr->bytes, gr->count, fmt_bytes(b, gr->bytes), pct, gr->count,
-			      gr->count == 1 ? "" : "s");
+		              "<details class=site data-bytes=%" PRIu64 " data-count=%" PRIu64
+		              "><summary><span class=sb>%s</span><span class=sp>%s</span>"
+		              "<span class=sc>%" PRIu64 " block%s</span><span class=sf>",
+		              gr->bytes, gr->count, fmt_bytes(b, gr->bytes), pct, gr->count,
+		              gr->count == 1 ? "" : "s");
 		if (gr->frame)
 			frame_html(c, gr->frame);
 		else
@@ -945,16 +992,18 @@ static void device_sites(hr_ctx *c, const an_device *dv, const an_site *sites, s
 		mr_buf_puts(c->b, "</span></summary><div class=stacks>");
 		for (size_t k = 0; k < gr->nstacks && k < HR_MAX_STACKS; k++) {
 			const an_site *site = &sites[m[gr->first_site + k].site];
-			mr_buf_printf(c->b,
-				      "<div class=stack><div class=stack-h>%s in %" PRIu64 " block%s"
-				      "</div>",
-				      fmt_bytes(b, site->bytes), site->count, site->count == 1 ? "" : "s");
+			mr_buf_printf(
+			    c->b,
+			    "<div class=stack><div class=stack-h>%s in %" PRIu64 " block%s"
+			    "</div>",
+			    fmt_bytes(b, site->bytes), site->count, site->count == 1 ? "" : "s");
 			stack_html(c, site->stack);
 			mr_buf_puts(c->b, "</div>");
 		}
 		if (gr->nstacks > HR_MAX_STACKS)
-			mr_buf_printf(c->b, "<p class=muted>%zu smaller stacks of this site not shown.</p>",
-				      gr->nstacks - HR_MAX_STACKS);
+			mr_buf_printf(
+			    c->b, "<p class=muted>%zu smaller stacks of this site not shown.</p>",
+			    gr->nstacks - HR_MAX_STACKS);
 		mr_buf_puts(c->b, "</div></details>");
 	}
 	mr_buf_puts(c->b, "</div>");
@@ -966,8 +1015,9 @@ static void device_sites(hr_ctx *c, const an_device *dv, const an_site *sites, s
 		}
 		char rb[32];
 		mr_buf_printf(c->b,
-			      "<p class=muted>%zu smaller sites not shown: %s in %" PRIu64 " blocks.</p>",
-			      ng - shown, fmt_bytes(rb, rest), rest_count);
+		              "<p class=muted>%zu smaller sites not shown: %s in %" PRIu64
+		              " blocks.</p>",
+		              ng - shown, fmt_bytes(rb, rest), rest_count);
 	}
 done:
 	free(m);
@@ -979,32 +1029,35 @@ static void sites(hr_ctx *c, const hr_oom *oom)
 	const rp_run *run = c->run;
 	if (!run->has_snapshot)
 		return;
-	mr_buf_puts(c->b, "<section id=sites><h2>Where the live memory was allocated</h2>"
-			  "<p class=muted>Live blocks grouped by the innermost Python frame that "
-			  "PyTorch's viewer shows; open a site for its stacks.</p><div class=toolbar hidden><input "
-			  "type=search placeholder=\"filter by function or file\" aria-label=\"filter "
-			  "sites\"><button type=button data-sort=bytes>sort by bytes</button><button "
-			  "type=button data-sort=count>sort by blocks</button></div>");
+	mr_buf_puts(c->b,
+	            "<section id=sites><h2>Where the live memory was allocated</h2>"
+	            "<p class=muted>Live blocks grouped by the innermost Python frame that "
+	            "PyTorch's viewer shows; open a site for its stacks.</p><div class=toolbar "
+	            "hidden><input "
+	            "type=search placeholder=\"filter by function or file\" aria-label=\"filter "
+	            "sites\"><button type=button data-sort=bytes>sort by bytes</button><button "
+	            "type=button data-sort=count>sort by blocks</button></div>");
 	for (size_t d = 0; d < run->an.device_count; d++) {
 		const an_device *dv = &run->an.devices[d];
 		if (!want_device(c, dv->device) || !dv->site_count)
 			continue;
 		if (over_budget(c)) {
-			left_out(c, "Allocation sites of device %d (the page reached its size limit).",
-				 dv->device);
+			left_out(c,
+			         "Allocation sites of device %d (the page reached its size limit).",
+			         dv->device);
 			continue;
 		}
 		device_sites(c, dv, dv->sites, dv->site_count,
-			     oom->present && oom->device == dv->device ? "out-of-memory moment"
-								       : "snapshot");
+		             oom->present && oom->device == dv->device ? "out-of-memory moment"
+		                                                       : "snapshot");
 		if (c->st)
 			return;
 		/* At the trace's peak too, unless that is the snapshot's own moment. */
 		if (dv->peak_site_count && dv->peak_allocated_event + 1 < dv->trace_events &&
 		    !over_budget(c)) {
 			device_sites(c, dv, dv->peak_sites, dv->peak_site_count,
-				     "trace's allocated peak (block sizes rounded as the allocator "
-				     "rounds)");
+			             "trace's allocated peak (block sizes rounded as the allocator "
+			             "rounds)");
 			if (c->st)
 				return;
 		}
@@ -1023,7 +1076,7 @@ static void settings(hr_ctx *c)
 	mr_buf_puts(c->b, "<section id=settings><h2>Allocator settings</h2>");
 	if (!cfg->present) {
 		mr_buf_puts(c->b, "<p class=muted>The snapshot did not record allocator settings "
-				  "(PyTorch before 2.3 does not).</p></section>");
+		                  "(PyTorch before 2.3 does not).</p></section>");
 		return;
 	}
 	mr_buf_puts(c->b, "<table class=settings><tbody><tr><th>PYTORCH_CUDA_ALLOC_CONF</th><td>");
@@ -1049,7 +1102,7 @@ static void settings(hr_ctx *c)
 	mr_buf_puts(c->b, "</tbody></table>");
 	if (cfg->raw_count > HR_MAX_SETTINGS)
 		mr_buf_printf(c->b, "<p class=muted>%zu more settings not shown.</p>",
-			      cfg->raw_count - HR_MAX_SETTINGS);
+		              cfg->raw_count - HR_MAX_SETTINGS);
 	mr_buf_puts(c->b, "</section>");
 }
 
@@ -1061,70 +1114,81 @@ static void notes(hr_ctx *c)
 	mr_buf *save = c->b;
 	c->b = &n;
 	if (run->has_snapshot && !s->has_history)
-		mr_buf_puts(&n, "<li><b>No allocation history was recorded</b>: there are no stacks "
-				"and no trace, so no timeline, no peaks and no allocation sites. Call "
-				"<code>torch.cuda.memory._record_memory_history(max_entries=100000)</code> "
-				"at the start of the run and dump the snapshot with "
-				"<code>torch.cuda.memory._dump_snapshot(\"snapshot.pickle\")</code>.</li>");
+		mr_buf_puts(
+		    &n, "<li><b>No allocation history was recorded</b>: there are no stacks "
+		        "and no trace, so no timeline, no peaks and no allocation sites. Call "
+		        "<code>torch.cuda.memory._record_memory_history(max_entries=100000)</code> "
+		        "at the start of the run and dump the snapshot with "
+		        "<code>torch.cuda.memory._dump_snapshot(\"snapshot.pickle\")</code>.</li>");
 	if (run->has_snapshot && s->era != MD_ERA_CURRENT)
-		mr_buf_printf(&n, "<li>The snapshot is in an older format (%s): some numbers (requested "
-				  "bytes, stacks of free blocks) were not recorded.</li>",
-			      s->era == MD_ERA_HISTORY ? "PyTorch 2.0, per-block history"
-						       : "a bare segment list");
+		mr_buf_printf(
+		    &n,
+		    "<li>The snapshot is in an older format (%s): some numbers (requested "
+		    "bytes, stacks of free blocks) were not recorded.</li>",
+		    s->era == MD_ERA_HISTORY ? "PyTorch 2.0, per-block history"
+		                             : "a bare segment list");
 	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
 		const an_device *dv = &run->an.devices[d];
 		char b1[32], b2[32];
 		if (!want_device(c, dv->device))
 			continue;
 		if (dv->has_trace && dv->truncated)
-			mr_buf_printf(&n,
-				      "<li>Device %d: <b>the trace is truncated</b>: it does not reach back "
-				      "to an empty allocator (%s reserved and %s allocated before its first "
-				      "event; the ring buffer of <code>max_entries</code> overflowed or "
-				      "recording started late), so the peaks shown are lower bounds.</li>",
-				      dv->device, fmt_bytes(b1, dv->initial_reserved),
-				      fmt_bytes(b2, dv->initial_allocated));
+			mr_buf_printf(
+			    &n,
+			    "<li>Device %d: <b>the trace is truncated</b>: it does not reach back "
+			    "to an empty allocator (%s reserved and %s allocated before its first "
+			    "event; the ring buffer of <code>max_entries</code> overflowed or "
+			    "recording started late), so the peaks shown are lower bounds.</li>",
+			    dv->device, fmt_bytes(b1, dv->initial_reserved),
+			    fmt_bytes(b2, dv->initial_allocated));
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
 		if (p->pending_free)
-			mr_buf_printf(&n,
-				      "<li>Device %d: <b>%s in %" PRIu64 " block%s are pending free</b>: "
-				      "freed by Python but still used by another stream "
-				      "(<code>record_stream</code>); they return only when that stream's "
-				      "work completes.</li>",
-				      dv->device, fmt_bytes(b1, p->pending_free), p->pending_free_blocks,
-				      p->pending_free_blocks == 1 ? "" : "s");
+			mr_buf_printf(
+			    &n,
+			    "<li>Device %d: <b>%s in %" PRIu64 " block%s are pending free</b>: "
+			    "freed by Python but still used by another stream "
+			    "(<code>record_stream</code>); they return only when that stream's "
+			    "work completes.</li>",
+			    dv->device, fmt_bytes(b1, p->pending_free), p->pending_free_blocks,
+			    p->pending_free_blocks == 1 ? "" : "s");
 		const an_pool *pp = &dv->pool[AN_POOL_PRIVATE];
 		if (pp->segments)
-			mr_buf_printf(&n,
-				      "<li>Device %d: <b>%s in %" PRIu64 " segment%s belong to private "
-				      "pools</b> (CUDA graphs or <code>torch.cuda.MemPool</code>): other "
-				      "allocations cannot use them, and they are reported apart from the "
-				      "default pool.</li>",
-				      dv->device, fmt_bytes(b1, pp->reserved), pp->segments,
-				      pp->segments == 1 ? "" : "s");
+			mr_buf_printf(
+			    &n,
+			    "<li>Device %d: <b>%s in %" PRIu64 " segment%s belong to private "
+			    "pools</b> (CUDA graphs or <code>torch.cuda.MemPool</code>): other "
+			    "allocations cannot use them, and they are reported apart from the "
+			    "default pool.</li>",
+			    dv->device, fmt_bytes(b1, pp->reserved), pp->segments,
+			    pp->segments == 1 ? "" : "s");
 	}
 	if (run->has_snapshot && s->inconsistent_segments)
-		mr_buf_printf(&n, "<li>%zu segment%s whose blocks do not tile them exactly; their maps "
-				  "are drawn from the blocks as recorded.</li>",
-			      s->inconsistent_segments, s->inconsistent_segments == 1 ? " has" : "s have");
+		mr_buf_printf(&n,
+		              "<li>%zu segment%s whose blocks do not tile them exactly; their maps "
+		              "are drawn from the blocks as recorded.</li>",
+		              s->inconsistent_segments,
+		              s->inconsistent_segments == 1 ? " has" : "s have");
 	if (run->has_snapshot && (s->unknown_states || s->unknown_actions || s->dropped_events))
-		mr_buf_printf(&n, "<li>Unrecognised content was ignored: %zu block states, %zu trace "
-				  "actions, %zu events dropped.</li>",
-			      s->unknown_states, s->unknown_actions, s->dropped_events);
+		mr_buf_printf(&n,
+		              "<li>Unrecognised content was ignored: %zu block states, %zu trace "
+		              "actions, %zu events dropped.</li>",
+		              s->unknown_states, s->unknown_actions, s->dropped_events);
 	if (c->opt->redact_paths)
 		mr_buf_puts(&n, "<li>File paths are redacted (<code>--redact-paths</code>).</li>");
 	c->b = save;
 	if (n.failed)
 		c->b->failed = 1;
 	if (n.len || c->left_out.len) {
-		mr_buf_puts(c->b, "<section id=notes><h2>Notes on the evidence</h2><ul class=notes>");
+		mr_buf_puts(c->b,
+		            "<section id=notes><h2>Notes on the evidence</h2><ul class=notes>");
 		if (n.data)
 			mr_buf_append(c->b, n.data, n.len);
 		if (c->left_out.len) {
 			mr_buf_puts(c->b, "<li>Left out to keep this page under 3 MB:<ul>");
 			mr_buf_append(c->b, c->left_out.data, c->left_out.len);
-			mr_buf_puts(c->b, "</ul>The JSON report (<code>--format json</code>) has the "
-					  "numbers.</li>");
+			mr_buf_puts(c->b,
+			            "</ul>The JSON report (<code>--format json</code>) has the "
+			            "numbers.</li>");
 		}
 		mr_buf_puts(c->b, "</ul></section>");
 	}
@@ -1134,29 +1198,30 @@ static void notes(hr_ctx *c)
 static void header(hr_ctx *c)
 {
 	mr_buf_puts(c->b, "<header><h1>memreport <span class=muted>CUDA memory report</span></h1>"
-			  "<p class=inputs>");
+	                  "<p class=inputs>");
 	for (size_t i = 0; i < c->run->input_count; i++) {
 		mr_buf_puts(c->b, i ? ", " : "");
 		mr_buf_puts(c->b, "<code>");
 		path_text(c, c->run->inputs[i].path);
 		mr_buf_printf(c->b, "</code> <span class=muted>(%s)</span>",
-			      rp_kind_name(c->run->inputs[i].kind));
+		              rp_kind_name(c->run->inputs[i].kind));
 	}
 	if (c->opt->device >= 0)
-		mr_buf_printf(c->b, " <span class=muted>\xc2\xb7 device %d only</span>", c->opt->device);
+		mr_buf_printf(c->b, " <span class=muted>\xc2\xb7 device %d only</span>",
+		              c->opt->device);
 	mr_buf_puts(c->b, "</p><nav><a href=\"#devices\">devices</a> <a href=\"#recommendations\">"
-			  "what to change</a> <a href=\"#maps\">segment maps</a> <a "
-			  "href=\"#timeline\">timeline</a> <a href=\"#sites\">allocation sites</a> "
-			  "<a href=\"#settings\">settings</a></nav></header>");
+	                  "what to change</a> <a href=\"#maps\">segment maps</a> <a "
+	                  "href=\"#timeline\">timeline</a> <a href=\"#sites\">allocation sites</a> "
+	                  "<a href=\"#settings\">settings</a></nav></header>");
 }
 
 /* ---- the page ---- */
 
 static const char fallback_page[] =
-	"<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><meta "
-	"http-equiv=Content-Security-Policy content=\"{{csp}}\"><title>{{title}}</title>"
-	"<style>{{css}}</style></head><body><main>{{body}}</main><script>{{script}}</script>"
-	"</body></html>\n";
+    "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><meta "
+    "http-equiv=Content-Security-Policy content=\"{{csp}}\"><title>{{title}}</title>"
+    "<style>{{css}}</style></head><body><main>{{body}}</main><script>{{script}}</script>"
+    "</body></html>\n";
 
 mr_status rp_render_html(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err)
 {
@@ -1186,7 +1251,7 @@ mr_status rp_render_html(const rp_run *run, const rp_options *opt, mr_buf *out, 
 	settings(&c);
 	notes(&c);
 	mr_buf_puts(&body, "<footer>Written by memreport. This page is self-contained: it loads "
-			   "nothing from the network and works without its script.</footer>");
+	                   "nothing from the network and works without its script.</footer>");
 	if (c.st) {
 		st = c.st;
 		goto done;
@@ -1205,25 +1270,26 @@ mr_status rp_render_html(const rp_run *run, const rp_options *opt, mr_buf *out, 
 	hu_sha256_base64(css ? css : "", css_len, css_hash);
 	hu_sha256_base64(js ? js : "", js_len, js_hash);
 	mr_buf_printf(&csp,
-		      "default-src 'none'; style-src 'sha256-%s'; script-src 'sha256-%s'; "
-		      "img-src data:; base-uri 'none'; form-action 'none'",
-		      css_hash, js_hash);
+	              "default-src 'none'; style-src 'sha256-%s'; script-src 'sha256-%s'; "
+	              "img-src data:; base-uri 'none'; form-action 'none'",
+	              css_hash, js_hash);
 	if (body.failed || title.failed || csp.failed || c.left_out.failed) {
 		st = mr_oom(err);
 		goto done;
 	}
 	hu_slot slots[] = {
-		{"csp", csp.data, csp.len},
-		{"title", title.data, title.len},
-		{"css", css ? css : "", css_len},
-		{"script", js ? js : "", js_len},
-		{"body", body.data ? body.data : "", body.len},
+	    {"csp", csp.data, csp.len},
+	    {"title", title.data, title.len},
+	    {"css", css ? css : "", css_len},
+	    {"script", js ? js : "", js_len},
+	    {"body", body.data ? body.data : "", body.len},
 	};
 	size_t start = out->len;
 	if (page)
 		hu_fill(out, page, page_len, slots, sizeof slots / sizeof *slots);
 	else
-		hu_fill(out, fallback_page, sizeof fallback_page - 1, slots, sizeof slots / sizeof *slots);
+		hu_fill(out, fallback_page, sizeof fallback_page - 1, slots,
+		        sizeof slots / sizeof *slots);
 	if (out->failed)
 		st = mr_oom(err);
 	else if (out->len - start > RP_HTML_MAX)

@@ -86,7 +86,8 @@ static void numbers_json(mr_buf *b, const rp_numbers *d)
 	json_u64(b, "inactive_split_blocks", d->inactive_split_blocks, 1);
 	json_u64(b, "segments", d->segments, 1);
 	/* reserved - allocated is all of the free cached memory; its layout is unknown */
-	json_u64(b, "free_cached_bytes", d->reserved > d->allocated ? d->reserved - d->allocated : 0, 1);
+	json_u64(b, "free_cached_bytes",
+	         d->reserved > d->allocated ? d->reserved - d->allocated : 0, 1);
 	mr_buf_puts(b, ", \"largest_free_block_bytes\": null, \"fragmentation\": null");
 	mr_buf_puts(b, ", \"expandable_segments\": null");
 	if (d->has_peaks) {
@@ -119,7 +120,7 @@ static void settings_json(mr_buf *b, const md_snapshot *s)
 		json_u64(b, "max_split_size", cfg->max_split_size, 1);
 	mr_buf_printf(b, ", \"garbage_collection_threshold\": %.6g", cfg->gc_threshold);
 	mr_buf_printf(b, ", \"expandable_segments\": %s",
-		      cfg->expandable_segments ? "true" : "false");
+	              cfg->expandable_segments ? "true" : "false");
 	mr_buf_puts(b, ", \"roundup_power2_divisions\": {");
 	for (int i = 0; i < 16; i++)
 		mr_buf_printf(b, "%s\"%u\": %u", i ? ", " : "", 1u << i, cfg->roundup_divisions[i]);
@@ -153,7 +154,9 @@ static void advice_json(mr_buf *b, const ad_advice *a)
 		field_str(b, "cause", ad_cause_name(a->oom.cause), 1);
 		json_u64(b, "free_cached_bytes", a->oom.free_cached, 1);
 		if (a->oom.largest_unknown) {
-			mr_buf_puts(b, ", \"largest_free_block_bytes\": null, \"free_cached_blocks\": null");
+			mr_buf_puts(
+			    b,
+			    ", \"largest_free_block_bytes\": null, \"free_cached_blocks\": null");
 		} else {
 			json_u64(b, "largest_free_block_bytes", a->oom.largest_free, 1);
 			json_u64(b, "free_cached_blocks", a->oom.free_pieces, 1);
@@ -193,7 +196,8 @@ static void advice_json(mr_buf *b, const ad_advice *a)
 		field_str(b, "message", f->message, 1);
 		mr_buf_puts(b, "}");
 	}
-	mr_buf_puts(b, a->finding_count ? "\n  ],\n  \"recommendations\": [" : "],\n  \"recommendations\": [");
+	mr_buf_puts(b, a->finding_count ? "\n  ],\n  \"recommendations\": ["
+	                                : "],\n  \"recommendations\": [");
 	for (size_t i = 0; i < a->rec_count; i++) {
 		const ad_recommendation *r = &a->recs[i];
 		mr_buf_puts(b, i ? ",\n    {" : "\n    {");

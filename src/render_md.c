@@ -47,10 +47,12 @@ static void fallback_verdict(mr_buf *b, const rp_run *run, const rp_options *opt
 	char a[32], r[32], f[32], l[32];
 	const ad_oom *o = &run->advice.oom;
 	if (o->present) {
-		mr_buf_printf(b, "Out of memory on device %d: %s requested, largest free cached block %s, "
-				 "%s free in %" PRIu64 " cached blocks.",
-			      o->device, md_bytes(a, o->requested), md_bytes(l, o->largest_free),
-			      md_bytes(f, o->free_cached), o->free_pieces);
+		mr_buf_printf(
+		    b,
+		    "Out of memory on device %d: %s requested, largest free cached block %s, "
+		    "%s free in %" PRIu64 " cached blocks.",
+		    o->device, md_bytes(a, o->requested), md_bytes(l, o->largest_free),
+		    md_bytes(f, o->free_cached), o->free_pieces);
 		return;
 	}
 	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
@@ -59,19 +61,25 @@ static void fallback_verdict(mr_buf *b, const rp_run *run, const rp_options *opt
 		if (!md_want(opt, dv->device))
 			continue;
 		if (dv->oom_events)
-			mr_buf_printf(b, "Out of memory recorded on device %d with %s reserved and %s "
-					 "allocated.",
-				      dv->device, md_bytes(r, p->reserved), md_bytes(a, p->allocated));
+			mr_buf_printf(b,
+			              "Out of memory recorded on device %d with %s reserved and %s "
+			              "allocated.",
+			              dv->device, md_bytes(r, p->reserved),
+			              md_bytes(a, p->allocated));
 		else if (dv->has_trace)
-			mr_buf_printf(b, "No out-of-memory recorded: allocated memory on device %d peaked at "
-					 "%s%s with %s reserved.",
-				      dv->device, md_bytes(a, dv->peak_allocated),
-				      dv->truncated ? " or more" : "", md_bytes(r, dv->peak_reserved));
+			mr_buf_printf(
+			    b,
+			    "No out-of-memory recorded: allocated memory on device %d peaked at "
+			    "%s%s with %s reserved.",
+			    dv->device, md_bytes(a, dv->peak_allocated),
+			    dv->truncated ? " or more" : "", md_bytes(r, dv->peak_reserved));
 		else
-			mr_buf_printf(b, "Device %d holds %s allocated in %s reserved; %s is free in cached "
-					 "blocks, the largest %s.",
-				      dv->device, md_bytes(a, p->allocated), md_bytes(r, p->reserved),
-				      md_bytes(f, p->free_cached), md_bytes(l, p->largest_free));
+			mr_buf_printf(
+			    b,
+			    "Device %d holds %s allocated in %s reserved; %s is free in cached "
+			    "blocks, the largest %s.",
+			    dv->device, md_bytes(a, p->allocated), md_bytes(r, p->reserved),
+			    md_bytes(f, p->free_cached), md_bytes(l, p->largest_free));
 		return;
 	}
 	mr_buf_puts(b, "No device memory was recorded in the inputs.");
@@ -184,9 +192,10 @@ mr_status rp_render_md(const rp_run *run, const rp_options *opt, mr_buf *out, mr
 	mr_buf_puts(&b, "**\n\n");
 
 	if (run->has_snapshot && run->an.device_count) {
-		mr_buf_puts(&b, "| device | reserved | allocated | active | free cached | non-releasable "
-				"| largest free block | fragmentation | peak allocated | peak reserved |\n"
-				"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+		mr_buf_puts(
+		    &b, "| device | reserved | allocated | active | free cached | non-releasable "
+		        "| largest free block | fragmentation | peak allocated | peak reserved |\n"
+		        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 		size_t shown = 0, skipped = 0;
 		for (size_t d = 0; d < run->an.device_count; d++) {
 			const an_device *dv = &run->an.devices[d];
@@ -197,13 +206,14 @@ mr_status rp_render_md(const rp_run *run, const rp_options *opt, mr_buf *out, mr
 				skipped++;
 				continue;
 			}
-			mr_buf_printf(&b, "| %d | %s | %s | %s | %s | %s | %s | %.1f%% | %s | %s |\n",
-				      dv->device, md_bytes(v[0], p->reserved), md_bytes(v[1], p->allocated),
-				      md_bytes(v[2], p->active), md_bytes(v[3], p->free_cached),
-				      md_bytes(v[4], p->inactive_split), md_bytes(v[5], p->largest_free),
-				      dv->fragmentation * 100.0,
-				      dv->has_trace ? md_bytes(v[6], dv->peak_allocated) : "n/a",
-				      dv->has_trace ? md_bytes(v[7], dv->peak_reserved) : "n/a");
+			mr_buf_printf(
+			    &b, "| %d | %s | %s | %s | %s | %s | %s | %.1f%% | %s | %s |\n",
+			    dv->device, md_bytes(v[0], p->reserved), md_bytes(v[1], p->allocated),
+			    md_bytes(v[2], p->active), md_bytes(v[3], p->free_cached),
+			    md_bytes(v[4], p->inactive_split), md_bytes(v[5], p->largest_free),
+			    dv->fragmentation * 100.0,
+			    dv->has_trace ? md_bytes(v[6], dv->peak_allocated) : "n/a",
+			    dv->has_trace ? md_bytes(v[7], dv->peak_reserved) : "n/a");
 		}
 		if (skipped)
 			mr_buf_printf(&b, "\n%zu more devices in the full report.\n", skipped);
@@ -212,12 +222,13 @@ mr_status rp_render_md(const rp_run *run, const rp_options *opt, mr_buf *out, mr
 
 	const ad_oom *o = &ad->oom;
 	if (o->present) {
-		mr_buf_printf(&b,
-			      "**Out of memory** on device %d: requested %s; largest free block %s; free "
-			      "cached %s in %" PRIu64 " pieces; limit %s; cause %s.\n\n",
-			      o->device, md_bytes(v[0], o->requested), md_bytes(v[1], o->largest_free),
-			      md_bytes(v[2], o->free_cached), o->free_pieces,
-			      o->limit ? md_bytes(v[3], o->limit) : "unknown", ad_cause_name(o->cause));
+		mr_buf_printf(
+		    &b,
+		    "**Out of memory** on device %d: requested %s; largest free block %s; free "
+		    "cached %s in %" PRIu64 " pieces; limit %s; cause %s.\n\n",
+		    o->device, md_bytes(v[0], o->requested), md_bytes(v[1], o->largest_free),
+		    md_bytes(v[2], o->free_cached), o->free_pieces,
+		    o->limit ? md_bytes(v[3], o->limit) : "unknown", ad_cause_name(o->cause));
 	}
 
 	if (ad->rec_count) {
@@ -237,7 +248,8 @@ mr_status rp_render_md(const rp_run *run, const rp_options *opt, mr_buf *out, mr
 			md_change(&b, opt, r->change);
 		}
 		if (ad->rec_count > MD_MAX_RECS)
-			mr_buf_printf(&b, "\n%zu more in the full report.\n", ad->rec_count - MD_MAX_RECS);
+			mr_buf_printf(&b, "\n%zu more in the full report.\n",
+			              ad->rec_count - MD_MAX_RECS);
 		mr_buf_puts(&b, "\n");
 	}
 
@@ -246,13 +258,15 @@ mr_status rp_render_md(const rp_run *run, const rp_options *opt, mr_buf *out, mr
 		const an_device *dv = &run->an.devices[d];
 		if (!md_want(opt, dv->device) || !dv->site_count)
 			continue;
-		mr_buf_printf(&b, "#### Top allocation sites (device %d, live at the snapshot)\n\n"
-				  "| bytes | blocks | where |\n|---:|---:|---|\n",
-			      dv->device);
+		mr_buf_printf(&b,
+		              "#### Top allocation sites (device %d, live at the snapshot)\n\n"
+		              "| bytes | blocks | where |\n|---:|---:|---|\n",
+		              dv->device);
 		for (size_t i = 0; i < dv->site_count && i < MD_MAX_SITES; i++) {
 			const an_site *site = &dv->sites[i];
 			const md_frame *f = md_site_frame(s, site->stack);
-			mr_buf_printf(&b, "| %s | %" PRIu64 " | ", md_bytes(v[0], site->bytes), site->count);
+			mr_buf_printf(&b, "| %s | %" PRIu64 " | ", md_bytes(v[0], site->bytes),
+			              site->count);
 			if (f)
 				md_frame_text(&b, opt, s, f);
 			else
@@ -263,10 +277,11 @@ mr_status rp_render_md(const rp_run *run, const rp_options *opt, mr_buf *out, mr
 		break;
 	}
 
-	mr_buf_printf(&b, "<sub>memreport: %zu finding%s, %zu recommendation%s; the HTML report has "
-			  "the segment maps, timeline and stacks.</sub>\n",
-		      ad->finding_count, ad->finding_count == 1 ? "" : "s", ad->rec_count,
-		      ad->rec_count == 1 ? "" : "s");
+	mr_buf_printf(&b,
+	              "<sub>memreport: %zu finding%s, %zu recommendation%s; the HTML report has "
+	              "the segment maps, timeline and stacks.</sub>\n",
+	              ad->finding_count, ad->finding_count == 1 ? "" : "s", ad->rec_count,
+	              ad->rec_count == 1 ? "" : "s");
 	cap_lines(&b, RP_MD_MAX_LINES);
 	mr_status st = MR_OK;
 	if (b.failed)

@@ -19,7 +19,7 @@ static void line_bytes(mr_buf *b, const char *label, uint64_t v)
 
 /* Up to `max` frames of a stack that PyTorch's viewer would show, innermost first. */
 static void short_stack(mr_buf *b, const md_snapshot *s, const rp_options *opt, uint32_t stack,
-			size_t max)
+                        size_t max)
 {
 	const md_stack *st = &s->stacks[stack];
 	size_t shown = 0;
@@ -60,16 +60,17 @@ mr_status rp_render_text(const rp_run *run, const rp_options *opt, mr_buf *out, 
 		mr_format_bytes(l, sizeof l, a->oom.largest_free);
 		if (a->oom.limit)
 			mr_format_bytes(lim, sizeof lim, a->oom.limit);
-		mr_buf_printf(b, "\nOOM on device %d (cause: %s): requested %s, free cached %s, "
-			      "largest free block %s, limit %s\n",
-			      a->oom.device, ad_cause_name(a->oom.cause), r, f,
-			      a->oom.largest_unknown ? "unknown" : l, lim);
+		mr_buf_printf(b,
+		              "\nOOM on device %d (cause: %s): requested %s, free cached %s, "
+		              "largest free block %s, limit %s\n",
+		              a->oom.device, ad_cause_name(a->oom.cause), r, f,
+		              a->oom.largest_unknown ? "unknown" : l, lim);
 	}
 	if (a->finding_count)
 		mr_buf_puts(b, "\nFindings:\n");
 	for (size_t i = 0; i < a->finding_count; i++) {
 		mr_buf_printf(b, "  [%s] %s: ", ad_severity_name(a->findings[i].severity),
-			      a->findings[i].id);
+		              a->findings[i].id);
 		safe(b, a->findings[i].message);
 		mr_buf_puts(b, "\n");
 	}
@@ -97,7 +98,7 @@ mr_status rp_render_text(const rp_run *run, const rp_options *opt, mr_buf *out, 
 		if (opt->device >= 0 && d->device != opt->device)
 			continue;
 		mr_buf_printf(b, "\nDevice %d (from %s%s):\n", d->device, rp_kind_name(d->source),
-			      d->precision > 1 ? "; table cells are lower bounds" : "");
+		              d->precision > 1 ? "; table cells are lower bounds" : "");
 		line_bytes(b, "reserved", d->reserved);
 		line_bytes(b, "allocated", d->allocated);
 		line_bytes(b, "active", d->active);
@@ -114,7 +115,7 @@ mr_status rp_render_text(const rp_run *run, const rp_options *opt, mr_buf *out, 
 		if (opt->device >= 0 && dv->device != opt->device)
 			continue;
 		mr_buf_printf(b, "\nDevice %d: %" PRIu64 " segments%s\n", dv->device, p->segments,
-			      dv->expandable ? " (expandable segments)" : "");
+		              dv->expandable ? " (expandable segments)" : "");
 		line_bytes(b, "reserved", p->reserved);
 		line_bytes(b, "allocated", p->allocated);
 		line_bytes(b, "active", p->active);
@@ -129,7 +130,7 @@ mr_status rp_render_text(const rp_run *run, const rp_options *opt, mr_buf *out, 
 			line_bytes(b, "peak allocated (trace)", dv->peak_allocated);
 			line_bytes(b, "peak reserved (trace)", dv->peak_reserved);
 			mr_buf_printf(b, "  %-26s %12zu%s\n", "trace events", dv->trace_events,
-				      dv->truncated ? "  (truncated: peaks are lower bounds)" : "");
+			              dv->truncated ? "  (truncated: peaks are lower bounds)" : "");
 		} else {
 			mr_buf_puts(b, "  no trace recorded: peaks unknown\n");
 		}
@@ -139,7 +140,7 @@ mr_status rp_render_text(const rp_run *run, const rp_options *opt, mr_buf *out, 
 			char sz[32];
 			mr_format_bytes(sz, sizeof sz, dv->sites[i].bytes);
 			mr_buf_printf(b, "  %2zu. %10s in %" PRIu64 " block%s\n", i + 1, sz,
-				      dv->sites[i].count, dv->sites[i].count == 1 ? "" : "s");
+			              dv->sites[i].count, dv->sites[i].count == 1 ? "" : "s");
 			short_stack(b, s, opt, dv->sites[i].stack, 3);
 		}
 	}

@@ -34,11 +34,11 @@ typedef struct {
 	int has_snapshot;
 	md_snapshot snap;
 	an_result an;
-	ev_text text;     /* every memory_summary() table and OOM message, in input order */
+	ev_text text; /* every memory_summary() table and OOM message, in input order */
 	int has_stats;
-	ev_stats stats;   /* a memory_stats() dump */
+	ev_stats stats;    /* a memory_stats() dump */
 	int show_progress; /* a large input on a terminal: say what each stage does */
-	ad_advice advice; /* always computed, whatever the inputs */
+	ad_advice advice;  /* always computed, whatever the inputs */
 } rp_run;
 
 typedef struct {
@@ -53,7 +53,7 @@ typedef struct {
 	int32_t device;
 	rp_kind source;
 	uint64_t reserved, allocated, active, requested, inactive_split, inactive_split_blocks,
-		segments, peak_allocated, peak_reserved;
+	    segments, peak_allocated, peak_reserved;
 	int has_requested, has_peaks;
 	uint64_t precision; /* 1: exact; else each byte value v means [v, v + precision) */
 } rp_numbers;
@@ -63,7 +63,7 @@ size_t rp_text_devices(const rp_run *run, rp_numbers *out, size_t max);
 
 /* Reads every input into one run. On failure the message names the input. */
 mr_status rp_load(rp_run *run, const char *const *paths, size_t count, const rp_options *opt,
-		  mr_error *err);
+                  mr_error *err);
 void rp_free(rp_run *run);
 
 /* Loads the members of one run (for `batch` and `diff`): names[i] is what the report shows as
@@ -73,7 +73,7 @@ void rp_free(rp_run *run);
  * with MR_EINPUT, naming the member, when a snapshot is unusable, or when no member is usable
  * evidence. On failure *run is left freed. */
 mr_status rp_load_buffers(rp_run *run, const char *const *names, const uint8_t *const *data,
-			  const size_t *lens, size_t count, const rp_options *opt, mr_error *err);
+                          const size_t *lens, size_t count, const rp_options *opt, mr_error *err);
 
 /* 1 when the bytes are evidence rp_load_buffers uses (a snapshot pickle, a memory_summary()
  * table or OOM message anywhere in a text, a memory_stats() JSON dump), with its kind. */

@@ -14,14 +14,10 @@
 const char *rp_kind_name(rp_kind k)
 {
 	switch (k) {
-	case RP_SNAPSHOT:
-		return "snapshot";
-	case RP_MEMORY_SUMMARY:
-		return "memory_summary";
-	case RP_OOM_MESSAGE:
-		return "oom_message";
-	default:
-		return "memory_stats";
+	case RP_SNAPSHOT: return "snapshot";
+	case RP_MEMORY_SUMMARY: return "memory_summary";
+	case RP_OOM_MESSAGE: return "oom_message";
+	default: return "memory_stats";
 	}
 }
 
@@ -43,7 +39,7 @@ static void on_progress(void *ctx, size_t done, size_t total)
 	p->last_pct = pct;
 	int bar = (int)(pct / 4);
 	fprintf(stderr, "\rdecoding [%-25.*s] %3zu%% of %.1f MiB", bar, "#########################",
-		pct, (double)total / (1024.0 * 1024.0));
+	        pct, (double)total / (1024.0 * 1024.0));
 	if (done >= total)
 		fputc('\n', stderr);
 }
@@ -61,8 +57,8 @@ static int looks_like_json(const uint8_t *p, size_t n)
 /* Moves the tables and messages of src to the end of dst; src keeps nothing it must free. */
 static mr_status merge_text(ev_text *dst, ev_text *src, mr_error *err)
 {
-	ev_summary *sm = mr_realloc_array(dst->summaries, dst->summary_count + src->summary_count,
-					  sizeof *sm);
+	ev_summary *sm =
+	    mr_realloc_array(dst->summaries, dst->summary_count + src->summary_count, sizeof *sm);
 	if (!sm)
 		return mr_oom(err);
 	dst->summaries = sm;
@@ -118,9 +114,9 @@ static mr_status check_memory(size_t len, mr_error *err)
 	mr_format_bytes(n, sizeof n, need);
 	mr_format_bytes(a, sizeof a, avail);
 	return mr_fail(err, MR_EFAIL,
-		       "this %s snapshot needs about %s of memory to decode and only %s is "
-		       "available",
-		       l, n, a);
+	               "this %s snapshot needs about %s of memory to decode and only %s is "
+	               "available",
+	               l, n, a);
 }
 
 /* memory_stats() dumps name these keys (flat or nested); other JSON (facts.json, a config)
@@ -147,7 +143,7 @@ static mr_status skip_or_fail(const add_ctx *ac, mr_error *err, const char *why)
 
 /* Adds one buffer's evidence to the run; *used says whether it was evidence. */
 static mr_status add_buffer(rp_run *run, const char *name, const uint8_t *data, size_t len,
-			    const add_ctx *ac, int *used, mr_error *err)
+                            const add_ctx *ac, int *used, mr_error *err)
 {
 	rp_input *slot = &run->inputs[run->input_count];
 	mr_status st = MR_OK;
@@ -156,15 +152,15 @@ static mr_status add_buffer(rp_run *run, const char *name, const uint8_t *data, 
 		return skip_or_fail(ac, err, "the file is empty");
 	if (data[0] == 0x80) {
 		if (run->has_snapshot)
-			return mr_fail(err, MR_EINPUT,
-				       "a second snapshot in one run (give several runs to `memreport "
-				       "batch`, or compare two with `memreport diff`)");
+			return mr_fail(
+			    err, MR_EINPUT,
+			    "a second snapshot in one run (give several runs to `memreport "
+			    "batch`, or compare two with `memreport diff`)");
 		if (ac->strict && (st = check_memory(len, err)))
 			return st;
-		progress_state ps = {ac->in,
-				     ac->in && !ac->opt->quiet && isatty(STDERR_FILENO) &&
-					     len > (64u << 20),
-				     (size_t)-1};
+		progress_state ps = {
+		    ac->in, ac->in && !ac->opt->quiet && isatty(STDERR_FILENO) && len > (64u << 20),
+		    (size_t)-1};
 		if ((st = sn_load(data, len, &run->snap, ac->in ? on_progress : NULL, &ps, err)))
 			return st;
 		run->show_progress = ps.tty;
@@ -178,26 +174,27 @@ static mr_status add_buffer(rp_run *run, const char *name, const uint8_t *data, 
 		if (!is_memory_stats(&stats) || run->has_stats) {
 			ev_stats_free(&stats);
 			return skip_or_fail(ac, err,
-					    run->has_stats
-						    ? "a second memory_stats() dump in one run"
-						    : "JSON, but not a memory_stats() dump (no "
-						      "allocated_bytes.all.current or "
-						      "reserved_bytes.all.current)");
+			                    run->has_stats
+			                        ? "a second memory_stats() dump in one run"
+			                        : "JSON, but not a memory_stats() dump (no "
+			                          "allocated_bytes.all.current or "
+			                          "reserved_bytes.all.current)");
 		}
 		run->stats = stats;
 		run->has_stats = 1;
 		slot->kind = RP_MEMORY_STATS;
 	} else {
 		if (memchr(data, 0, MR_MIN(len, (size_t)4096)))
-			return skip_or_fail(ac, err,
-					    "binary data that is not a pickle (protocol 2 to 5), nor "
-					    "text");
+			return skip_or_fail(
+			    ac, err,
+			    "binary data that is not a pickle (protocol 2 to 5), nor "
+			    "text");
 		ev_text text;
 		mr_error perr = {0};
 		if (ev_parse_text((const char *)data, len, &text, &perr))
 			return ac->strict || perr.status != MR_EINPUT
-				       ? mr_fail(err, perr.status, "%s", perr.msg)
-				       : MR_OK;
+			           ? mr_fail(err, perr.status, "%s", perr.msg)
+			           : MR_OK;
 		slot->kind = text.oom_count ? RP_OOM_MESSAGE : RP_MEMORY_SUMMARY;
 		st = merge_text(&run->text, &text, err);
 		ev_text_free(&text);
@@ -254,7 +251,7 @@ static mr_status finish(rp_run *run, const rp_options *opt, mr_error *err)
 }
 
 mr_status rp_load(rp_run *run, const char *const *paths, size_t count, const rp_options *opt,
-		  mr_error *err)
+                  mr_error *err)
 {
 	memset(run, 0, sizeof *run);
 	mr_status st = MR_OK;
@@ -285,7 +282,7 @@ fail:
 }
 
 mr_status rp_load_buffers(rp_run *run, const char *const *names, const uint8_t *const *data,
-			  const size_t *lens, size_t count, const rp_options *opt, mr_error *err)
+                          const size_t *lens, size_t count, const rp_options *opt, mr_error *err)
 {
 	memset(run, 0, sizeof *run);
 	mr_status st = MR_OK;
@@ -308,9 +305,9 @@ mr_status rp_load_buffers(rp_run *run, const char *const *names, const uint8_t *
 		if (count > 8)
 			mr_buf_puts(&list, ", ...");
 		st = mr_fail(err, MR_EINPUT,
-			     "no snapshot pickle, memory_summary() table, OOM message or "
-			     "memory_stats() JSON among: %s",
-			     list.data ? list.data : "(no files)");
+		             "no snapshot pickle, memory_summary() table, OOM message or "
+		             "memory_stats() JSON among: %s",
+		             list.data ? list.data : "(no files)");
 		mr_buf_free(&list);
 		goto fail;
 	}
@@ -398,7 +395,7 @@ const char *rp_path(const rp_options *opt, const char *path, char *buf, size_t b
 	/* Installed packages keep their package-relative path: it names the code, not the
 	 * machine (site-packages, dist-packages, a conda or virtualenv anywhere). */
 	static const char *const anchors[] = {"site-packages/", "dist-packages/", "site-packages\\",
-					      "dist-packages\\"};
+	                                      "dist-packages\\"};
 	for (size_t i = 0; i < sizeof anchors / sizeof *anchors; i++) {
 		const char *p = strstr(path, anchors[i]);
 		if (p) {
@@ -407,7 +404,7 @@ const char *rp_path(const rp_options *opt, const char *path, char *buf, size_t b
 		}
 	}
 	int absolute = path[0] == '/' || path[0] == '\\' || (path[0] == '~' && path[1] == '/') ||
-		       (path[0] && path[1] == ':' && (path[2] == '\\' || path[2] == '/'));
+	               (path[0] && path[1] == ':' && (path[2] == '\\' || path[2] == '/'));
 	if (!absolute) {
 		/* Relative names and synthetic ones ("<frozen runpy>", "train.py") carry no
 		 * machine. */
@@ -475,7 +472,7 @@ size_t rp_text_devices(const rp_run *run, rp_numbers *out, size_t max)
 		ev_stats_get(st, "inactive_split.all.current", &d->inactive_split_blocks);
 		ev_stats_get(st, "segment.all.current", &d->segments);
 		d->has_peaks = ev_stats_get(st, "allocated_bytes.all.peak", &d->peak_allocated) &
-			       ev_stats_get(st, "reserved_bytes.all.peak", &d->peak_reserved);
+		               ev_stats_get(st, "reserved_bytes.all.peak", &d->peak_reserved);
 		return n;
 	}
 	/* The last table of each device, devices in order of first appearance. */

@@ -1686,7 +1686,8 @@ static mr_status build_initial_state(engine *e, mr_error *err)
 			k++;
 		placed += k - first;
 		/* pre is NULL when no block was recorded: no arithmetic on it then */
-		if (instantiate_segment(e, is, k > first ? pre + first : NULL, k - first, &recorded))
+		if (instantiate_segment(e, is, k > first ? pre + first : NULL, k - first,
+		                        &recorded))
 			goto oom;
 		if (e->track_pools) {
 			if (MR_GROW(e->rec_live, e->rec_live_cap, e->rec_live_count + 1))

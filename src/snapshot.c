@@ -23,8 +23,8 @@ typedef enum {
 } key_id;
 
 static const char *const key_names[K_COUNT] = {
-	"",       "action", "addr",          "size",          "stream",
-	"time_us", "frames", "device_free", "user_metadata", "compile_context"};
+    "",        "action", "addr",        "size",          "stream",
+    "time_us", "frames", "device_free", "user_metadata", "compile_context"};
 
 typedef struct {
 	uint32_t node;
@@ -55,7 +55,7 @@ typedef struct {
 	pk_decoder *d;
 	id_cache_entry keys[512];
 	id_cache_entry actions[64];
-	int saw_history;       /* a block carried 2.0's `history` */
+	int saw_history; /* a block carried 2.0's `history` */
 	recent_str last_um, last_cc;
 	md_frame *frame_cache;
 	size_t frame_cache_count, frame_cache_cap;
@@ -93,9 +93,9 @@ static key_id key_of(builder *b, pk_val k)
 	return id;
 }
 
-static const char *const action_names[] = {
-	"alloc",       "free_requested", "free_completed", "segment_alloc", "segment_free",
-	"segment_map", "segment_unmap",  "snapshot",       "oom"};
+static const char *const action_names[] = {"alloc",         "free_requested", "free_completed",
+                                           "segment_alloc", "segment_free",   "segment_map",
+                                           "segment_unmap", "snapshot",       "oom"};
 
 static md_action action_of(builder *b, pk_val v)
 {
@@ -161,7 +161,9 @@ static int frame_of(builder *b, pk_val dict, md_frame *out)
 		if (pk_dict_get(b->d, dict, "filename", &file))
 			f.filename = intern_val(b, file);
 		if (pk_dict_get(b->d, dict, "line", &line) && pk_int(b->d, line, &ln))
-			f.line = ln > INT32_MAX ? INT32_MAX : ln < INT32_MIN ? INT32_MIN : (int32_t)ln;
+			f.line = ln > INT32_MAX   ? INT32_MAX
+			         : ln < INT32_MIN ? INT32_MIN
+			                          : (int32_t)ln;
 	}
 	if (f.name == UINT32_MAX || f.filename == UINT32_MAX ||
 	    MR_GROW(b->frame_cache, b->frame_cache_cap, b->frame_cache_count + 1))
@@ -250,8 +252,8 @@ static int meta_index(builder *b, uint32_t um, uint32_t cc, uint16_t *out)
 			return -1;
 		for (size_t i = 0; i < s->meta_count; i++) {
 			size_t p = hash32(((uint64_t)s->metas[i].user_metadata << 32) |
-					  s->metas[i].compile_context) &
-				   (ncap - 1);
+			                  s->metas[i].compile_context) &
+			           (ncap - 1);
 			while (h[p])
 				p = (p + 1) & (ncap - 1);
 			h[p] = (uint32_t)i + 1;
@@ -270,7 +272,8 @@ static int meta_index(builder *b, uint32_t um, uint32_t cc, uint16_t *out)
 		p = (p + 1) & (b->meta_hash_cap - 1);
 	}
 	if (s->meta_count >= 65535) {
-		*out = 65535; /* overflow bucket: metadata beyond 65535 distinct values is not kept */
+		*out =
+		    65535; /* overflow bucket: metadata beyond 65535 distinct values is not kept */
 		return 0;
 	}
 	if (MR_GROW(s->metas, s->meta_cap, s->meta_count + 1))
@@ -296,7 +299,7 @@ static int get_u64(const pk_decoder *d, pk_val v, uint64_t *out)
 
 /* The dict hook: trace entries become compact md_event records as soon as they are decoded. */
 static int event_hook(void *ctx, pk_decoder *d, const pk_val *items, size_t n, uint64_t *record,
-		      mr_error *err)
+                      mr_error *err)
 {
 	builder *b = ctx;
 	md_snapshot *s = b->s;
@@ -315,19 +318,11 @@ static int event_hook(void *ctx, pk_decoder *d, const pk_val *items, size_t n, u
 		pk_val v = items[i + 1];
 		int64_t t;
 		switch (key_of(b, items[i])) {
-		case K_ACTION:
-			e.action = (uint8_t)action_of(b, v);
-			break;
+		case K_ACTION: e.action = (uint8_t)action_of(b, v); break;
 		case K_ADDR:
-		case K_DEVICE_FREE:
-			get_u64(d, v, &e.addr);
-			break;
-		case K_SIZE:
-			get_u64(d, v, &e.size);
-			break;
-		case K_STREAM:
-			get_u64(d, v, &stream);
-			break;
+		case K_DEVICE_FREE: get_u64(d, v, &e.addr); break;
+		case K_SIZE: get_u64(d, v, &e.size); break;
+		case K_STREAM: get_u64(d, v, &stream); break;
 		case K_TIME_US:
 			if (pk_int(d, v, &t))
 				e.time_us = t == MD_TIME_NONE ? t + 1 : t;
@@ -336,14 +331,9 @@ static int event_hook(void *ctx, pk_decoder *d, const pk_val *items, size_t n, u
 			if (stack_of(b, v, &e.stack))
 				return mr_oom(err), -1;
 			break;
-		case K_USER_METADATA:
-			um = intern_recent(b, &b->last_um, v);
-			break;
-		case K_COMPILE_CONTEXT:
-			cc = intern_recent(b, &b->last_cc, v);
-			break;
-		default:
-			break;
+		case K_USER_METADATA: um = intern_recent(b, &b->last_um, v); break;
+		case K_COMPILE_CONTEXT: cc = intern_recent(b, &b->last_cc, v); break;
+		default: break;
 		}
 	}
 	if (e.action == MD_ACT_UNKNOWN)
@@ -365,8 +355,8 @@ static int dict_u64(const pk_decoder *d, pk_val dict, const char *key, uint64_t 
 	return pk_dict_get(d, dict, key, &v) && get_u64(d, v, out);
 }
 
-static mr_status add_block(builder *b, md_segment *seg, pk_val blk, uint64_t *cursor,
-			   size_t *cap, mr_error *err)
+static mr_status add_block(builder *b, md_segment *seg, pk_val blk, uint64_t *cursor, size_t *cap,
+                           mr_error *err)
 {
 	md_snapshot *s = b->s;
 	const pk_decoder *d = b->d;
@@ -374,14 +364,15 @@ static mr_status add_block(builder *b, md_segment *seg, pk_val blk, uint64_t *cu
 	pk_val v;
 	if (pk_typeof(d, blk) != PK_T_DICT)
 		return mr_fail(err, MR_EINPUT,
-			       "not a PyTorch memory snapshot: a segment's block is not a dict");
+		               "not a PyTorch memory snapshot: a segment's block is not a dict");
 	if (pk_len(d, blk) > SN_MAX_RECORD_KEYS)
-		return mr_fail(err, MR_EINPUT,
-			       "not a PyTorch memory snapshot: a block dict has %zu keys (limit %d)",
-			       pk_len(d, blk), SN_MAX_RECORD_KEYS);
+		return mr_fail(
+		    err, MR_EINPUT,
+		    "not a PyTorch memory snapshot: a block dict has %zu keys (limit %d)",
+		    pk_len(d, blk), SN_MAX_RECORD_KEYS);
 	if (!dict_u64(d, blk, "size", &out.size))
 		return mr_fail(err, MR_EINPUT,
-			       "not a PyTorch memory snapshot: a block has no integer 'size'");
+		               "not a PyTorch memory snapshot: a block has no integer 'size'");
 	if (!dict_u64(d, blk, "address", &out.address))
 		out.address = *cursor;
 	*cursor = out.address + out.size;
@@ -390,7 +381,7 @@ static mr_status add_block(builder *b, md_segment *seg, pk_val blk, uint64_t *cu
 		if (pk_str_eq(d, v, "active_allocated"))
 			out.state = MD_BLOCK_ACTIVE_ALLOCATED;
 		else if (pk_str_eq(d, v, "active_pending_free") ||
-			 pk_str_eq(d, v, "active_awaiting_free"))
+		         pk_str_eq(d, v, "active_awaiting_free"))
 			out.state = MD_BLOCK_ACTIVE_PENDING_FREE;
 		else if (!pk_str_eq(d, v, "inactive"))
 			s->unknown_states++;
@@ -427,8 +418,7 @@ static mr_status add_block(builder *b, md_segment *seg, pk_val blk, uint64_t *cu
 	return MR_OK;
 }
 
-static mr_status add_segment(builder *b, pk_val sv, size_t *seg_cap, size_t *blk_cap,
-			     mr_error *err)
+static mr_status add_segment(builder *b, pk_val sv, size_t *seg_cap, size_t *blk_cap, mr_error *err)
 {
 	md_snapshot *s = b->s;
 	const pk_decoder *d = b->d;
@@ -436,19 +426,21 @@ static mr_status add_segment(builder *b, pk_val sv, size_t *seg_cap, size_t *blk
 	memset(&seg, 0, sizeof seg);
 	pk_val v;
 	if (pk_typeof(d, sv) != PK_T_DICT)
-		return mr_fail(err, MR_EINPUT, "not a PyTorch memory snapshot: a segment is not a dict");
-	if (pk_len(d, sv) > SN_MAX_RECORD_KEYS)
 		return mr_fail(err, MR_EINPUT,
-			       "not a PyTorch memory snapshot: a segment dict has %zu keys (limit %d)",
-			       pk_len(d, sv), SN_MAX_RECORD_KEYS);
+		               "not a PyTorch memory snapshot: a segment is not a dict");
+	if (pk_len(d, sv) > SN_MAX_RECORD_KEYS)
+		return mr_fail(
+		    err, MR_EINPUT,
+		    "not a PyTorch memory snapshot: a segment dict has %zu keys (limit %d)",
+		    pk_len(d, sv), SN_MAX_RECORD_KEYS);
 	if (!dict_u64(d, sv, "total_size", &seg.total_size))
 		return mr_fail(err, MR_EINPUT,
-			       "not a PyTorch memory snapshot: a segment has no 'total_size'");
+		               "not a PyTorch memory snapshot: a segment has no 'total_size'");
 	uint64_t dev = 0;
 	dict_u64(d, sv, "device", &dev);
 	if (dev > 1024)
 		return mr_fail(err, MR_EINPUT, "a segment names device %llu",
-			       (unsigned long long)dev);
+		               (unsigned long long)dev);
 	seg.device = (int32_t)dev;
 	dict_u64(d, sv, "address", &seg.address);
 	dict_u64(d, sv, "stream", &seg.stream);
@@ -469,7 +461,7 @@ static mr_status add_segment(builder *b, pk_val sv, size_t *seg_cap, size_t *blk
 	seg.first_block = (uint32_t)s->block_count;
 	if (!pk_dict_get(d, sv, "blocks", &v) || pk_typeof(d, v) != PK_T_LIST)
 		return mr_fail(err, MR_EINPUT,
-			       "not a PyTorch memory snapshot: a segment has no 'blocks' list");
+		               "not a PyTorch memory snapshot: a segment has no 'blocks' list");
 	size_t nb = pk_len(d, v);
 	const pk_val *blocks = pk_items(d, v);
 	/* Every real block is a dict of its own. Through the memo one segment (or one block list)
@@ -477,8 +469,8 @@ static mr_status add_segment(builder *b, pk_val sv, size_t *seg_cap, size_t *blk
 	 * asks for 30 million blocks. */
 	if (nb > pk_node_count(d) || s->block_count > pk_node_count(d) - nb)
 		return mr_fail(err, MR_EINPUT,
-			       "not a PyTorch memory snapshot: segments list more blocks than the "
-			       "pickle holds objects (blocks repeated through the memo)");
+		               "not a PyTorch memory snapshot: segments list more blocks than the "
+		               "pickle holds objects (blocks repeated through the memo)");
 	uint64_t cursor = seg.address, sum = 0;
 	for (size_t i = 0; i < nb; i++) {
 		mr_status st = add_block(b, &seg, blocks[i], &cursor, blk_cap, err);
@@ -540,7 +532,7 @@ static mr_status sort_segments(md_snapshot *s, mr_error *err)
 /* ---- devices and traces ---- */
 
 static mr_status ensure_device(md_snapshot *s, int32_t id, size_t *cap, md_device **out,
-			       mr_error *err)
+                               mr_error *err)
 {
 	for (size_t i = 0; i < s->device_count; i++)
 		if (s->devices[i].id == id) {
@@ -602,14 +594,16 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 		ranges[dev].first = first;
 		ranges[dev].count = count;
 		total += count;
-		/* Each trace entry PyTorch writes is a dict of its own: an entry listed twice (through
-		 * the memo, two bytes each) would let a small pickle ask for billions of events. */
+		/* Each trace entry PyTorch writes is a dict of its own: an entry listed twice
+		 * (through the memo, two bytes each) would let a small pickle ask for billions of
+		 * events. */
 		if (total > s->event_store_count) {
-			st = mr_fail(err, MR_EINPUT,
-				     "not a PyTorch memory snapshot: device_traces lists more entries "
-				     "than the pickle holds trace entries (%zu; entries repeated "
-				     "through the memo)",
-				     s->event_store_count);
+			st = mr_fail(
+			    err, MR_EINPUT,
+			    "not a PyTorch memory snapshot: device_traces lists more entries "
+			    "than the pickle holds trace entries (%zu; entries repeated "
+			    "through the memo)",
+			    s->event_store_count);
 			goto done;
 		}
 	}
@@ -686,18 +680,18 @@ static void value_text(const pk_decoder *d, pk_val v, char *buf, size_t n)
 		pk_float(d, v, &f);
 		snprintf(buf, n, "%g", f);
 		break;
-	case PK_T_NONE:
-		snprintf(buf, n, "None");
-		break;
+	case PK_T_NONE: snprintf(buf, n, "None"); break;
 	case PK_T_DICT: {
 		size_t cnt = pk_len(d, v), off = 0;
 		const pk_val *it = pk_items(d, v);
 		off += (size_t)snprintf(buf + off, n - off, "{");
 		for (size_t k = 0; k < cnt && off + 1 < n; k++) {
 			char kb[64], vb[64];
-			/* One level only: a key or value that is itself a container is "..." (a dict
-			 * can even be its own key through the memo: recursing would never end). */
-			if (pk_typeof(d, it[2 * k]) == PK_T_DICT || pk_typeof(d, it[2 * k]) == PK_T_LIST)
+			/* One level only: a key or value that is itself a container is "..." (a
+			 * dict can even be its own key through the memo: recursing would never
+			 * end). */
+			if (pk_typeof(d, it[2 * k]) == PK_T_DICT ||
+			    pk_typeof(d, it[2 * k]) == PK_T_LIST)
 				snprintf(kb, sizeof kb, "...");
 			else
 				value_text(d, it[2 * k], kb, sizeof kb);
@@ -717,8 +711,7 @@ static void value_text(const pk_decoder *d, pk_val v, char *buf, size_t n)
 			snprintf(buf + off, n - off, "}");
 		break;
 	}
-	default:
-		snprintf(buf, n, "...");
+	default: snprintf(buf, n, "...");
 	}
 }
 
@@ -761,7 +754,7 @@ static mr_status load_settings(builder *b, pk_val dict, mr_error *err)
 		} else if (pk_str_eq(d, k, "expandable_segments") && pk_bool(d, v, &flag)) {
 			cfg->expandable_segments = flag;
 		} else if (!roundup_seen && pk_str_eq(d, k, "roundup_power2_divisions") &&
-			   pk_typeof(d, v) == PK_T_DICT) {
+		           pk_typeof(d, v) == PK_T_DICT) {
 			roundup_seen = 1;
 			size_t m = pk_len(d, v);
 			const pk_val *ri = pk_items(d, v);
@@ -769,14 +762,16 @@ static mr_status load_settings(builder *b, pk_val dict, mr_error *err)
 				const char *rk;
 				size_t rl;
 				uint64_t div;
-				if (!pk_str(d, ri[2 * j], &rk, &rl) || !get_u64(d, ri[2 * j + 1], &div))
+				if (!pk_str(d, ri[2 * j], &rk, &rl) ||
+				    !get_u64(d, ri[2 * j + 1], &div))
 					continue;
 				char kbuf[16];
 				snprintf(kbuf, sizeof kbuf, "%.*s", (int)MR_MIN(rl, 15), rk);
 				unsigned long mib = strtoul(kbuf, NULL, 10);
 				for (int e = 0; e < 16; e++)
 					if (mib == (1ul << e))
-						cfg->roundup_divisions[e] = div > 1u << 20 ? 1u << 20 : (uint32_t)div;
+						cfg->roundup_divisions[e] =
+						    div > 1u << 20 ? 1u << 20 : (uint32_t)div;
 			}
 		}
 	}
@@ -857,36 +852,41 @@ static mr_status build(builder *b, pk_val top, mr_error *err)
 				const char *ks;
 				size_t kl;
 				if (pk_str(d, it[2 * i], &ks, &kl))
-					off += (size_t)snprintf(keys + off, sizeof keys - off, "%s'%.*s'",
-								off ? ", " : "", (int)MR_MIN(kl, 24), ks);
+					off += (size_t)snprintf(keys + off, sizeof keys - off,
+					                        "%s'%.*s'", off ? ", " : "",
+					                        (int)MR_MIN(kl, 24), ks);
 			}
-			/* The keys are the stranger's bytes: the message stays one printable line. */
+			/* The keys are the stranger's bytes: the message stays one printable line.
+			 */
 			for (char *c = keys; *c; c++)
 				if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
 					*c = '?';
 			return mr_fail(err, MR_EINPUT,
-				       "not a PyTorch memory snapshot: the top-level dict has no "
-				       "'segments' key (it has %zu keys%s%s)",
-				       n, off ? ": " : "", keys);
+			               "not a PyTorch memory snapshot: the top-level dict has no "
+			               "'segments' key (it has %zu keys%s%s)",
+			               n, off ? ": " : "", keys);
 		}
 		if (pk_typeof(d, segs) != PK_T_LIST)
-			return mr_fail(err, MR_EINPUT,
-				       "not a PyTorch memory snapshot: 'segments' is %s, not a list",
-				       type_word(pk_typeof(d, segs)));
+			return mr_fail(
+			    err, MR_EINPUT,
+			    "not a PyTorch memory snapshot: 'segments' is %s, not a list",
+			    type_word(pk_typeof(d, segs)));
 	} else {
-		return mr_fail(err, MR_EINPUT,
-			       "not a PyTorch memory snapshot: the pickle holds %s, not a dict or a "
-			       "list of segments",
-			       type_word(tt));
+		return mr_fail(
+		    err, MR_EINPUT,
+		    "not a PyTorch memory snapshot: the pickle holds %s, not a dict or a "
+		    "list of segments",
+		    type_word(tt));
 	}
 	size_t n = pk_len(d, segs);
 	const pk_val *items = pk_items(d, segs);
 	for (size_t i = 0; i < n; i++) {
 		if (tt == PK_T_LIST && pk_typeof(d, items[i]) != PK_T_DICT)
-			return mr_fail(err, MR_EINPUT,
-				       "not a PyTorch memory snapshot: the pickle is a list of %s, not "
-				       "of segment dicts",
-				       type_word(pk_typeof(d, items[i])));
+			return mr_fail(
+			    err, MR_EINPUT,
+			    "not a PyTorch memory snapshot: the pickle is a list of %s, not "
+			    "of segment dicts",
+			    type_word(pk_typeof(d, items[i])));
 		if ((st = add_segment(b, items[i], &seg_cap, &blk_cap, err)))
 			return st;
 	}
@@ -901,8 +901,8 @@ static mr_status build(builder *b, pk_val top, mr_error *err)
 		if (pk_dict_get(d, top, "allocator_settings", &v) && pk_typeof(d, v) == PK_T_DICT &&
 		    (st = load_settings(b, v, err)))
 			return st;
-		if (pk_dict_get(d, top, "external_annotations", &v) && pk_typeof(d, v) == PK_T_LIST &&
-		    (st = load_annotations(b, v, err)))
+		if (pk_dict_get(d, top, "external_annotations", &v) &&
+		    pk_typeof(d, v) == PK_T_LIST && (st = load_annotations(b, v, err)))
 			return st;
 	}
 	for (size_t i = 0; i < s->segment_count; i++) {
@@ -922,7 +922,7 @@ static mr_status build(builder *b, pk_val top, mr_error *err)
 }
 
 mr_status sn_load(const uint8_t *data, size_t len, md_snapshot *out, pk_progress_fn progress,
-		  void *progress_ctx, mr_error *err)
+                  void *progress_ctx, mr_error *err)
 {
 	builder b;
 	memset(&b, 0, sizeof b);
@@ -942,8 +942,9 @@ mr_status sn_load(const uint8_t *data, size_t len, md_snapshot *out, pk_progress
 	if (progress)
 		pk_set_progress(b.d, progress, progress_ctx);
 	if (!sn_is_pickle(data, len)) {
-		st = mr_fail(err, MR_EINPUT, "not a pickle (protocol 2 to 5): %s",
-			     len ? "it does not start with the PROTO opcode" : "the input is empty");
+		st =
+		    mr_fail(err, MR_EINPUT, "not a pickle (protocol 2 to 5): %s",
+		            len ? "it does not start with the PROTO opcode" : "the input is empty");
 		goto done;
 	}
 	if ((st = pk_run(b.d, data, len, err)))

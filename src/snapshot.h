@@ -16,7 +16,7 @@
 /* Decodes data[0..len) into *out (which the caller has not initialised; on failure it is left
  * freed). `progress` may be NULL. The caller frees *out with md_free. */
 mr_status sn_load(const uint8_t *data, size_t len, md_snapshot *out, pk_progress_fn progress,
-		  void *progress_ctx, mr_error *err);
+                  void *progress_ctx, mr_error *err);
 
 /* Returns 1 when the bytes look like a pickle (PROTO 2..5 opcode first). */
 int sn_is_pickle(const uint8_t *data, size_t len);

@@ -66,9 +66,9 @@ static double nice_step(double span, int want)
 
 static void y_axis(mr_buf *b, const st_axes *a)
 {
-	double unit = a->y_hi >= 2.0 * (double)MR_GIB ? (double)MR_GIB
-		      : a->y_hi >= 2.0 * (double)MR_MIB ? (double)MR_MIB
-							: (double)MR_KIB;
+	double unit = a->y_hi >= 2.0 * (double)MR_GIB   ? (double)MR_GIB
+	              : a->y_hi >= 2.0 * (double)MR_MIB ? (double)MR_MIB
+	                                                : (double)MR_KIB;
 	const char *name = unit == (double)MR_GIB ? "GiB" : unit == (double)MR_MIB ? "MiB" : "KiB";
 	double step = nice_step(a->y_hi / unit, 5);
 	mr_buf_puts(b, "<g class=axis>");
@@ -78,9 +78,9 @@ static void y_axis(mr_buf *b, const st_axes *a)
 			break;
 		double y = py(a, (uint64_t)(v * unit));
 		mr_buf_printf(b, "<line x1=%d x2=%d y1=%.1f y2=%.1f class=grid />", ST_LEFT,
-			      ST_W - ST_RIGHT, y, y);
-		mr_buf_printf(b, "<text x=%d y=%.1f text-anchor=end>%g %s</text>", ST_LEFT - 6, y + 4,
-			      v, name);
+		              ST_W - ST_RIGHT, y, y);
+		mr_buf_printf(b, "<text x=%d y=%.1f text-anchor=end>%g %s</text>", ST_LEFT - 6,
+		              y + 4, v, name);
 	}
 	mr_buf_puts(b, "</g>");
 }
@@ -99,18 +99,18 @@ static void x_axis(mr_buf *b, const st_axes *a)
 			break;
 		double x = px(a, v);
 		mr_buf_printf(b, "<line x1=%.1f x2=%.1f y1=%d y2=%d class=tick />", x, x,
-			      ST_H - ST_BOTTOM, ST_H - ST_BOTTOM + 4);
+		              ST_H - ST_BOTTOM, ST_H - ST_BOTTOM + 4);
 		if (a->use_time)
 			mr_buf_printf(b, "<text x=%.1f y=%d text-anchor=middle>%g s</text>", x,
-				      ST_H - ST_BOTTOM + 17, v);
+			              ST_H - ST_BOTTOM + 17, v);
 		else
 			mr_buf_printf(b, "<text x=%.1f y=%d text-anchor=middle>%.0f</text>", x,
-				      ST_H - ST_BOTTOM + 17, v);
+			              ST_H - ST_BOTTOM + 17, v);
 	}
 	mr_buf_printf(b, "<text x=%d y=%d text-anchor=middle class=label>%s</text>",
-		      (ST_LEFT + ST_W - ST_RIGHT) / 2, ST_H - 4,
-		      a->use_time ? "seconds since the first recorded event"
-				  : "event index (no times recorded)");
+	              (ST_LEFT + ST_W - ST_RIGHT) / 2, ST_H - 4,
+	              a->use_time ? "seconds since the first recorded event"
+	                          : "event index (no times recorded)");
 	mr_buf_puts(b, "</g>");
 }
 
@@ -123,16 +123,16 @@ static void band(mr_buf *b, const st_axes *a, const char *cls, int lower_zero, i
 	for (size_t i = 0; i < n; i++) {
 		const an_point *p = &dv->timeline[i];
 		double x0 = px(a, event_x(a, p->first_event));
-		double x1 = i + 1 < n ? px(a, event_x(a, dv->timeline[i + 1].first_event))
-				      : px(a, a->x_hi);
+		double x1 =
+		    i + 1 < n ? px(a, event_x(a, dv->timeline[i + 1].first_event)) : px(a, a->x_hi);
 		uint64_t hi = reserved ? p->reserved_max : p->allocated_max;
 		mr_buf_printf(b, "%s%.1f %.1fH%.1f", i ? "L" : "M", x0, py(a, hi), x1);
 	}
 	for (size_t i = n; i-- > 0;) {
 		const an_point *p = &dv->timeline[i];
 		double x0 = px(a, event_x(a, p->first_event));
-		double x1 = i + 1 < n ? px(a, event_x(a, dv->timeline[i + 1].first_event))
-				      : px(a, a->x_hi);
+		double x1 =
+		    i + 1 < n ? px(a, event_x(a, dv->timeline[i + 1].first_event)) : px(a, a->x_hi);
 		uint64_t lo = lower_zero ? 0 : reserved ? p->reserved_min : p->allocated_min;
 		mr_buf_printf(b, "L%.1f %.1fH%.1f", x1, py(a, lo), x0);
 	}
@@ -148,8 +148,8 @@ static void edge(mr_buf *b, const st_axes *a, const char *cls, int reserved)
 	for (size_t i = 0; i < n; i++) {
 		const an_point *p = &dv->timeline[i];
 		double x0 = px(a, event_x(a, p->first_event));
-		double x1 = i + 1 < n ? px(a, event_x(a, dv->timeline[i + 1].first_event))
-				      : px(a, a->x_hi);
+		double x1 =
+		    i + 1 < n ? px(a, event_x(a, dv->timeline[i + 1].first_event)) : px(a, a->x_hi);
 		uint64_t hi = reserved ? p->reserved_max : p->allocated_max;
 		mr_buf_printf(b, "%s%.1f %.1fH%.1f", i ? "L" : "M", x0, py(a, hi), x1);
 	}
@@ -157,15 +157,15 @@ static void edge(mr_buf *b, const st_axes *a, const char *cls, int reserved)
 }
 
 static void marker(mr_buf *b, const st_axes *a, size_t event, const char *cls, const char *label,
-		   int right_side)
+                   int right_side)
 {
 	double x = px(a, event_x(a, event));
 	mr_buf_printf(b, "<g class=%s><line x1=%.1f x2=%.1f y1=%d y2=%d />", cls, x, x, ST_TOP,
-		      ST_H - ST_BOTTOM);
+	              ST_H - ST_BOTTOM);
 	/* Labels that would leave the plot go on the other side of the line. */
 	int anchor_end = x > ST_W - 220;
 	mr_buf_printf(b, "<text x=%.1f y=%d text-anchor=%s>%s</text>", anchor_end ? x - 5 : x + 5,
-		      right_side ? ST_TOP + 12 : ST_TOP + 28, anchor_end ? "end" : "start", label);
+	              right_side ? ST_TOP + 12 : ST_TOP + 28, anchor_end ? "end" : "start", label);
 	mr_buf_printf(b, "<title>%s (event %zu)</title></g>", label, event);
 }
 
@@ -180,12 +180,13 @@ mr_status st_render(const md_snapshot *s, const an_device *dv, mr_buf *out, mr_e
 	a.t0 = a.use_time ? a.md->events[0].time_us : 0;
 	a.x_lo = 0;
 	a.x_hi = a.use_time ? event_x(&a, a.md->event_count - 1)
-			    : (double)(a.md->event_count > 1 ? a.md->event_count - 1 : 1);
+	                    : (double)(a.md->event_count > 1 ? a.md->event_count - 1 : 1);
 	if (a.x_hi <= a.x_lo)
 		a.x_hi = a.x_lo + 1;
 	uint64_t top = MR_MAX(dv->peak_reserved, dv->peak_allocated);
 	for (size_t i = 0; i < dv->timeline_count; i++)
-		top = MR_MAX(top, MR_MAX(dv->timeline[i].reserved_max, dv->timeline[i].allocated_max));
+		top = MR_MAX(top,
+		             MR_MAX(dv->timeline[i].reserved_max, dv->timeline[i].allocated_max));
 	a.y_hi = top ? (double)top * 1.08 : 1.0;
 
 	mr_buf *b = out;
@@ -193,23 +194,23 @@ mr_status st_render(const md_snapshot *s, const an_device *dv, mr_buf *out, mr_e
 	mr_format_bytes(peak, sizeof peak, dv->peak_allocated);
 	mr_format_bytes(res, sizeof res, dv->peak_reserved);
 	mr_buf_printf(b,
-		      "<svg class=timeline viewBox=\"0 0 %d %d\" role=img "
-		      "aria-label=\"allocated and reserved bytes over the trace of device %d: peak "
-		      "allocated %s, peak reserved %s\">",
-		      ST_W, ST_H, dv->device, peak, res);
+	              "<svg class=timeline viewBox=\"0 0 %d %d\" role=img "
+	              "aria-label=\"allocated and reserved bytes over the trace of device %d: peak "
+	              "allocated %s, peak reserved %s\">",
+	              ST_W, ST_H, dv->device, peak, res);
 	y_axis(b, &a);
 	x_axis(b, &a);
 	band(b, &a, "alloc-area", 1, 0);
 	band(b, &a, "alloc-band", 0, 0);
 	edge(b, &a, "reserved-line", 1);
 	mr_buf_printf(b, "<line class=axis-line x1=%d x2=%d y1=%d y2=%d />", ST_LEFT,
-		      ST_W - ST_RIGHT, ST_H - ST_BOTTOM, ST_H - ST_BOTTOM);
+	              ST_W - ST_RIGHT, ST_H - ST_BOTTOM, ST_H - ST_BOTTOM);
 	char label[96];
 	snprintf(label, sizeof label, "peak allocated %s", peak);
 	marker(b, &a, dv->peak_allocated_event, "mark-peak", label, 1);
 	if (dv->oom_events) {
 		snprintf(label, sizeof label, "out of memory%s",
-			 dv->oom_events > 1 ? " (last of several)" : "");
+		         dv->oom_events > 1 ? " (last of several)" : "");
 		marker(b, &a, dv->last_oom_event, "mark-oom", label, 0);
 	}
 	mr_buf_puts(b, "</svg>");

@@ -78,7 +78,8 @@ void mr_buf_append(mr_buf *b, const void *data, size_t len)
 {
 	if (b->failed)
 		return;
-	if (len > SIZE_MAX - b->len - 1 || mr_grow((void **)&b->data, &b->cap, b->len + len + 1, 1)) {
+	if (len > SIZE_MAX - b->len - 1 ||
+	    mr_grow((void **)&b->data, &b->cap, b->len + len + 1, 1)) {
 		b->failed = 1;
 		return;
 	}
@@ -198,7 +199,7 @@ void mr_buf_plain(mr_buf *b, const char *s, size_t len)
 	while (i < len) {
 		size_t n = utf8_len(p + i, len - i);
 		int bad = n == 0 || p[i] < 0x20 || p[i] == 0x7F ||
-			  (n == 2 && p[i] == 0xC2 && p[i + 1] < 0xA0); /* C1 controls */
+		          (n == 2 && p[i] == 0xC2 && p[i + 1] < 0xA0); /* C1 controls */
 		if (bad) {
 			mr_buf_append(b, s + run, i - run);
 			mr_buf_puts(b, "\xEF\xBF\xBD");

@@ -26,7 +26,7 @@ typedef struct {
  * `return mr_fail(err, MR_EINPUT, "...")`. The first message recorded wins: a later call
  * does not overwrite it, which keeps the innermost, most precise explanation. */
 mr_status mr_fail(mr_error *err, mr_status status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 mr_status mr_oom(mr_error *err);
 
 /* Allocation wrappers: return NULL on failure (never abort); counts are checked for overflow. */

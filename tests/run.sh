@@ -50,5 +50,15 @@ for s in "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin"; do
 	passed=$((passed + p))
 	failed=$((failed + f))
 done
+# the checked-in style
+if command -v clang-format >/dev/null 2>&1; then
+	if make -s format-check >/dev/null 2>&1; then
+		echo "format: 1 passed, 0 failed"
+		passed=$((passed + 1))
+	else
+		echo "format: 0 passed, 1 failed (run make format)"
+		failed=$((failed + 1))
+	fi
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -94,8 +94,8 @@ static void test_oom_capacity(void **state)
 	int top2 = 0;
 	for (size_t i = 0; i < a->rec_count && i < 2; i++)
 		top2 |= strcmp(a->recs[i].id, "reduce_microbatch") == 0 ||
-			strcmp(a->recs[i].id, "activation_checkpointing") == 0 ||
-			strcmp(a->recs[i].id, "gradient_accumulation") == 0;
+		        strcmp(a->recs[i].id, "activation_checkpointing") == 0 ||
+		        strcmp(a->recs[i].id, "gradient_accumulation") == 0;
 	assert_true(top2);
 	assert_int_not_equal(rank_of(&run, "expandable_segments"), 1);
 	rp_free(&run);
@@ -109,7 +109,8 @@ static void test_oom_capacity_params(void **state)
 	const ad_advice *a = &run.advice;
 	assert_int_equal(a->oom.cause, AD_CAUSE_CAPACITY);
 	const uint64_t six = 6ull << 30;
-	uint64_t p = a->categories.bytes[AD_CAT_PARAMETERS], g = a->categories.bytes[AD_CAT_GRADIENTS];
+	uint64_t p = a->categories.bytes[AD_CAT_PARAMETERS],
+	         g = a->categories.bytes[AD_CAT_GRADIENTS];
 	assert_true(p > six * 95 / 100 && p < six * 105 / 100);
 	assert_true(g > six * 95 / 100 && g < six * 105 / 100);
 	assert_true(a->categories.bytes[AD_CAT_OPTIMIZER] >= 4ull << 30);
@@ -143,12 +144,14 @@ static void test_fragmentation_without_oom(void **state)
 	const ad_advice *a = &run.advice;
 	assert_true(a->replay_count >= 2);
 	assert_true(a->replays[0].matches);
-	assert_int_equal(a->replays[0].peak_reserved, stat_of("gpt_varlen", "reserved_bytes.all.peak"));
+	assert_int_equal(a->replays[0].peak_reserved,
+	                 stat_of("gpt_varlen", "reserved_bytes.all.peak"));
 	assert_string_equal(a->replays[1].conf, "expandable_segments:True");
 	double twin = (double)stat_of("gpt_varlen_expandable", "reserved_bytes.all.peak");
 	assert_true((double)a->replays[1].peak_reserved > twin * 0.95);
 	assert_true((double)a->replays[1].peak_reserved < twin * 1.05);
-	assert_non_null(strstr(a->recs[0].reason, "Replayed with expandable_segments:True: no OOM"));
+	assert_non_null(
+	    strstr(a->recs[0].reason, "Replayed with expandable_segments:True: no OOM"));
 	rp_free(&run);
 }
 
@@ -225,9 +228,9 @@ static void test_evidence_findings(void **state)
 	const struct {
 		const char *sample, *file, *finding;
 	} cases[] = {
-		{"multi_stream", "snapshot.pickle", "pending_free_blocks"},
-		{"cuda_graph", "snapshot.pickle", "private_pools"},
-		{"no_history", "snapshot.pickle", "no_history"},
+	    {"multi_stream", "snapshot.pickle", "pending_free_blocks"},
+	    {"cuda_graph", "snapshot.pickle", "private_pools"},
+	    {"no_history", "snapshot.pickle", "no_history"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		rp_run run;
@@ -289,14 +292,14 @@ static void test_logs(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_oom_fragmentation),
-		cmocka_unit_test(test_oom_capacity),
-		cmocka_unit_test(test_oom_capacity_params),
-		cmocka_unit_test(test_fragmentation_without_oom),
-		cmocka_unit_test(test_expandable_never_recommended),
-		cmocka_unit_test(test_growth),
-		cmocka_unit_test(test_evidence_findings),
-		cmocka_unit_test(test_logs),
+	    cmocka_unit_test(test_oom_fragmentation),
+	    cmocka_unit_test(test_oom_capacity),
+	    cmocka_unit_test(test_oom_capacity_params),
+	    cmocka_unit_test(test_fragmentation_without_oom),
+	    cmocka_unit_test(test_expandable_never_recommended),
+	    cmocka_unit_test(test_growth),
+	    cmocka_unit_test(test_evidence_findings),
+	    cmocka_unit_test(test_logs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

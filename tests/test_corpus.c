@@ -15,21 +15,20 @@ typedef struct {
 } pair;
 
 static const pair exact_pairs[] = {
-	{"reserved", "reserved_bytes.all.current"},
-	{"allocated", "allocated_bytes.all.current"},
-	{"active", "active_bytes.all.current"},
-	{"requested", "requested_bytes.all.current"},
-	{"inactive_split", "inactive_split_bytes.all.current"},
-	{"inactive_split_blocks", "inactive_split.all.current"},
-	{"segments", "segment.all.current"},
+    {"reserved", "reserved_bytes.all.current"},
+    {"allocated", "allocated_bytes.all.current"},
+    {"active", "active_bytes.all.current"},
+    {"requested", "requested_bytes.all.current"},
+    {"inactive_split", "inactive_split_bytes.all.current"},
+    {"inactive_split_blocks", "inactive_split.all.current"},
+    {"segments", "segment.all.current"},
 };
 
 static uint64_t pool_value(const an_pool *p, size_t i)
 {
-	const uint64_t v[] = {p->reserved,       p->allocated,
-			      p->active,         p->requested,
-			      p->inactive_split, p->inactive_split_blocks,
-			      p->segments};
+	const uint64_t v[] = {p->reserved,  p->allocated,      p->active,
+	                      p->requested, p->inactive_split, p->inactive_split_blocks,
+	                      p->segments};
 	return v[i];
 }
 
@@ -88,18 +87,20 @@ static void check_sample(const char *dir, const char *name)
 			continue;
 		if (oom && i != 0) {
 			/* memory_stats.json was written after the OOM observer's snapshot: the
-			 * allocator freed a little in between. Reserved is exact, the rest close. */
-			double rel = (double)llabs((long long)got - want) / (double)(want ? want : 1);
+			 * allocator freed a little in between. Reserved is exact, the rest close.
+			 */
+			double rel =
+			    (double)llabs((long long)got - want) / (double)(want ? want : 1);
 			if (rel > 0.002 && !(i == 5 && llabs((long long)got - want) <= 10)) {
 				print_error("%s: %s = %llu, memory_stats %lld\n", name,
-					    exact_pairs[i].json_key, (unsigned long long)got, want);
+				            exact_pairs[i].json_key, (unsigned long long)got, want);
 				fail();
 			}
 			continue;
 		}
 		if ((long long)got != want) {
-			print_error("%s: %s = %llu, memory_stats %lld\n", name, exact_pairs[i].json_key,
-				    (unsigned long long)got, want);
+			print_error("%s: %s = %llu, memory_stats %lld\n", name,
+			            exact_pairs[i].json_key, (unsigned long long)got, want);
 			fail();
 		}
 	}
@@ -118,14 +119,14 @@ static void check_sample(const char *dir, const char *name)
 			assert_false(dv->truncated);
 			if (dv->peak_reserved != (uint64_t)peak_reserved) {
 				print_error("%s: peak reserved %llu, memory_stats %lld\n", name,
-					    (unsigned long long)dv->peak_reserved, peak_reserved);
+				            (unsigned long long)dv->peak_reserved, peak_reserved);
 				fail();
 			}
 			double rel = (double)llabs((long long)dv->peak_allocated - peak_alloc) /
-				     (double)peak_alloc;
+			             (double)peak_alloc;
 			if (rel > 0.01) {
 				print_error("%s: peak allocated %llu, memory_stats %lld\n", name,
-					    (unsigned long long)dv->peak_allocated, peak_alloc);
+				            (unsigned long long)dv->peak_allocated, peak_alloc);
 				fail();
 			}
 		}
@@ -180,16 +181,16 @@ static void test_corpus_features(void **state)
 	assert_int_equal(dv->oom_events, 1);
 	const md_event *oom = &run.snap.devices[0].events[dv->last_oom_event];
 	assert_int_equal(oom->action, MD_ACT_OOM);
-	assert_int_equal(oom->size, 213909504);     /* facts.json ask_bytes */
-	assert_int_equal(oom->addr, 145468030976);  /* oom_observer device_free */
-	assert_int_equal(dv->pool[AN_POOL_ALL].largest_free, 60817408); /* facts largest_hole */
+	assert_int_equal(oom->size, 213909504);    /* facts.json ask_bytes */
+	assert_int_equal(oom->addr, 145468030976); /* oom_observer device_free */
+	assert_int_equal(dv->pool[AN_POOL_ALL].largest_free, 60817408);  /* facts largest_hole */
 	assert_int_equal(dv->pool[AN_POOL_ALL].free_cached, 1635778560); /* holes_bytes */
 	assert_false(run.snap.settings.expandable_segments);
 	assert_int_equal(run.snap.settings.max_split_size, UINT64_MAX);
 	rp_free(&run);
 
 	snprintf(path, sizeof path, "%s/corpus/oom_fragmentation_maxsplit/snapshot.pickle",
-		 tu_shared());
+	         tu_shared());
 	assert_int_equal(load(path, &run), 0);
 	assert_int_equal(run.snap.settings.max_split_size, 100 * 1024 * 1024);
 	rp_free(&run);
@@ -212,7 +213,7 @@ static const char *parse_commas(const char *p, unsigned long long *out)
 /* SOURCES.md's "Measured content" row for a file: segments, reserved and active bytes as the
  * shared folder's curator measured them with Python. Returns 1 when found. */
 static int measured(const char *sources, const char *file, unsigned long long *segments,
-		    unsigned long long *reserved, unsigned long long *active)
+                    unsigned long long *reserved, unsigned long long *active)
 {
 	const char *table = strstr(sources, "## Measured content");
 	if (!table)
@@ -288,9 +289,9 @@ static void test_third_party(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_corpus_numbers),
-		cmocka_unit_test(test_corpus_features),
-		cmocka_unit_test(test_third_party),
+	    cmocka_unit_test(test_corpus_numbers),
+	    cmocka_unit_test(test_corpus_features),
+	    cmocka_unit_test(test_third_party),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

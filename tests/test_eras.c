@@ -70,7 +70,7 @@ static void test_multi_device(void **state)
 	assert_int_equal(d1->device, 1);
 	assert_int_equal(d0->pool[AN_POOL_ALL].requested, 4 * MiB - 1);
 	assert_int_equal(d0->pool[AN_POOL_ALL].inactive_split, 16 * MiB);
-	assert_int_equal(d0->trace_events, 3);   /* the unknown action is kept, and ignored */
+	assert_int_equal(d0->trace_events, 3); /* the unknown action is kept, and ignored */
 	assert_int_equal(run.snap.unknown_actions, 1);
 	assert_int_equal(d0->peak_allocated, 4 * MiB);
 	/* "active_awaiting_free" is the pending-free state */
@@ -110,10 +110,10 @@ static void test_empty(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_v1_segment_list),
-		cmocka_unit_test(test_v20_history),
-		cmocka_unit_test(test_multi_device),
-		cmocka_unit_test(test_empty),
+	    cmocka_unit_test(test_v1_segment_list),
+	    cmocka_unit_test(test_v20_history),
+	    cmocka_unit_test(test_multi_device),
+	    cmocka_unit_test(test_empty),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -58,8 +58,8 @@ static uint64_t stat_of(const ev_stats *s, const char *key)
 
 /* Every cell of a table against the memory_stats it was printed from: value <= truth <
  * value + unit (exact when unit is 1). */
-static void check_summary(const ev_summary *sm, const ev_stats *st, int pooled, int has_requested, int has_oversize,
-			  const char *what)
+static void check_summary(const ev_summary *sm, const ev_stats *st, int pooled, int has_requested,
+                          int has_oversize, const char *what)
 {
 	static const char *pools[] = {"all", "large_pool", "small_pool"};
 	static const char *cols[] = {"current", "peak", "allocated", "freed"};
@@ -76,23 +76,27 @@ static void check_summary(const ev_summary *sm, const ev_stats *st, int pooled, 
 				const ev_cell *cell = &sm->cells[m][p][c];
 				if (!want) {
 					if (cell->known)
-						fail_msg("%s: unexpected cell %s/%s/%s", what, ev_metric_stat_key(m), pools[p],
-							 cols[c]);
+						fail_msg("%s: unexpected cell %s/%s/%s", what,
+						         ev_metric_stat_key(m), pools[p], cols[c]);
 					continue;
 				}
 				if (oversize)
-					snprintf(key, sizeof key, "%s.%s", ev_metric_stat_key(m), cols[c]);
+					snprintf(key, sizeof key, "%s.%s", ev_metric_stat_key(m),
+					         cols[c]);
 				else
-					snprintf(key, sizeof key, "%s.%s.%s", ev_metric_stat_key(m), pools[p], cols[c]);
+					snprintf(key, sizeof key, "%s.%s.%s", ev_metric_stat_key(m),
+					         pools[p], cols[c]);
 				uint64_t truth = stat_of(st, key);
 				if (!cell->known)
 					fail_msg("%s: %s not parsed", what, key);
 				if (!(cell->value <= truth && truth - cell->value < cell->unit))
-					fail_msg("%s: %s parsed %llu (unit %llu), truth %llu", what, key,
-						 (unsigned long long)cell->value, (unsigned long long)cell->unit,
-						 (unsigned long long)truth);
+					fail_msg("%s: %s parsed %llu (unit %llu), truth %llu", what,
+					         key, (unsigned long long)cell->value,
+					         (unsigned long long)cell->unit,
+					         (unsigned long long)truth);
 				if (!ev_metric_is_bytes(m) && truth < 750000)
-					assert_int_equal(cell->unit, 1); /* small counts are exact */
+					assert_int_equal(cell->unit,
+					                 1); /* small counts are exact */
 			}
 		}
 	}
@@ -158,7 +162,8 @@ static void corpus_summary_one(const char *dir, const char *name, int *count)
 	load_stats(path, &st);
 	for (int abbrev = 0; abbrev < 2; abbrev++) {
 		ev_text t;
-		snprintf(path, sizeof path, "%s/%s", dir, abbrev ? "memory_summary_abbrev.txt" : "memory_summary.txt");
+		snprintf(path, sizeof path, "%s/%s", dir,
+		         abbrev ? "memory_summary_abbrev.txt" : "memory_summary.txt");
 		parse_file(path, &t);
 		assert_int_equal(t.summary_count, 1);
 		assert_int_equal(t.oom_count, 0);
@@ -169,11 +174,14 @@ static void corpus_summary_one(const char *dir, const char *name, int *count)
 		assert_int_equal(sm->legacy_units, 0);
 		check_summary(sm, &st, !abbrev, 1, 1, path);
 		/* the four figures the brief names, spelled out */
-		assert_true(sm->cells[EV_RESERVED][0][EV_CUR].value <= stat_of(&st, "reserved_bytes.all.current"));
-		assert_true(sm->cells[EV_ALLOCATED][0][EV_PEAK].value <= stat_of(&st, "allocated_bytes.all.peak"));
-		assert_int_equal(sm->cells[EV_SEGMENTS][0][EV_CUR].value, stat_of(&st, "segment.all.current"));
+		assert_true(sm->cells[EV_RESERVED][0][EV_CUR].value <=
+		            stat_of(&st, "reserved_bytes.all.current"));
+		assert_true(sm->cells[EV_ALLOCATED][0][EV_PEAK].value <=
+		            stat_of(&st, "allocated_bytes.all.peak"));
+		assert_int_equal(sm->cells[EV_SEGMENTS][0][EV_CUR].value,
+		                 stat_of(&st, "segment.all.current"));
 		assert_int_equal(sm->cells[EV_INACTIVE_SPLIT_ALLOCS][0][EV_CUR].value,
-				 stat_of(&st, "inactive_split.all.current"));
+		                 stat_of(&st, "inactive_split.all.current"));
 		ev_text_free(&t);
 	}
 	(void)name;
@@ -242,7 +250,8 @@ static void corpus_oom_one(const char *dir, const char *name, int *count)
 	while (*a != ' ')
 		a--;
 	uint64_t want_limit = amount_ref(a + 1);
-	ev_cause want_cause = strstr(name, "fragmentation") ? EV_CAUSE_FRAGMENTATION : EV_CAUSE_CAPACITY;
+	ev_cause want_cause =
+	    strstr(name, "fragmentation") ? EV_CAUSE_FRAGMENTATION : EV_CAUSE_CAPACITY;
 
 	static const char *files[] = {"oom_message.txt", "train.log"};
 	for (int f = 0; f < 2; f++) {
@@ -259,8 +268,8 @@ static void corpus_oom_one(const char *dir, const char *name, int *count)
 		assert_int_equal(o->requested_bytes, want_req);
 		assert_int_equal(ev_oom_limit(o), want_limit);
 		assert_int_equal(o->allowed, want_limit);
-		assert_true(o->has_total_capacity && o->has_device_free && o->has_this_process && o->has_allocated &&
-			    o->has_reserved_unallocated);
+		assert_true(o->has_total_capacity && o->has_device_free && o->has_this_process &&
+		            o->has_allocated && o->has_reserved_unallocated);
 		assert_int_equal(o->total_capacity, amount_ref("139.80 GiB"));
 		if (ev_oom_cause(o) != want_cause)
 			fail_msg("%s: cause %s", path, ev_cause_name(ev_oom_cause(o)));
@@ -375,7 +384,7 @@ static void test_fixture_mlu_abbrev(void **state)
 	assert_int_equal(sm->cells[EV_ALLOCATED][0][EV_CUR].unit, 1024);
 	assert_int_equal(sm->cells[EV_ALLOCATED][0][EV_TOT_ALLOC].value, 652681ull << 20);
 	assert_true(sm->cells[EV_RESERVED][0][EV_CUR].known); /* "MLU reserved memory" */
-	assert_true(sm->cells[EV_SEGMENTS][0][EV_CUR].known);  /* "MLU reserved segments" */
+	assert_true(sm->cells[EV_SEGMENTS][0][EV_CUR].known); /* "MLU reserved segments" */
 	assert_true(sm->cells[EV_OVERSIZE_SEGMENTS][0][EV_CUR].known);
 	ev_stats_free(&st);
 	ev_text_free(&t);
@@ -485,18 +494,21 @@ static void test_fixture_counts_km(void **state)
 	assert_int_equal(sm->cells[EV_ALLOCATIONS][0][EV_CUR].value, 410287);
 	assert_int_equal(sm->cells[EV_ALLOCATIONS][0][EV_CUR].unit, 1);
 	assert_int_equal(sm->cells[EV_ALLOCATIONS][EV_POOL_SMALL][EV_TOT_ALLOC].value, 1791000);
-	static const int counts[] = {EV_ALLOCATIONS, EV_ACTIVE_ALLOCS, EV_SEGMENTS, EV_INACTIVE_SPLIT_ALLOCS};
+	static const int counts[] = {EV_ALLOCATIONS, EV_ACTIVE_ALLOCS, EV_SEGMENTS,
+	                             EV_INACTIVE_SPLIT_ALLOCS};
 	static const char *pools[] = {"all", "large_pool", "small_pool"};
 	static const char *cols[] = {"current", "peak", "allocated", "freed"};
 	for (size_t i = 0; i < 4; i++)
 		for (int p = 0; p < 3; p++)
 			for (int c = 0; c < 4; c++) {
 				char key[128];
-				snprintf(key, sizeof key, "%s.%s.%s", ev_metric_stat_key(counts[i]), pools[p], cols[c]);
+				snprintf(key, sizeof key, "%s.%s.%s", ev_metric_stat_key(counts[i]),
+				         pools[p], cols[c]);
 				uint64_t truth = stat_of(&base, key) * 10007;
 				const ev_cell *cell = &sm->cells[counts[i]][p][c];
 				assert_true(cell->known);
-				assert_true(cell->value <= truth && truth - cell->value < cell->unit);
+				assert_true(cell->value <= truth &&
+				            truth - cell->value < cell->unit);
 			}
 	ev_stats_free(&base);
 	ev_text_free(&t);
@@ -538,67 +550,79 @@ typedef struct {
 } oom_case;
 
 static const oom_case oom_cases[] = {
-	{"oom_legacy_cached.log", 0, 1, 7, EV_OOM_ERA_LEGACY_CACHED, "CUDA", 0, 25165824ull, 4230542787ull, 13044285ull,
-	 UNK, UNK, 3081639035ull, 55700357ull, UNK, 3081639035ull + 55700357ull, 0, EV_CAUSE_CAPACITY, 4230542787ull},
-	{"oom_fairseq_cached.log", 0, 1, 2, EV_OOM_ERA_LEGACY_CACHED, "CUDA", 1, 100663296ull, 8514772664ull, 64487424ull,
-	 UNK, UNK, 7462505677ull, 326599967ull, UNK, 7462505677ull + 326599967ull, 0, EV_CAUSE_CAPACITY, 8514772664ull},
-	{"oom_nospace_reserved.txt", 0, 1, 1, EV_OOM_ERA_LEGACY_RESERVED, "CUDA", 1, 536870912ull, 11553462026ull,
-	 316208579ull, UNK, UNK, 9567039652ull, 10060960891ull - 9567039652ull, UNK, 10060960891ull, 0, EV_CAUSE_CAPACITY,
-	 11553462026ull},
-	/* a fraction was set: the limit is the 12 GiB allowed */
-	{"oom_legacy_allowed_hint.txt", 0, 1, 1, EV_OOM_ERA_LEGACY_HINT, "CUDA", 0, 1642824991ull, 25436943811ull,
-	 11832634900ull, 12884901888ull, UNK, 11671573627ull, 12713103196ull - 11671573627ull, UNK, 12713103196ull, 0,
-	 EV_CAUSE_CAPACITY, 12884901888ull},
-	/* starts at "Tried to allocate"; 2.41 GiB reserved-unallocated (15%) could serve 64 MiB */
-	{"oom_tried_only.txt", 0, 1, 3, EV_OOM_ERA_LEGACY_RESERVED, "", 0, 67108864ull, 16943645983ull, 46923776ull, UNK,
-	 UNK, 12992276070ull, 15579993866ull - 12992276070ull, UNK, 15579993866ull, 0, EV_CAUSE_FRAGMENTATION,
-	 16943645983ull},
-	/* "capacty"; 108 MiB unallocated is < 10% of 7.79 GiB: not fragmentation */
-	{"oom_v21_capacty.txt", 0, 1, 1, EV_OOM_ERA_V21_SENTENCE, "CUDA", 0, 2097152ull, 8364448809ull, 1373635ull, UNK,
-	 8353711391ull, 8074538516ull, 113917297ull, UNK, UNK, 0, EV_CAUSE_CAPACITY, 8364448809ull},
-	/* two other processes hold 16.6 of 23.65 GiB */
-	{"oom_v21_processes.txt", 0, 1, 1, EV_OOM_ERA_V21_SENTENCE, "CUDA", 0, 52428800ull, 25393994138ull, 3208643ull,
-	 UNK, 7537667604ull, 6979321856ull, 125829120ull, UNK, UNK, 2, EV_CAUSE_OTHER_PROCESSES, 25393994138ull},
-	{"oom_v21_zero_free.txt", 0, 1, 1, EV_OOM_ERA_V21_SENTENCE, "CUDA", 0, 20971520ull, 12627203850ull, 0, UNK, UNK,
-	 11789685228ull, 336645325ull, UNK, UNK, 0, EV_CAUSE_CAPACITY, 12627203850ull},
-	/* 8.41 GiB unallocated >= 10% of 79.25 GiB and >= 1 GiB */
-	{"oom_private_pools.txt", 0, 1, 1, EV_OOM_ERA_CURRENT, "CUDA", 0, 1073741824ull, 85094039552ull, 327879229ull, UNK,
-	 84761179587ull, 75183402516ull, 9030168740ull, 4831838208ull, UNK, 0, EV_CAUSE_FRAGMENTATION, 85094039552ull},
-	/* "this process has 17179869184.00 GiB" overflows 64 bits: left unknown */
-	{"oom_nvml_nonsense.txt", 0, 1, 1, EV_OOM_ERA_CURRENT, "CUDA", 0, 402653184ull, 17169131766ull, 0, UNK, UNK,
-	 15902116413ull, 426990633ull, UNK, UNK, 0, EV_CAUSE_CAPACITY, 17169131766ull},
-	{"oom_driver_error.txt", 0, 1, 4, EV_OOM_ERA_DRIVER_ERROR, "CUDA", -1, UNK, UNK, UNK, UNK, UNK, UNK, UNK, UNK,
-	 UNK, 0, EV_CAUSE_UNKNOWN, 0},
-	{"oom_xpu.txt", 0, 1, 1, EV_OOM_ERA_GENERIC, "XPU", 0, 4294967296ull, 16224238961ull, UNK, UNK, UNK,
-	 10791105331ull, 12582912ull, UNK, UNK, 0, EV_CAUSE_CAPACITY, 16224238961ull},
-	{"oom_generic_1eb.txt", 0, 1, 1, EV_OOM_ERA_GENERIC, "", -1, 1ull << 60, UNK, UNK, UNK, UNK, UNK, UNK, UNK, UNK,
-	 0, EV_CAUSE_UNKNOWN, 0},
-	/* torch_npu's extra "current active" item is skipped */
-	{"oom_npu.txt", 0, 1, 2, EV_OOM_ERA_LEGACY_HINT, "NPU", 3, 2147483648ull, 65466039009ull, 1385126953ull, UNK, UNK,
-	 61310658150ull, 62760209613ull - 61310658150ull, UNK, 62760209613ull, 0, EV_CAUSE_CAPACITY, 65466039009ull},
-	/* wrapped inside "GPU", inside "13.19", inside "PyTorch" and "unallocated"; the figures
-	 * are inconsistent (13 GiB free) so no cause fits */
-	{"oom_split_lines.txt", 0, 1, 1, EV_OOM_ERA_CURRENT, "CUDA", 2, 3758096384ull, 42294690447ull, 14162654659ull, UNK,
-	 23815593656ull, 20132659200ull, 3124588708ull, UNK, UNK, 1, EV_CAUSE_UNKNOWN, 42294690447ull},
-	{"oom_multi.log", 0, 3, 2, EV_OOM_ERA_CURRENT, "CUDA", 0, 4294967296ull, 84975927951ull, 3768833802ull, UNK,
-	 80831284511ull, 70920647475ull, 9266391941ull, UNK, UNK, 0, EV_CAUSE_FRAGMENTATION, 84975927951ull},
-	{"oom_multi.log", 1, 3, 4, EV_OOM_ERA_CURRENT, "CUDA", 0, 2147483648ull, 84975927951ull, 1148903752ull,
-	 64424509440ull, 83816286781ull, 64327872676ull, 18371052ull, UNK, UNK, 0, EV_CAUSE_CAPACITY, 64424509440ull},
-	{"oom_multi.log", 2, 3, 5, EV_OOM_ERA_DRIVER_ERROR, "CUDA", -1, UNK, UNK, UNK, UNK, UNK, UNK, UNK, UNK, UNK, 0,
-	 EV_CAUSE_UNKNOWN, 0},
+    {"oom_legacy_cached.log", 0, 1, 7, EV_OOM_ERA_LEGACY_CACHED, "CUDA", 0, 25165824ull,
+     4230542787ull, 13044285ull, UNK, UNK, 3081639035ull, 55700357ull, UNK,
+     3081639035ull + 55700357ull, 0, EV_CAUSE_CAPACITY, 4230542787ull},
+    {"oom_fairseq_cached.log", 0, 1, 2, EV_OOM_ERA_LEGACY_CACHED, "CUDA", 1, 100663296ull,
+     8514772664ull, 64487424ull, UNK, UNK, 7462505677ull, 326599967ull, UNK,
+     7462505677ull + 326599967ull, 0, EV_CAUSE_CAPACITY, 8514772664ull},
+    {"oom_nospace_reserved.txt", 0, 1, 1, EV_OOM_ERA_LEGACY_RESERVED, "CUDA", 1, 536870912ull,
+     11553462026ull, 316208579ull, UNK, UNK, 9567039652ull, 10060960891ull - 9567039652ull, UNK,
+     10060960891ull, 0, EV_CAUSE_CAPACITY, 11553462026ull},
+    /* a fraction was set: the limit is the 12 GiB allowed */
+    {"oom_legacy_allowed_hint.txt", 0, 1, 1, EV_OOM_ERA_LEGACY_HINT, "CUDA", 0, 1642824991ull,
+     25436943811ull, 11832634900ull, 12884901888ull, UNK, 11671573627ull,
+     12713103196ull - 11671573627ull, UNK, 12713103196ull, 0, EV_CAUSE_CAPACITY, 12884901888ull},
+    /* starts at "Tried to allocate"; 2.41 GiB reserved-unallocated (15%) could serve 64 MiB */
+    {"oom_tried_only.txt", 0, 1, 3, EV_OOM_ERA_LEGACY_RESERVED, "", 0, 67108864ull, 16943645983ull,
+     46923776ull, UNK, UNK, 12992276070ull, 15579993866ull - 12992276070ull, UNK, 15579993866ull, 0,
+     EV_CAUSE_FRAGMENTATION, 16943645983ull},
+    /* "capacty"; 108 MiB unallocated is < 10% of 7.79 GiB: not fragmentation */
+    {"oom_v21_capacty.txt", 0, 1, 1, EV_OOM_ERA_V21_SENTENCE, "CUDA", 0, 2097152ull, 8364448809ull,
+     1373635ull, UNK, 8353711391ull, 8074538516ull, 113917297ull, UNK, UNK, 0, EV_CAUSE_CAPACITY,
+     8364448809ull},
+    /* two other processes hold 16.6 of 23.65 GiB */
+    {"oom_v21_processes.txt", 0, 1, 1, EV_OOM_ERA_V21_SENTENCE, "CUDA", 0, 52428800ull,
+     25393994138ull, 3208643ull, UNK, 7537667604ull, 6979321856ull, 125829120ull, UNK, UNK, 2,
+     EV_CAUSE_OTHER_PROCESSES, 25393994138ull},
+    {"oom_v21_zero_free.txt", 0, 1, 1, EV_OOM_ERA_V21_SENTENCE, "CUDA", 0, 20971520ull,
+     12627203850ull, 0, UNK, UNK, 11789685228ull, 336645325ull, UNK, UNK, 0, EV_CAUSE_CAPACITY,
+     12627203850ull},
+    /* 8.41 GiB unallocated >= 10% of 79.25 GiB and >= 1 GiB */
+    {"oom_private_pools.txt", 0, 1, 1, EV_OOM_ERA_CURRENT, "CUDA", 0, 1073741824ull, 85094039552ull,
+     327879229ull, UNK, 84761179587ull, 75183402516ull, 9030168740ull, 4831838208ull, UNK, 0,
+     EV_CAUSE_FRAGMENTATION, 85094039552ull},
+    /* "this process has 17179869184.00 GiB" overflows 64 bits: left unknown */
+    {"oom_nvml_nonsense.txt", 0, 1, 1, EV_OOM_ERA_CURRENT, "CUDA", 0, 402653184ull, 17169131766ull,
+     0, UNK, UNK, 15902116413ull, 426990633ull, UNK, UNK, 0, EV_CAUSE_CAPACITY, 17169131766ull},
+    {"oom_driver_error.txt", 0, 1, 4, EV_OOM_ERA_DRIVER_ERROR, "CUDA", -1, UNK, UNK, UNK, UNK, UNK,
+     UNK, UNK, UNK, UNK, 0, EV_CAUSE_UNKNOWN, 0},
+    {"oom_xpu.txt", 0, 1, 1, EV_OOM_ERA_GENERIC, "XPU", 0, 4294967296ull, 16224238961ull, UNK, UNK,
+     UNK, 10791105331ull, 12582912ull, UNK, UNK, 0, EV_CAUSE_CAPACITY, 16224238961ull},
+    {"oom_generic_1eb.txt", 0, 1, 1, EV_OOM_ERA_GENERIC, "", -1, 1ull << 60, UNK, UNK, UNK, UNK,
+     UNK, UNK, UNK, UNK, 0, EV_CAUSE_UNKNOWN, 0},
+    /* torch_npu's extra "current active" item is skipped */
+    {"oom_npu.txt", 0, 1, 2, EV_OOM_ERA_LEGACY_HINT, "NPU", 3, 2147483648ull, 65466039009ull,
+     1385126953ull, UNK, UNK, 61310658150ull, 62760209613ull - 61310658150ull, UNK, 62760209613ull,
+     0, EV_CAUSE_CAPACITY, 65466039009ull},
+    /* wrapped inside "GPU", inside "13.19", inside "PyTorch" and "unallocated"; the figures
+     * are inconsistent (13 GiB free) so no cause fits */
+    {"oom_split_lines.txt", 0, 1, 1, EV_OOM_ERA_CURRENT, "CUDA", 2, 3758096384ull, 42294690447ull,
+     14162654659ull, UNK, 23815593656ull, 20132659200ull, 3124588708ull, UNK, UNK, 1,
+     EV_CAUSE_UNKNOWN, 42294690447ull},
+    {"oom_multi.log", 0, 3, 2, EV_OOM_ERA_CURRENT, "CUDA", 0, 4294967296ull, 84975927951ull,
+     3768833802ull, UNK, 80831284511ull, 70920647475ull, 9266391941ull, UNK, UNK, 0,
+     EV_CAUSE_FRAGMENTATION, 84975927951ull},
+    {"oom_multi.log", 1, 3, 4, EV_OOM_ERA_CURRENT, "CUDA", 0, 2147483648ull, 84975927951ull,
+     1148903752ull, 64424509440ull, 83816286781ull, 64327872676ull, 18371052ull, UNK, UNK, 0,
+     EV_CAUSE_CAPACITY, 64424509440ull},
+    {"oom_multi.log", 2, 3, 5, EV_OOM_ERA_DRIVER_ERROR, "CUDA", -1, UNK, UNK, UNK, UNK, UNK, UNK,
+     UNK, UNK, UNK, 0, EV_CAUSE_UNKNOWN, 0},
 };
 
 static void expect_field(const char *file, const char *name, int has, uint64_t got, uint64_t want)
 {
 	if (want == UNK) {
 		if (has)
-			fail_msg("%s: %s should be unknown, got %llu", file, name, (unsigned long long)got);
+			fail_msg("%s: %s should be unknown, got %llu", file, name,
+			         (unsigned long long)got);
 		return;
 	}
 	if (!has)
 		fail_msg("%s: %s not parsed", file, name);
 	if (got != want)
-		fail_msg("%s: %s = %llu, want %llu", file, name, (unsigned long long)got, (unsigned long long)want);
+		fail_msg("%s: %s = %llu, want %llu", file, name, (unsigned long long)got,
+		         (unsigned long long)want);
 }
 
 static void test_oom_fixtures(void **state)
@@ -614,22 +638,28 @@ static void test_oom_fixtures(void **state)
 		if (t.oom_count != c->count)
 			fail_msg("%s: %zu OOMs, want %zu", c->file, t.oom_count, c->count);
 		const ev_oom *o = &t.ooms[c->index];
-		if (o->line != c->line || o->era != c->era || strcmp(o->backend, c->backend) != 0 || o->device != c->device)
-			fail_msg("%s #%zu: line %zu era %s backend '%s' device %d", c->file, c->index, o->line,
-				 ev_oom_era_name(o->era), o->backend, o->device);
+		if (o->line != c->line || o->era != c->era || strcmp(o->backend, c->backend) != 0 ||
+		    o->device != c->device)
+			fail_msg("%s #%zu: line %zu era %s backend '%s' device %d", c->file,
+			         c->index, o->line, ev_oom_era_name(o->era), o->backend, o->device);
 		expect_field(c->file, "requested", o->has_requested, o->requested_bytes, c->req);
 		expect_field(c->file, "total", o->has_total_capacity, o->total_capacity, c->total);
 		expect_field(c->file, "free", o->has_device_free, o->device_free, c->free_);
 		expect_field(c->file, "allowed", o->has_allowed, o->allowed, c->allowed);
-		expect_field(c->file, "this_process", o->has_this_process, o->this_process_in_use, c->this_proc);
-		expect_field(c->file, "allocated", o->has_allocated, o->allocated_by_pytorch, c->alloc);
-		expect_field(c->file, "unallocated", o->has_reserved_unallocated, o->reserved_unallocated, c->unalloc);
-		expect_field(c->file, "private_pools", o->has_private_pools, o->private_pools, c->priv);
-		expect_field(c->file, "reserved_total", o->has_reserved_total, o->reserved_total, c->restot);
+		expect_field(c->file, "this_process", o->has_this_process, o->this_process_in_use,
+		             c->this_proc);
+		expect_field(c->file, "allocated", o->has_allocated, o->allocated_by_pytorch,
+		             c->alloc);
+		expect_field(c->file, "unallocated", o->has_reserved_unallocated,
+		             o->reserved_unallocated, c->unalloc);
+		expect_field(c->file, "private_pools", o->has_private_pools, o->private_pools,
+		             c->priv);
+		expect_field(c->file, "reserved_total", o->has_reserved_total, o->reserved_total,
+		             c->restot);
 		assert_int_equal(o->other_process_count, c->nproc);
 		if (ev_oom_cause(o) != c->cause)
-			fail_msg("%s #%zu: cause %s, want %s", c->file, c->index, ev_cause_name(ev_oom_cause(o)),
-				 ev_cause_name(c->cause));
+			fail_msg("%s #%zu: cause %s, want %s", c->file, c->index,
+			         ev_cause_name(ev_oom_cause(o)), ev_cause_name(c->cause));
 		assert_int_equal(ev_oom_limit(o), c->limit);
 		ev_text_free(&t);
 	}
@@ -665,7 +695,8 @@ static void test_garbage_is_einput(void **state)
 	mr_error err = {0};
 	assert_int_equal(ev_parse_text(d, len, &t, &err), MR_EINPUT);
 	assert_int_equal(err.status, MR_EINPUT);
-	assert_non_null(strstr(err.msg, "no memory_summary() table or CUDA out-of-memory message found"));
+	assert_non_null(
+	    strstr(err.msg, "no memory_summary() table or CUDA out-of-memory message found"));
 	assert_int_equal(t.summary_count, 0);
 	assert_int_equal(t.oom_count, 0);
 	free(d);
@@ -704,12 +735,15 @@ static void test_line_endings(void **state)
 			assert_int_equal(t.oom_count, ref.oom_count);
 			for (size_t i = 0; i < t.summary_count; i++) {
 				assert_int_equal(t.summaries[i].line, ref.summaries[i].line);
-				assert_memory_equal(t.summaries[i].cells, ref.summaries[i].cells, sizeof t.summaries[i].cells);
+				assert_memory_equal(t.summaries[i].cells, ref.summaries[i].cells,
+				                    sizeof t.summaries[i].cells);
 			}
 			for (size_t i = 0; i < t.oom_count; i++) {
 				assert_int_equal(t.ooms[i].line, ref.ooms[i].line);
-				assert_int_equal(t.ooms[i].requested_bytes, ref.ooms[i].requested_bytes);
-				assert_int_equal(t.ooms[i].reserved_unallocated, ref.ooms[i].reserved_unallocated);
+				assert_int_equal(t.ooms[i].requested_bytes,
+				                 ref.ooms[i].requested_bytes);
+				assert_int_equal(t.ooms[i].reserved_unallocated,
+				                 ref.ooms[i].reserved_unallocated);
 			}
 			ev_text_free(&t);
 			free(conv);
@@ -723,7 +757,8 @@ static void test_line_endings(void **state)
 static void test_truncations_and_corruption(void **state)
 {
 	(void)state;
-	static const char *files[] = {"wrapped_78.log", "comfy_async.log", "oom_multi.log", "legacy_fairseq_2gpu.log"};
+	static const char *files[] = {"wrapped_78.log", "comfy_async.log", "oom_multi.log",
+	                              "legacy_fairseq_2gpu.log"};
 	uint32_t rng = 12345;
 	for (size_t f = 0; f < 4; f++) {
 		char path[256];
@@ -731,7 +766,8 @@ static void test_truncations_and_corruption(void **state)
 		snprintf(path, sizeof path, FIX "%s", files[f]);
 		char *d = read_text(path, &len);
 		for (size_t cut = 0; cut <= len; cut += (len > 4000 ? 7 : 1)) {
-			char *copy = malloc(cut ? cut : 1); /* exact size so ASan sees any over-read */
+			char *copy =
+			    malloc(cut ? cut : 1); /* exact size so ASan sees any over-read */
 			memcpy(copy, d, cut);
 			ev_text t;
 			mr_error err = {0};
@@ -770,23 +806,24 @@ static void test_parse_amount(void **state)
 		uint64_t want;
 		size_t used;
 	} cases[] = {
-		{"204.00 MiB", 213909504ull, 10},
-		{"130.01 MiB", 136325366ull, 10}, /* 130.01 * 2^20 = 136325365.76 */
-		{"0 bytes", 0, 7},
-		{"1024 bytes", 1024, 10},
-		{"1024.00 KiB", 1048576ull, 11},
-		{"1024.00 GiB", 1ull << 40, 11},
-		{"1.5GiB", 3ull << 29, 6},
-		{"146836 KB", 146836ull * 1024, 9},
-		{"2.46 GB", 2641404887ull, 7},
-		{"7 B", 7, 3},
+	    {"204.00 MiB", 213909504ull, 10},
+	    {"130.01 MiB", 136325366ull, 10}, /* 130.01 * 2^20 = 136325365.76 */
+	    {"0 bytes", 0, 7},
+	    {"1024 bytes", 1024, 10},
+	    {"1024.00 KiB", 1048576ull, 11},
+	    {"1024.00 GiB", 1ull << 40, 11},
+	    {"1.5GiB", 3ull << 29, 6},
+	    {"146836 KB", 146836ull * 1024, 9},
+	    {"2.46 GB", 2641404887ull, 7},
+	    {"7 B", 7, 3},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		uint64_t v = 0;
 		int ovf = -1;
 		size_t used = ev_parse_amount(cases[i].s, strlen(cases[i].s), &v, &ovf);
 		if (used != cases[i].used || v != cases[i].want || ovf != 0)
-			fail_msg("%s: used %zu value %llu", cases[i].s, used, (unsigned long long)v);
+			fail_msg("%s: used %zu value %llu", cases[i].s, used,
+			         (unsigned long long)v);
 	}
 	uint64_t v;
 	int ovf = 0;
@@ -885,8 +922,9 @@ static void test_stats_variants(void **state)
 	ev_stats_free(&repr);
 
 	/* values of other types are skipped; a float is kept but not as an integer */
-	static const char mixed[] = "{\"a\": 1, \"b\": \"x\", \"c\": [1, {\"d\": 2}], \"e\": null, \"f\": 2.5, "
-				    "\"g\": {\"h\": {\"i\": 18446744073709551615}}, \"a\": 9}";
+	static const char mixed[] =
+	    "{\"a\": 1, \"b\": \"x\", \"c\": [1, {\"d\": 2}], \"e\": null, \"f\": 2.5, "
+	    "\"g\": {\"h\": {\"i\": 18446744073709551615}}, \"a\": 9}";
 	ev_stats s;
 	mr_error err = {0};
 	assert_int_equal(ev_parse_stats_json(mixed, sizeof mixed - 1, &s, &err), MR_OK);
@@ -936,26 +974,26 @@ static void test_stats_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_corpus_summaries),
-		cmocka_unit_test(test_corpus_stats),
-		cmocka_unit_test(test_corpus_ooms),
-		cmocka_unit_test(test_corpus_oom_fragmentation_figures),
-		cmocka_unit_test(test_fixture_legacy_fairseq_2gpu),
-		cmocka_unit_test(test_fixture_mlu_abbrev),
-		cmocka_unit_test(test_fixture_wrapped_78),
-		cmocka_unit_test(test_fixture_comfy_async),
-		cmocka_unit_test(test_fixture_rocm_hip),
-		cmocka_unit_test(test_fixture_counts_km),
-		cmocka_unit_test(test_fixture_before_after),
-		cmocka_unit_test(test_oom_fixtures),
-		cmocka_unit_test(test_oom_processes),
-		cmocka_unit_test(test_garbage_is_einput),
-		cmocka_unit_test(test_line_endings),
-		cmocka_unit_test(test_truncations_and_corruption),
-		cmocka_unit_test(test_parse_amount),
-		cmocka_unit_test(test_cause_thresholds),
-		cmocka_unit_test(test_stats_variants),
-		cmocka_unit_test(test_stats_errors),
+	    cmocka_unit_test(test_corpus_summaries),
+	    cmocka_unit_test(test_corpus_stats),
+	    cmocka_unit_test(test_corpus_ooms),
+	    cmocka_unit_test(test_corpus_oom_fragmentation_figures),
+	    cmocka_unit_test(test_fixture_legacy_fairseq_2gpu),
+	    cmocka_unit_test(test_fixture_mlu_abbrev),
+	    cmocka_unit_test(test_fixture_wrapped_78),
+	    cmocka_unit_test(test_fixture_comfy_async),
+	    cmocka_unit_test(test_fixture_rocm_hip),
+	    cmocka_unit_test(test_fixture_counts_km),
+	    cmocka_unit_test(test_fixture_before_after),
+	    cmocka_unit_test(test_oom_fixtures),
+	    cmocka_unit_test(test_oom_processes),
+	    cmocka_unit_test(test_garbage_is_einput),
+	    cmocka_unit_test(test_line_endings),
+	    cmocka_unit_test(test_truncations_and_corruption),
+	    cmocka_unit_test(test_parse_amount),
+	    cmocka_unit_test(test_cause_thresholds),
+	    cmocka_unit_test(test_stats_variants),
+	    cmocka_unit_test(test_stats_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

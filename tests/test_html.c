@@ -16,7 +16,7 @@
 #include "report.h"
 
 static const char *const samples[] = {"oom_fragmentation", "gpt_varlen", "mlp_healthy",
-				      "no_history",        "cuda_graph", "gpt_large_trace"};
+                                      "no_history",        "cuda_graph", "gpt_large_trace"};
 
 static const char hostile[] = "tests/fixtures/html/hostile_snapshot.pickle";
 
@@ -55,17 +55,10 @@ static mr_buf render(const char *path, fmt f, int redact, rp_run *keep)
 		print_error("%s: %s\n", path, err.msg);
 	assert_int_equal(st, MR_OK);
 	switch (f) {
-	case F_HTML:
-		st = rp_render_html(&run, &opt, &out, &err);
-		break;
-	case F_MD:
-		st = rp_render_md(&run, &opt, &out, &err);
-		break;
-	case F_JSON:
-		st = rp_render_json(&run, &opt, &out, &err);
-		break;
-	default:
-		st = rp_render_text(&run, &opt, &out, &err);
+	case F_HTML: st = rp_render_html(&run, &opt, &out, &err); break;
+	case F_MD: st = rp_render_md(&run, &opt, &out, &err); break;
+	case F_JSON: st = rp_render_json(&run, &opt, &out, &err); break;
+	default: st = rp_render_text(&run, &opt, &out, &err);
 	}
 	if (st)
 		print_error("%s: %s\n", path, err.msg);
@@ -92,9 +85,9 @@ static const char *find_ci(const char *hay, const char *needle)
 static void assert_offline(const char *html)
 {
 	static const char *const bad[] = {
-		"src=\"http", "src=http", "src='http", "src=\"//", "src=//",
-		"href=\"http", "href=http", "href='http", "href=\"//", "href=//",
-		"@import", "url(", "srcset=", "<link", "<iframe", "<object", "<embed",
+	    "src=\"http", "src=http",   "src='http", "src=\"//", "src=//",  "href=\"http",
+	    "href=http",  "href='http", "href=\"//", "href=//",  "@import", "url(",
+	    "srcset=",    "<link",      "<iframe",   "<object",  "<embed",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		const char *p = find_ci(html, bad[i]);
@@ -182,8 +175,8 @@ static void test_many_segments(void **state)
 	(void)state;
 	char path[2048];
 	snprintf(path, sizeof path,
-		 "%s/third_party/snapshots/notHanmin__assignment2-systems__memory_snapshot.pickle",
-		 tu_shared());
+	         "%s/third_party/snapshots/notHanmin__assignment2-systems__memory_snapshot.pickle",
+	         tu_shared());
 	if (!exists(path))
 		skip();
 	mr_buf a = render(path, F_HTML, 0, NULL);
@@ -240,8 +233,8 @@ static void test_hostile_strings(void **state)
 
 static void assert_redacted(const char *report, const char *what, const char *sample)
 {
-	static const char *const secret[] = {"/workspace/", "/opt/torch", "/home/", "/root/",
-					     "/work/shared", "mallory"};
+	static const char *const secret[] = {"/workspace/", "/opt/torch",   "/home/",
+	                                     "/root/",      "/work/shared", "mallory"};
 	for (size_t i = 0; i < sizeof secret / sizeof *secret; i++) {
 		const char *p = strstr(report, secret[i]);
 		if (p)
@@ -254,9 +247,9 @@ static void test_redact_paths(void **state)
 {
 	(void)state;
 	static const char *const extra[] = {
-		"corpus/stacks_all/snapshot.pickle",
-		"third_party/snapshots/Yiyi-philosophy__LLM-inference__oom_snapshot.pickle",
-		"third_party/snapshots/LfieLike__SketchKV2__my_snapshot.pickle",
+	    "corpus/stacks_all/snapshot.pickle",
+	    "third_party/snapshots/Yiyi-philosophy__LLM-inference__oom_snapshot.pickle",
+	    "third_party/snapshots/LfieLike__SketchKV2__my_snapshot.pickle",
 	};
 	static const char *const names[] = {"html", "md", "json", "text"};
 	char paths[sizeof samples / sizeof *samples + 4][2048];
@@ -294,8 +287,8 @@ static void test_rp_path_rules(void **state)
 	const char *r = rp_path(&on, "/home/alice/proj/alice_utils/train.py", buf, sizeof buf);
 	assert_null(strstr(r, "alice"));
 	assert_non_null(strstr(r, "train.py"));
-	r = rp_path(&on, "/opt/torch/.venv/lib/python3.12/site-packages/torch/nn/functional.py", buf,
-		    sizeof buf);
+	r = rp_path(&on, "/opt/torch/.venv/lib/python3.12/site-packages/torch/nn/functional.py",
+	            buf, sizeof buf);
 	assert_string_equal(r, "<site-packages>/torch/nn/functional.py");
 	r = rp_path(&on, "C:\\Users\\bob\\proj\\train.py", buf, sizeof buf);
 	assert_null(strstr(r, "bob"));
@@ -308,7 +301,7 @@ static void test_rp_path_rules(void **state)
 	/* Relative and synthetic names are not paths on a machine: kept. */
 	assert_string_equal(rp_path(&on, "<frozen runpy>", buf, sizeof buf), "<frozen runpy>");
 	assert_string_equal(rp_path(&on, "CUDACachingAllocator.cpp", buf, sizeof buf),
-			    "CUDACachingAllocator.cpp");
+	                    "CUDACachingAllocator.cpp");
 }
 
 static void test_helpers(void **state)
@@ -359,12 +352,9 @@ static void test_helpers(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_helpers),
-		cmocka_unit_test(test_rp_path_rules),
-		cmocka_unit_test(test_corpus_html),
-		cmocka_unit_test(test_many_segments),
-		cmocka_unit_test(test_hostile_strings),
-		cmocka_unit_test(test_redact_paths),
+	    cmocka_unit_test(test_helpers),         cmocka_unit_test(test_rp_path_rules),
+	    cmocka_unit_test(test_corpus_html),     cmocka_unit_test(test_many_segments),
+	    cmocka_unit_test(test_hostile_strings), cmocka_unit_test(test_redact_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

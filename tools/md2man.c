@@ -25,7 +25,8 @@ int main(int argc, char **argv)
 	if (!man)
 		rc = 1;
 	if (!rc) {
-		printf(".TH \"%s\" \"%s\" \"\" \"%s\" \"User Commands\"\n", argv[1], argv[2], argv[3]);
+		printf(".TH \"%s\" \"%s\" \"\" \"%s\" \"User Commands\"\n", argv[1], argv[2],
+		       argv[3]);
 		fputs(man, stdout);
 	}
 	free(man);

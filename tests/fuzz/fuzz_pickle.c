@@ -14,17 +14,17 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                             \
-	do {                                                                                    \
-		if (!(cond)) {                                                                  \
-			fprintf(stderr, "fuzz_pickle: check failed: %s (line %d)\n", #cond,      \
-				__LINE__);                                                      \
-			abort();                                                                \
-		}                                                                               \
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "fuzz_pickle: check failed: %s (line %d)\n", #cond,        \
+			        __LINE__);                                                         \
+			abort();                                                                   \
+		}                                                                                  \
 	} while (0)
 
 static int keep_hook(void *ctx, pk_decoder *d, const pk_val *items, size_t n, uint64_t *record,
-		     mr_error *err)
+                     mr_error *err)
 {
 	size_t *count = ctx;
 	(void)err;
@@ -40,7 +40,7 @@ static int keep_hook(void *ctx, pk_decoder *d, const pk_val *items, size_t n, ui
 }
 
 static int reject_hook(void *ctx, pk_decoder *d, const pk_val *items, size_t n, uint64_t *record,
-		       mr_error *err)
+                       mr_error *err)
 {
 	(void)ctx;
 	(void)d;
@@ -157,8 +157,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	pk_free(d);
 
-	pk_limits tiny = {.max_stack = 16, .max_memo = 32, .max_nodes = 64, .max_items = 128,
-			  .max_string = 64};
+	pk_limits tiny = {
+	    .max_stack = 16, .max_memo = 32, .max_nodes = 64, .max_items = 128, .max_string = 64};
 	d = pk_new(&tiny);
 	if (!d)
 		return 0;

@@ -17,13 +17,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                             \
-	do {                                                                                    \
-		if (!(cond)) {                                                                  \
-			fprintf(stderr, "fuzz_pipeline: check failed: %s (line %d)\n", #cond,  \
-				__LINE__);                                                      \
-			abort();                                                                \
-		}                                                                               \
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "fuzz_pipeline: check failed: %s (line %d)\n", #cond,      \
+			        __LINE__);                                                         \
+			abort();                                                                   \
+		}                                                                                  \
 	} while (0)
 
 /* ---- a strict JSON checker for the renderer's output (its depth is the renderer's, not the
@@ -87,7 +87,7 @@ static int js_number(js *j)
 		j->p++;
 	int digits = 0;
 	while (j->p < j->end && ((*j->p >= '0' && *j->p <= '9') || *j->p == '.' || *j->p == 'e' ||
-				 *j->p == 'E' || *j->p == '+' || *j->p == '-')) {
+	                         *j->p == 'E' || *j->p == '+' || *j->p == '-')) {
 		digits += *j->p >= '0' && *j->p <= '9';
 		j->p++;
 	}

@@ -11,13 +11,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                             \
-	do {                                                                                    \
-		if (!(cond)) {                                                                  \
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
 			fprintf(stderr, "fuzz_snapshot: check failed: %s (line %d)\n", #cond,      \
-				__LINE__);                                                      \
-			abort();                                                                \
-		}                                                                               \
+			        __LINE__);                                                         \
+			abort();                                                                   \
+		}                                                                                  \
 	} while (0)
 
 static void check_stack(const md_snapshot *s, uint32_t stack)

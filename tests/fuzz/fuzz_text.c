@@ -12,13 +12,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                             \
-	do {                                                                                    \
-		if (!(cond)) {                                                                  \
-			fprintf(stderr, "fuzz_text: check failed: %s (line %d)\n", #cond,      \
-				__LINE__);                                                      \
-			abort();                                                                \
-		}                                                                               \
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "fuzz_text: check failed: %s (line %d)\n", #cond,          \
+			        __LINE__);                                                         \
+			abort();                                                                   \
+		}                                                                                  \
 	} while (0)
 
 static void check_error(mr_status st, const mr_error *err)
