@@ -146,7 +146,8 @@ typedef struct {
 	int present;
 	int32_t device;
 	uint64_t requested, largest_free, free_cached, free_pieces, limit, reserved, allocated;
-	const char *cause; /* NULL when unknown */
+	const char *cause;   /* NULL when unknown */
+	int largest_unknown; /* a log alone: the free blocks' layout was not recorded */
 } hr_oom;
 
 static hr_oom oom_facts(const rp_run *run, const rp_options *opt)
@@ -163,7 +164,8 @@ static hr_oom oom_facts(const rp_run *run, const rp_options *opt)
 		             a->limit,
 		             a->reserved,
 		             a->allocated,
-		             NULL};
+		             NULL,
+		             a->largest_unknown};
 		if (a->cause != AD_CAUSE_UNKNOWN)
 			o.cause = ad_cause_name(a->cause);
 		return o;
@@ -275,13 +277,53 @@ static void pool_row(hr_ctx *c, const char *name, const an_pool *p)
 	              fmt_bytes(s[6], p->rounding_waste));
 }
 
+/* Without a snapshot: the numbers of a memory_stats() dump or of the last memory_summary()
+ * table of each device; table cells are truncated to their unit, so they read "at least". */
+static void text_device_cards(hr_ctx *c)
+{
+	rp_numbers nums[64];
+	size_t n = rp_text_devices(c->run, nums, 64);
+	if (!n) {
+		mr_buf_puts(c->b, "<p class=muted>No snapshot, memory_summary() table or "
+		                  "memory_stats() dump among the inputs: no per-device numbers to "
+		                  "show.</p>");
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const rp_numbers *d = &nums[i];
+		const char *hint = d->precision > 1 ? "at least (table cell)" : NULL;
+		if (!want_device(c, d->device))
+			continue;
+		mr_buf_printf(c->b, "<h3>Device %d <span class=muted>from the %s</span></h3>",
+		              d->device,
+		              d->source == RP_MEMORY_STATS ? "memory_stats() dump"
+		                                           : "last memory_summary() table");
+		mr_buf_puts(c->b, "<div class=cards>");
+		card(c, "reserved", d->reserved, hint ? hint : "held from CUDA");
+		card(c, "allocated", d->allocated, hint ? hint : "in live tensors");
+		card(c, "active", d->active, hint ? hint : "allocated + pending free");
+		card(c, "non-releasable", d->inactive_split,
+		     hint ? hint : "free inside split segments");
+		if (d->has_peaks) {
+			card(c, "peak allocated", d->peak_allocated, hint);
+			card(c, "peak reserved", d->peak_reserved, hint);
+		}
+		mr_buf_puts(c->b, "</div>");
+	}
+	mr_buf_puts(c->b, "<p class=muted>A table or a memory_stats() dump has totals only: the "
+	                  "segment maps, the largest free block and the allocation sites need a "
+	                  "snapshot.</p>");
+}
+
 static void device_cards(hr_ctx *c)
 {
 	const rp_run *run = c->run;
 	mr_buf_puts(c->b, "<section id=devices><h2>Memory by device</h2>");
-	if (!run->has_snapshot || !run->an.device_count)
-		mr_buf_puts(c->b, "<p class=muted>No snapshot among the inputs: no per-device "
-		                  "layout to show.</p>");
+	if (!run->has_snapshot)
+		text_device_cards(c);
+	else if (!run->an.device_count)
+		mr_buf_puts(c->b, "<p class=muted>The snapshot holds no segments: nothing was "
+		                  "allocated.</p>");
 	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
 		const an_device *dv = &run->an.devices[d];
 		if (!want_device(c, dv->device))
@@ -361,13 +403,24 @@ static void oom_panel(hr_ctx *c, const hr_oom *o)
 		return;
 	char a[32], l[32], f[32];
 	mr_buf_puts(c->b, "<section id=oom class=panel><h2>The out-of-memory moment</h2>");
-	mr_buf_printf(
-	    c->b,
-	    "<p>Device %d asked for <b>%s</b> in one piece. The largest free cached block "
-	    "was <b>%s</b>; %s was free in %" PRIu64 " cached block%s",
-	    o->device, fmt_bytes(a, o->requested), fmt_bytes(l, o->largest_free),
-	    fmt_bytes(f, o->free_cached), o->free_pieces, o->free_pieces == 1 ? "" : "s");
-	if (o->free_cached >= o->requested && o->largest_free < o->requested)
+	if (o->largest_unknown)
+		mr_buf_printf(
+		    c->b,
+		    "<p>Device %d asked for <b>%s</b> in one piece; <b>%s</b> was reserved "
+		    "but unallocated (the message does not say how it was cut up: a "
+		    "snapshot would)",
+		    o->device, fmt_bytes(a, o->requested), fmt_bytes(f, o->free_cached));
+	else
+		mr_buf_printf(
+		    c->b,
+		    "<p>Device %d asked for <b>%s</b> in one piece. The largest free cached "
+		    "block was <b>%s</b>; %s was free in %" PRIu64 " cached block%s",
+		    o->device, fmt_bytes(a, o->requested), fmt_bytes(l, o->largest_free),
+		    fmt_bytes(f, o->free_cached), o->free_pieces, o->free_pieces == 1 ? "" : "s");
+	if (o->largest_unknown)
+		mr_buf_puts(c->b,
+		            o->free_cached < o->requested ? ": not enough even in total." : ".");
+	else if (o->free_cached >= o->requested && o->largest_free < o->requested)
 		mr_buf_puts(c->b, ": enough in total, but not in one piece.");
 	else if (o->free_cached < o->requested)
 		mr_buf_puts(c->b, ": not enough even in total.");
@@ -382,12 +435,14 @@ static void oom_panel(hr_ctx *c, const hr_oom *o)
 	mr_buf_printf(c->b,
 	              "<svg class=oombars viewBox=\"0 0 900 %d\" role=img aria-label=\"request "
 	              "against largest free block, free cached and limit\">",
-	              o->limit ? 142 : 108);
-	oom_bar(c, 0, "requested", o->requested, scale, "req", 1);
-	oom_bar(c, 1, "largest free block", o->largest_free, scale, "largest", 1);
-	oom_bar(c, 2, "free cached (all pieces)", o->free_cached, scale, "freec", 1);
+	              34 * (2 + !o->largest_unknown + !!o->limit) + 6);
+	int row = 0;
+	oom_bar(c, row++, "requested", o->requested, scale, "req", 1);
+	if (!o->largest_unknown)
+		oom_bar(c, row++, "largest free block", o->largest_free, scale, "largest", 1);
+	oom_bar(c, row++, "free cached (all pieces)", o->free_cached, scale, "freec", 1);
 	if (o->limit)
-		oom_bar(c, 3, "limit", o->limit, scale, "limit", 1);
+		oom_bar(c, row++, "limit", o->limit, scale, "limit", 1);
 	mr_buf_puts(c->b, "</svg>");
 	if (!o->limit)
 		mr_buf_puts(c->b,
