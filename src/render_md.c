@@ -220,8 +220,40 @@ mr_status rp_render_md(const rp_run *run, const rp_options *opt, mr_buf *out, mr
 		mr_buf_puts(&b, "\n");
 	}
 
+	if (!run->has_snapshot) {
+		rp_numbers nums[MD_MAX_DEVICES];
+		size_t nt = rp_text_devices(run, nums, MD_MAX_DEVICES);
+		if (nt)
+			mr_buf_puts(&b,
+			            "| device | reserved | allocated | active | non-releasable | "
+			            "peak allocated | peak reserved | source |\n"
+			            "|---:|---:|---:|---:|---:|---:|---:|---|\n");
+		for (size_t i = 0; i < nt; i++) {
+			const rp_numbers *d = &nums[i];
+			if (!md_want(opt, d->device))
+				continue;
+			mr_buf_printf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", d->device,
+			              md_bytes(v[0], d->reserved), md_bytes(v[1], d->allocated),
+			              md_bytes(v[2], d->active), md_bytes(v[3], d->inactive_split),
+			              d->has_peaks ? md_bytes(v[4], d->peak_allocated) : "n/a",
+			              d->has_peaks ? md_bytes(v[5], d->peak_reserved) : "n/a",
+			              d->precision > 1 ? "memory_summary() (at least)"
+			                               : "memory_stats()");
+		}
+		if (nt)
+			mr_buf_puts(&b, "\n");
+	}
+
 	const ad_oom *o = &ad->oom;
-	if (o->present) {
+	if (o->present && o->largest_unknown) {
+		mr_buf_printf(
+		    &b,
+		    "**Out of memory** on device %d: requested %s; %s reserved but "
+		    "unallocated (layout unknown without a snapshot); limit %s; cause "
+		    "%s.\n\n",
+		    o->device, md_bytes(v[0], o->requested), md_bytes(v[2], o->free_cached),
+		    o->limit ? md_bytes(v[3], o->limit) : "unknown", ad_cause_name(o->cause));
+	} else if (o->present) {
 		mr_buf_printf(
 		    &b,
 		    "**Out of memory** on device %d: requested %s; largest free block %s; free "
