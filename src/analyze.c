@@ -1,104 +1,10 @@
 /* analyze.c: per-device numbers, layout, trace replay and live sites. */
 #include "analyze.h"
 
+#include "addrmap.h"
+
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- a small address -> size map with backward-shift deletion ---- */
-
-typedef struct {
-	uint64_t *keys; /* address + 1; 0 = empty */
-	uint64_t *vals;
-	size_t cap, count;
-} addr_map;
-
-static size_t addr_hash(uint64_t a, size_t cap)
-{
-	a ^= a >> 29;
-	a *= 0xbf58476d1ce4e5b9ull;
-	a ^= a >> 32;
-	return (size_t)a & (cap - 1);
-}
-
-static int map_grow(addr_map *m)
-{
-	size_t ncap = m->cap ? m->cap * 2 : 4096;
-	uint64_t *k = mr_alloc_array(ncap, sizeof *k), *v = mr_alloc_array(ncap, sizeof *v);
-	if (!k || !v) {
-		free(k);
-		free(v);
-		return -1;
-	}
-	for (size_t i = 0; i < m->cap; i++) {
-		if (!m->keys[i])
-			continue;
-		size_t h = addr_hash(m->keys[i], ncap);
-		while (k[h])
-			h = (h + 1) & (ncap - 1);
-		k[h] = m->keys[i];
-		v[h] = m->vals[i];
-	}
-	free(m->keys);
-	free(m->vals);
-	m->keys = k;
-	m->vals = v;
-	m->cap = ncap;
-	return 0;
-}
-
-static int map_put(addr_map *m, uint64_t addr, uint64_t val)
-{
-	if ((m->count + 1) * 2 > m->cap && map_grow(m))
-		return -1;
-	uint64_t key = addr + 1;
-	size_t h = addr_hash(key, m->cap);
-	while (m->keys[h] && m->keys[h] != key)
-		h = (h + 1) & (m->cap - 1);
-	if (!m->keys[h])
-		m->count++;
-	m->keys[h] = key;
-	m->vals[h] = val;
-	return 0;
-}
-
-/* Removes addr; returns 1 and its value if it was there. */
-static int map_take(addr_map *m, uint64_t addr, uint64_t *val)
-{
-	if (!m->cap)
-		return 0;
-	uint64_t key = addr + 1;
-	size_t h = addr_hash(key, m->cap);
-	while (m->keys[h] && m->keys[h] != key)
-		h = (h + 1) & (m->cap - 1);
-	if (!m->keys[h])
-		return 0;
-	*val = m->vals[h];
-	m->keys[h] = 0;
-	m->count--;
-	/* Shift later members of the cluster back so lookups never stop early. */
-	size_t hole = h, j = h;
-	for (;;) {
-		j = (j + 1) & (m->cap - 1);
-		if (!m->keys[j])
-			break;
-		size_t home = addr_hash(m->keys[j], m->cap);
-		int movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
-		if (movable) {
-			m->keys[hole] = m->keys[j];
-			m->vals[hole] = m->vals[j];
-			m->keys[j] = 0;
-			hole = j;
-		}
-	}
-	return 1;
-}
-
-static void map_free(addr_map *m)
-{
-	free(m->keys);
-	free(m->vals);
-	memset(m, 0, sizeof *m);
-}
 
 /* ---- allocator rules ---- */
 
@@ -235,14 +141,14 @@ static mr_status replay(const md_snapshot *s, const an_pool *all, an_device *dv,
 {
 	const md_event *ev = md->events;
 	size_t n = md->event_count;
-	addr_map live = {0};
+	am_map live = {0};
 	mr_status st = MR_OK;
 	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
 		const md_segment *seg = &s->segments[i];
 		for (size_t j = 0; j < seg->block_count; j++) {
 			const md_block *b = &s->blocks[seg->first_block + j];
 			if (b->state == MD_BLOCK_ACTIVE_ALLOCATED &&
-			    map_put(&live, b->address, b->size))
+			    am_put(&live, b->address, b->size))
 				goto oom;
 		}
 	}
@@ -273,20 +179,20 @@ static mr_status replay(const md_snapshot *s, const an_pool *all, an_device *dv,
 		/* Undo event i. */
 		switch (e->action) {
 		case MD_ACT_ALLOC:
-			if (!map_take(&live, e->addr, &size))
+			if (!am_take(&live, e->addr, &size))
 				size = block_estimate(&s->settings, e->size);
 			alloc = alloc > size ? alloc - size : 0;
 			break;
 		case MD_ACT_FREE_REQUESTED:
 			/* A block freed twice with no alloc between (a spliced or repeated trace)
 			 * is counted once. */
-			if (map_take(&live, e->addr, &size)) {
-				if (map_put(&live, e->addr, size))
+			if (am_take(&live, e->addr, &size)) {
+				if (am_put(&live, e->addr, size))
 					goto oom;
 				break;
 			}
 			size = block_estimate(&s->settings, e->size);
-			if (map_put(&live, e->addr, size))
+			if (am_put(&live, e->addr, size))
 				goto oom;
 			alloc += size;
 			break;
@@ -316,7 +222,7 @@ static mr_status replay(const md_snapshot *s, const an_pool *all, an_device *dv,
 oom:
 	st = mr_oom(err);
 done:
-	map_free(&live);
+	am_free(&live);
 	return st;
 }
 
@@ -493,7 +399,7 @@ typedef struct {
 
 static mr_status peak_live(const md_snapshot *s, const md_device *md, an_device *dv, mr_error *err)
 {
-	addr_map live = {0}; /* address -> index into blocks */
+	am_map live = {0}; /* address -> index into blocks */
 	peak_block *blocks = NULL;
 	size_t nblocks = 0, cap = 0;
 	uint32_t *slot_of = NULL; /* stack -> site index + 1 */
@@ -505,12 +411,12 @@ static mr_status peak_live(const md_snapshot *s, const md_device *md, an_device 
 	for (size_t i = 0; i <= dv->peak_allocated_event && i < md->event_count; i++) {
 		const md_event *e = &md->events[i];
 		if (e->action == MD_ACT_ALLOC) {
-			if (MR_GROW(blocks, cap, nblocks + 1) || map_put(&live, e->addr, nblocks))
+			if (MR_GROW(blocks, cap, nblocks + 1) || am_put(&live, e->addr, nblocks))
 				goto oom;
 			blocks[nblocks].size = block_estimate(&s->settings, e->size);
 			blocks[nblocks].stack = e->stack < s->stack_count ? e->stack : 0;
 			nblocks++;
-		} else if (e->action == MD_ACT_FREE_REQUESTED && !map_take(&live, e->addr, &idx)) {
+		} else if (e->action == MD_ACT_FREE_REQUESTED && !am_take(&live, e->addr, &idx)) {
 			uint64_t size = block_estimate(&s->settings, e->size);
 			before =
 			    before > size ? before - size : 0; /* allocated before the window */
@@ -542,7 +448,7 @@ static mr_status peak_live(const md_snapshot *s, const md_device *md, an_device 
 oom:
 	st = mr_oom(err);
 done:
-	map_free(&live);
+	am_free(&live);
 	free(blocks);
 	free(slot_of);
 	return st;
@@ -692,7 +598,7 @@ static mr_status growth(const md_snapshot *s, const md_device *md, an_device *dv
 	mr_status st = MR_OK;
 	size_t *marks = NULL;
 	uint64_t *per_iter = NULL;
-	addr_map alive = {0}; /* live-at-end block address -> size */
+	am_map alive = {0}; /* live-at-end block address -> size */
 	uint64_t *site_bytes = NULL;
 	size_t k = iteration_marks(s, md, &g->anchor_stack, &marks, err, &st);
 	if (st || k < 5)
@@ -717,7 +623,7 @@ static mr_status growth(const md_snapshot *s, const md_device *md, an_device *dv
 		for (size_t j = 0; j < seg->block_count; j++) {
 			const md_block *b = &s->blocks[seg->first_block + j];
 			if (b->state == MD_BLOCK_ACTIVE_ALLOCATED &&
-			    map_put(&alive, b->address, b->size))
+			    am_put(&alive, b->address, b->size))
 				goto oom;
 		}
 	}
@@ -733,7 +639,7 @@ static mr_status growth(const md_snapshot *s, const md_device *md, an_device *dv
 			it--;
 		const md_event *e = &md->events[i];
 		uint64_t size;
-		if (e->action != MD_ACT_ALLOC || !map_take(&alive, e->addr, &size))
+		if (e->action != MD_ACT_ALLOC || !am_take(&alive, e->addr, &size))
 			continue;
 		size_t iter = it - 1;
 		if (iter >= 1 && iter + 1 < k) {
@@ -770,7 +676,7 @@ done:
 	free(marks);
 	free(per_iter);
 	free(site_bytes);
-	map_free(&alive);
+	am_free(&alive);
 	return st;
 }
 

@@ -1,6 +1,8 @@
 /* sim.c: the caching-allocator replay (see sim.h and reference §3). */
 #include "sim.h"
 
+#include "addrmap.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -446,12 +448,6 @@ typedef struct {
 } sim_pool;
 
 /* trace address -> block index (or MAP_FAILED for a request that failed in the replay) */
-typedef struct {
-	uint64_t *keys; /* address + 1; 0 empty */
-	uint32_t *vals;
-	size_t cap, count;
-} addr_map;
-
 #define MAP_FAILED (NIL - 1)
 
 /* A live recorded segment: which pool its blocks belong to (private pools of CUDA graphs). */
@@ -479,7 +475,7 @@ typedef struct {
 	size_t pool_count, pool_cap;
 	uint32_t *pending;
 	size_t pending_count, pending_cap;
-	addr_map live;
+	am_map live;
 	uint64_t rng;
 	uint64_t synthetic_va;
 
@@ -495,7 +491,7 @@ typedef struct {
 	size_t rec_live_count, rec_live_cap;
 	size_t sizes_cap;
 	size_t bound; /* recorded segment events before this index belong to the current step */
-	addr_map last_seg_alloc;   /* address -> number of its last recorded segment_alloc */
+	am_map last_seg_alloc;     /* address -> number of its last recorded segment_alloc */
 	uint32_t rec_cursor_alloc; /* number of the recorded segment_alloc being replayed */
 } engine;
 
@@ -642,100 +638,17 @@ static uint32_t sk_first(const engine *e, const sk_set *set)
 
 /* ---- trace address map ---- */
 
-static size_t addr_hash(uint64_t a, size_t cap)
+/* The trace's address of a block -> the simulated block, or NIL. */
+static uint32_t map_get(const am_map *m, uint64_t addr)
 {
-	a ^= a >> 31;
-	a *= 0x9e3779b97f4a7c15ull;
-	a ^= a >> 29;
-	return (size_t)a & (cap - 1);
+	uint64_t v;
+	return am_get(m, addr, &v) ? (uint32_t)v : NIL;
 }
 
-static int map_grow(addr_map *m)
+static void map_del(am_map *m, uint64_t addr)
 {
-	size_t ncap = m->cap ? m->cap * 2 : 4096;
-	uint64_t *k = mr_alloc_array(ncap, sizeof *k);
-	uint32_t *v = mr_alloc_array(ncap, sizeof *v);
-	if (!k || !v) {
-		free(k);
-		free(v);
-		return -1;
-	}
-	memset(k, 0, ncap * sizeof *k);
-	for (size_t i = 0; i < m->cap; i++) {
-		if (!m->keys[i])
-			continue;
-		size_t h = addr_hash(m->keys[i], ncap);
-		while (k[h])
-			h = (h + 1) & (ncap - 1);
-		k[h] = m->keys[i];
-		v[h] = m->vals[i];
-	}
-	free(m->keys);
-	free(m->vals);
-	m->keys = k;
-	m->vals = v;
-	m->cap = ncap;
-	return 0;
-}
-
-static int map_put(addr_map *m, uint64_t addr, uint32_t val)
-{
-	if ((m->count + 1) * 2 > m->cap && map_grow(m))
-		return -1;
-	uint64_t key = addr + 1;
-	size_t h = addr_hash(key, m->cap);
-	while (m->keys[h] && m->keys[h] != key)
-		h = (h + 1) & (m->cap - 1);
-	if (!m->keys[h])
-		m->count++;
-	m->keys[h] = key;
-	m->vals[h] = val;
-	return 0;
-}
-
-static uint32_t map_get(const addr_map *m, uint64_t addr)
-{
-	if (!m->cap)
-		return NIL;
-	uint64_t key = addr + 1;
-	size_t h = addr_hash(key, m->cap);
-	while (m->keys[h]) {
-		if (m->keys[h] == key)
-			return m->vals[h];
-		h = (h + 1) & (m->cap - 1);
-	}
-	return NIL;
-}
-
-static void map_del(addr_map *m, uint64_t addr)
-{
-	if (!m->cap)
-		return;
-	uint64_t key = addr + 1;
-	size_t h = addr_hash(key, m->cap);
-	while (m->keys[h] && m->keys[h] != key)
-		h = (h + 1) & (m->cap - 1);
-	if (!m->keys[h])
-		return;
-	/* backward-shift deletion keeps probe chains intact */
-	size_t hole = h;
-	for (size_t j = (h + 1) & (m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1)) {
-		size_t home = addr_hash(m->keys[j], m->cap);
-		if (((j - home) & (m->cap - 1)) >= ((j - hole) & (m->cap - 1))) {
-			m->keys[hole] = m->keys[j];
-			m->vals[hole] = m->vals[j];
-			hole = j;
-		}
-	}
-	m->keys[hole] = 0;
-	m->count--;
-}
-
-static void map_free(addr_map *m)
-{
-	free(m->keys);
-	free(m->vals);
-	memset(m, 0, sizeof *m);
+	uint64_t v;
+	am_take(m, addr, &v);
 }
 
 /* ---- validation ---- */
@@ -1565,7 +1478,7 @@ static int instantiate_segment(engine *e, const init_seg *is, init_block *bl, si
 			pending_add(e, b);
 		e->blocks[b].trace_addr = start;
 		e->blocks[b].mapped_key = 1;
-		if (map_put(&e->live, start, b))
+		if (am_put(&e->live, start, b))
 			return -1;
 	}
 	return e->nomem ? -1 : 0;
@@ -1579,7 +1492,7 @@ static mr_status build_initial_state(engine *e, mr_error *err)
 	seg_list segs = {0};
 	init_block *pre = NULL;
 	size_t pre_count = 0, pre_cap = 0;
-	addr_map seen = {0};
+	am_map seen = {0};
 	mr_status st = MR_OK;
 	sim_config recorded;
 	sim_config_from_settings(s, &recorded);
@@ -1647,7 +1560,7 @@ static mr_status build_initial_state(engine *e, mr_error *err)
 		} else {
 			continue;
 		}
-		if (map_put(&seen, x->addr, flags))
+		if (am_put(&seen, x->addr, flags))
 			goto oom;
 	}
 	for (size_t i = 0; i < s->segment_count; i++) {
@@ -1709,7 +1622,7 @@ oom:
 done:
 	free(segs.segs);
 	free(pre);
-	map_free(&seen);
+	am_free(&seen);
 	return st;
 }
 
@@ -1819,7 +1732,7 @@ static void on_request(engine *e, const md_event *x, size_t i, int recorded_oom)
 			         alloc_size);
 			if (e->lockstep)
 				diverge(e, i, "oom", "the request succeeded", buf);
-			if (map_put(&e->live, x->addr, MAP_FAILED))
+			if (am_put(&e->live, x->addr, MAP_FAILED))
 				e->nomem = 1;
 		}
 		return;
@@ -1841,7 +1754,7 @@ static void on_request(engine *e, const md_event *x, size_t i, int recorded_oom)
 	}
 	blk->trace_addr = x->addr;
 	blk->mapped_key = 1;
-	if (map_put(&e->live, x->addr, b))
+	if (am_put(&e->live, x->addr, b))
 		e->nomem = 1;
 }
 
@@ -2035,8 +1948,8 @@ static void engine_free(engine *e)
 	free(e->pending);
 	free(e->rec_seg);
 	free(e->rec_live);
-	map_free(&e->live);
-	map_free(&e->last_seg_alloc);
+	am_free(&e->live);
+	am_free(&e->last_seg_alloc);
 }
 
 mr_status sim_replay(const md_snapshot *s, int32_t device, const sim_config *cfg, uint64_t limit,
@@ -2084,7 +1997,7 @@ mr_status sim_replay(const md_snapshot *s, int32_t device, const sim_config *cfg
 			goto oom;
 		e.rec_seg[e.rec_seg_count++] = i;
 		if (a == MD_ACT_SEGMENT_ALLOC && e.track_pools &&
-		    map_put(&e.last_seg_alloc, md->events[i].addr, seg_allocs++))
+		    am_put(&e.last_seg_alloc, md->events[i].addr, seg_allocs++))
 			goto oom;
 	}
 	if ((st = build_initial_state(&e, err)))
