@@ -262,21 +262,15 @@ static void checkpoint_target(const ctx *c, char *out, size_t outsz)
 	}
 }
 
-/* "name (file:line)" of the first frame PyTorch's viewer would show. */
+/* "name (file:line)" of the user's own line that allocated a stack's memory. */
 static void top_site_text(const ctx *c, uint32_t stack, char *out, size_t outsz)
 {
-	const md_snapshot *s = c->s;
-	const md_stack *st = &s->stacks[stack];
+	const md_frame *f = an_user_frame(c->s, stack);
 	char pbuf[1024];
 	out[0] = '\0';
-	for (size_t k = 0; k < st->count; k++) {
-		const md_frame *f = &s->frames[st->first + k];
-		if (an_frame_hidden(s, f))
-			continue;
-		snprintf(out, outsz, "%s (%s:%d)", md_str(s, f->name),
-		         rp_path(c->opt, md_str(s, f->filename), pbuf, sizeof pbuf), f->line);
-		return;
-	}
+	if (f)
+		snprintf(out, outsz, "%s (%s:%d)", md_str(c->s, f->name),
+		         rp_path(c->opt, md_str(c->s, f->filename), pbuf, sizeof pbuf), f->line);
 }
 
 static uint64_t live_total(const uint64_t *cat)
@@ -639,21 +633,13 @@ static void advise_growth(ctx *c)
 	uint64_t total = g->per_iteration * g->middle_iterations;
 	int activations = 0;
 	if (g->site_count) {
-		const md_stack *st = &s->stacks[g->sites[0].stack];
+		char where[1100];
 		activations =
 		    an_category(s, g->sites[0].stack, s->has_history) == AN_CAT_ACTIVATIONS;
-		char pbuf[1024];
-		for (size_t k = 0; k < st->count; k++) {
-			const md_frame *f = &s->frames[st->first + k];
-			if (an_frame_hidden(s, f))
-				continue;
-			snprintf(site, sizeof site,
-			         " The largest grower is %s (%s:%d), %s per iteration.",
-			         md_str(s, f->name),
-			         rp_path(c->opt, md_str(s, f->filename), pbuf, sizeof pbuf),
-			         f->line, sz(b3, g->sites[0].bytes_per_iteration));
-			break;
-		}
+		top_site_text(c, g->sites[0].stack, where, sizeof where);
+		if (where[0])
+			snprintf(site, sizeof site, " The largest grower is %s, %s per iteration.",
+			         where, sz(b3, g->sites[0].bytes_per_iteration));
 	}
 	uint64_t allocated = c->dv->pool[AN_POOL_ALL].allocated;
 	finding(c, "memory_growth", total * 4 >= allocated ? AD_CRITICAL : AD_WARNING,

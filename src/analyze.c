@@ -59,6 +59,59 @@ int an_frame_hidden(const md_snapshot *s, const md_frame *f)
 	return 0;
 }
 
+int an_torch_internal(const char *f)
+{
+	return strstr(f, "/torch/") || strstr(f, "\\torch\\") || strncmp(f, "torch/", 6) == 0 ||
+	       strstr(f, "/functorch/") || strstr(f, "/triton/");
+}
+
+static int python_file(const char *f)
+{
+	size_t n = strlen(f);
+	return n > 3 && strcmp(f + n - 3, ".py") == 0;
+}
+
+const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack)
+{
+	if (stack >= s->stack_count)
+		return NULL;
+	const md_stack *st = &s->stacks[stack];
+	const md_frame *first_shown = NULL, *first_python = NULL;
+	for (uint32_t k = 0; k < st->count; k++) {
+		const md_frame *f = &s->frames[st->first + k];
+		const char *file = md_str(s, f->filename);
+		if (an_frame_hidden(s, f))
+			continue;
+		if (!first_shown)
+			first_shown = f;
+		if (!python_file(file))
+			continue;
+		if (!first_python)
+			first_python = f;
+		if (!an_torch_internal(file))
+			return f;
+	}
+	return first_python ? first_python : first_shown;
+}
+
+const md_frame *an_site_frame(const md_snapshot *s, uint32_t stack)
+{
+	if (stack >= s->stack_count)
+		return NULL;
+	const md_stack *st = &s->stacks[stack];
+	const md_frame *first = NULL;
+	for (uint32_t i = 0; i < st->count; i++) {
+		const md_frame *f = &s->frames[st->first + i];
+		if (an_frame_hidden(s, f))
+			continue;
+		if (python_file(md_str(s, f->filename)))
+			return f;
+		if (!first)
+			first = f;
+	}
+	return first;
+}
+
 /* ---- layout ---- */
 
 static int is_private(const md_segment *seg)

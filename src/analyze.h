@@ -143,4 +143,15 @@ const char *an_category_name(int cat);
 /* PyTorch's own viewer hides these frames (unwinding, interpreter, dispatcher plumbing). */
 int an_frame_hidden(const md_snapshot *s, const md_frame *f);
 
+/* The frame a stack is grouped by as an allocation site: the innermost Python frame PyTorch's
+ * viewer shows (with stacks="all" the innermost frames are the allocator's own C++), else the
+ * first shown frame, else NULL. */
+const md_frame *an_site_frame(const md_snapshot *s, uint32_t stack);
+/* The first line of the user's own code in a stack: the innermost shown Python frame outside
+ * torch (and functorch, triton), else the innermost Python frame, else the first shown, else
+ * NULL. What `diff` groups by and what advice names. */
+const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack);
+/* A file of torch itself (or functorch, triton), by path. */
+int an_torch_internal(const char *filename);
+
 #endif

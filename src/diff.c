@@ -14,12 +14,6 @@ const char *df_metric_key(int metric)
 	return metric >= 0 && metric < DF_METRIC_COUNT ? metric_keys[metric] : "";
 }
 
-int df_torch_internal(const char *f)
-{
-	return strstr(f, "/torch/") || strstr(f, "\\torch\\") || strncmp(f, "torch/", 6) == 0 ||
-	       strstr(f, "/functorch/") || strstr(f, "/triton/");
-}
-
 static int is_python(const char *f)
 {
 	size_t n = strlen(f);
@@ -96,29 +90,11 @@ static site *table_get(site_table *t, char *key, int *took)
 	return s;
 }
 
-/* The site frame of a stack: see diff.h. Returns an index into s->frames or UINT32_MAX. */
+/* The site frame of a stack (an_user_frame), as an index into s->frames or UINT32_MAX. */
 static uint32_t site_frame(const md_snapshot *s, uint32_t stack)
 {
-	if (stack >= s->stack_count)
-		return UINT32_MAX;
-	const md_stack *st = &s->stacks[stack];
-	uint32_t first_shown = UINT32_MAX, first_python = UINT32_MAX;
-	for (uint32_t k = 0; k < st->count; k++) {
-		uint32_t fi = st->first + k;
-		const md_frame *f = &s->frames[fi];
-		if (an_frame_hidden(s, f))
-			continue;
-		const char *file = md_str(s, f->filename);
-		if (first_shown == UINT32_MAX)
-			first_shown = fi;
-		if (!is_python(file))
-			continue;
-		if (first_python == UINT32_MAX)
-			first_python = fi;
-		if (!df_torch_internal(file))
-			return fi;
-	}
-	return first_python != UINT32_MAX ? first_python : first_shown;
+	const md_frame *f = an_user_frame(s, stack);
+	return f ? (uint32_t)(f - s->frames) : UINT32_MAX;
 }
 
 static char *frame_key(const md_snapshot *s, uint32_t fi)

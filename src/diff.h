@@ -68,7 +68,4 @@ mr_status df_render_json(const df_result *d, const rp_run *before, const rp_run 
 mr_status df_render_html(const df_result *d, const rp_run *before, const rp_run *after,
                          const rp_options *opt, size_t max_changes, mr_buf *out, mr_error *err);
 
-/* 1 when a frame's file lies inside torch itself (site-packages/torch/, torch/...). */
-int df_torch_internal(const char *filename);
-
 #endif

@@ -113,33 +113,6 @@ static void stream_label(char out[40], uint64_t stream)
 		snprintf(out, 40, "0x%" PRIx64, stream);
 }
 
-static int python_file(const md_snapshot *s, const md_frame *f)
-{
-	uint32_t len = md_str_len(s, f->filename);
-	return len >= 3 && memcmp(md_str(s, f->filename) + len - 3, ".py", 3) == 0;
-}
-
-/* The frame a stack is grouped by: the first Python frame PyTorch's viewer would show (with
- * stacks="all" the innermost frames are the allocator's own C++), else the first shown frame,
- * else NULL. */
-static const md_frame *site_frame(const md_snapshot *s, uint32_t stack)
-{
-	if (stack >= s->stack_count)
-		return NULL;
-	const md_stack *st = &s->stacks[stack];
-	const md_frame *first = NULL;
-	for (uint32_t i = 0; i < st->count; i++) {
-		const md_frame *f = &s->frames[st->first + i];
-		if (an_frame_hidden(s, f))
-			continue;
-		if (python_file(s, f))
-			return f;
-		if (!first)
-			first = f;
-	}
-	return first;
-}
-
 /* ---- the OOM facts: from the diagnosis, else from the trace ---- */
 
 typedef struct {
@@ -996,7 +969,7 @@ static void device_sites(hr_ctx *c, const an_device *dv, const an_site *sites, s
 		goto done;
 	}
 	for (size_t i = 0; i < n; i++)
-		m[i] = (hr_member){site_frame(s, sites[i].stack), i, s};
+		m[i] = (hr_member){an_site_frame(s, sites[i].stack), i, s};
 	qsort(m, n, sizeof *m, member_cmp);
 	for (size_t i = 0; i < n; i++) {
 		if (!ng || frame_key_cmp(s, g[ng - 1].frame, m[i].frame)) {

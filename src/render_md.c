@@ -132,26 +132,6 @@ static void md_frame_text(mr_buf *b, const rp_options *opt, const md_snapshot *s
 	mr_buf_printf(b, ":%d)", f->line);
 }
 
-/* The innermost Python frame PyTorch's viewer shows, else the first shown, else NULL. */
-static const md_frame *md_site_frame(const md_snapshot *s, uint32_t stack)
-{
-	if (stack >= s->stack_count)
-		return NULL;
-	const md_stack *st = &s->stacks[stack];
-	const md_frame *first = NULL;
-	for (uint32_t i = 0; i < st->count; i++) {
-		const md_frame *f = &s->frames[st->first + i];
-		if (an_frame_hidden(s, f))
-			continue;
-		uint32_t len = md_str_len(s, f->filename);
-		if (len >= 3 && memcmp(md_str(s, f->filename) + len - 3, ".py", 3) == 0)
-			return f;
-		if (!first)
-			first = f;
-	}
-	return first;
-}
-
 /* Cuts b to at most max lines, closing an open code fence. */
 static void cap_lines(mr_buf *b, size_t max)
 {
@@ -296,7 +276,7 @@ mr_status rp_render_md(const rp_run *run, const rp_options *opt, mr_buf *out, mr
 		              dv->device);
 		for (size_t i = 0; i < dv->site_count && i < MD_MAX_SITES; i++) {
 			const an_site *site = &dv->sites[i];
-			const md_frame *f = md_site_frame(s, site->stack);
+			const md_frame *f = an_site_frame(s, site->stack);
 			mr_buf_printf(&b, "| %s | %" PRIu64 " | ", md_bytes(v[0], site->bytes),
 			              site->count);
 			if (f)

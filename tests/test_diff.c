@@ -42,10 +42,10 @@ static void test_torch_internal(void **state)
 {
 	(void)state;
 	assert_true(
-	    df_torch_internal("/opt/venv/lib/python3.12/site-packages/torch/nn/modules/linear.py"));
-	assert_true(df_torch_internal("torch/optim/adam.py"));
-	assert_false(df_torch_internal("/workspace/train.py"));
-	assert_false(df_torch_internal("/home/me/torchvision_models.py"));
+	    an_torch_internal("/opt/venv/lib/python3.12/site-packages/torch/nn/modules/linear.py"));
+	assert_true(an_torch_internal("torch/optim/adam.py"));
+	assert_false(an_torch_internal("/workspace/train.py"));
+	assert_false(an_torch_internal("/home/me/torchvision_models.py"));
 }
 
 /* The acceptance case: the leak of autograd graphs in a validation loop. */
@@ -91,7 +91,7 @@ static void test_leak_diff(void **state)
 	assert_true(top->count_delta > 0);
 	assert_string_equal(top->where.name, "val_loop");
 	assert_non_null(strstr(top->where.filename, "train.py"));
-	assert_false(df_torch_internal(top->where.filename));
+	assert_false(an_torch_internal(top->where.filename));
 	int through_forward = 0;
 	for (size_t k = 0; k < top->frame_count; k++)
 		through_forward |= strcmp(top->frames[k].name, "forward") == 0;
