@@ -114,6 +114,15 @@ static void x_axis(mr_buf *b, const st_axes *a)
 	mr_buf_puts(b, "</g>");
 }
 
+/* The horizontal extent of bucket i, in pixels: from its first event to the next bucket's. */
+static void bucket_span(const st_axes *a, size_t i, double *x0, double *x1)
+{
+	const an_device *dv = a->dv;
+	size_t n = dv->timeline_count;
+	*x0 = px(a, event_x(a, dv->timeline[i].first_event));
+	*x1 = i + 1 < n ? px(a, event_x(a, dv->timeline[i + 1].first_event)) : px(a, a->x_hi);
+}
+
 /* A filled band between lo(i) and hi(i), drawn as steps so every bucket keeps its extent. */
 static void band(mr_buf *b, const st_axes *a, const char *cls, int lower_zero, int reserved)
 {
@@ -122,17 +131,15 @@ static void band(mr_buf *b, const st_axes *a, const char *cls, int lower_zero, i
 	mr_buf_printf(b, "<path class=%s d=\"", cls);
 	for (size_t i = 0; i < n; i++) {
 		const an_point *p = &dv->timeline[i];
-		double x0 = px(a, event_x(a, p->first_event));
-		double x1 =
-		    i + 1 < n ? px(a, event_x(a, dv->timeline[i + 1].first_event)) : px(a, a->x_hi);
+		double x0, x1;
+		bucket_span(a, i, &x0, &x1);
 		uint64_t hi = reserved ? p->reserved_max : p->allocated_max;
 		mr_buf_printf(b, "%s%.1f %.1fH%.1f", i ? "L" : "M", x0, py(a, hi), x1);
 	}
 	for (size_t i = n; i-- > 0;) {
 		const an_point *p = &dv->timeline[i];
-		double x0 = px(a, event_x(a, p->first_event));
-		double x1 =
-		    i + 1 < n ? px(a, event_x(a, dv->timeline[i + 1].first_event)) : px(a, a->x_hi);
+		double x0, x1;
+		bucket_span(a, i, &x0, &x1);
 		uint64_t lo = lower_zero ? 0 : reserved ? p->reserved_min : p->allocated_min;
 		mr_buf_printf(b, "L%.1f %.1fH%.1f", x1, py(a, lo), x0);
 	}
@@ -147,9 +154,8 @@ static void edge(mr_buf *b, const st_axes *a, const char *cls, int reserved)
 	mr_buf_printf(b, "<path class=%s d=\"", cls);
 	for (size_t i = 0; i < n; i++) {
 		const an_point *p = &dv->timeline[i];
-		double x0 = px(a, event_x(a, p->first_event));
-		double x1 =
-		    i + 1 < n ? px(a, event_x(a, dv->timeline[i + 1].first_event)) : px(a, a->x_hi);
+		double x0, x1;
+		bucket_span(a, i, &x0, &x1);
 		uint64_t hi = reserved ? p->reserved_max : p->allocated_max;
 		mr_buf_printf(b, "%s%.1f %.1fH%.1f", i ? "L" : "M", x0, py(a, hi), x1);
 	}
