@@ -106,7 +106,7 @@ clean:
 # `make fuzz FUZZ_SECONDS=N` runs each libFuzzer target (clang) for N seconds; every target is
 # also linked into a plain main() (tests/fuzz/replay_main.c) that `make check` runs over its
 # saved corpus with the normal compiler, so every finding stays fixed.
-FUZZ_TARGETS := pickle snapshot text pipeline
+FUZZ_TARGETS := pickle snapshot text pipeline zip
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_BUILD   := build/fuzz

@@ -5,7 +5,7 @@
 set -u
 build=$1
 n=0
-for t in pickle snapshot text pipeline; do
+for t in pickle snapshot text pipeline zip; do
 	n=$((n + 1))
 	bin="$build/fuzz/replay_$t"
 	if [ ! -x "$bin" ]; then
