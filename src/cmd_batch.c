@@ -535,7 +535,7 @@ static int parse_count(const char *s, long lo, long hi, long *out)
 int cmd_batch(int argc, char **argv)
 {
 	rp_options opt = {.device = -1};
-	const char *out_dir = NULL, *cache_dir = NULL, *templates_dir = NULL;
+	const char *out_dir = NULL, *cache_dir = NULL;
 	long jobs = 0;
 	const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
 	size_t n_inputs = 0;
@@ -551,6 +551,14 @@ int cmd_batch(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		long v;
+		mr_error oerr = {0};
+		int used = rp_parse_option(&opt, argc, argv, &i, &oerr);
+		if (used < 0) {
+			rc = batch_usage_error("%s", oerr.msg);
+			goto done;
+		}
+		if (used)
+			continue;
 		if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
 			if (!val) {
 				rc = batch_usage_error("%s needs a folder", a);
@@ -573,26 +581,6 @@ int cmd_batch(int argc, char **argv)
 				goto done;
 			}
 			jobs = v;
-			i++;
-		} else if (strcmp(a, "--device") == 0) {
-			if (parse_count(val, 0, 1024, &v)) {
-				rc = batch_usage_error("--device needs a device number, got '%s'",
-				                       val ? val : "");
-				goto done;
-			}
-			opt.device = (int)v;
-			i++;
-		} else if (strcmp(a, "--redact-paths") == 0) {
-			opt.redact_paths = 1;
-		} else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-			opt.quiet = 1;
-		} else if (strcmp(a, "--templates") == 0) {
-			if (!val) {
-				rc = batch_usage_error("%s needs a folder", a);
-				goto done;
-			}
-			tp_set_dir(val);
-			templates_dir = val;
 			i++;
 		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			fputs(batch_usage, stdout);
@@ -619,7 +607,7 @@ int cmd_batch(int argc, char **argv)
 		goto done;
 	}
 	mr_error err = {0};
-	if (cache_dir && templates_dir) {
+	if (cache_dir && opt.templates) {
 		/* Reports then depend on files the cache key does not cover. */
 		if (!opt.quiet)
 			fprintf(stderr, "memreport: --templates given: not using the cache\n");

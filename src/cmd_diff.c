@@ -86,6 +86,12 @@ int cmd_diff(int argc, char **argv)
 	int json = 0, n_paths = 0, rc = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+		mr_error oerr = {0};
+		int used = rp_parse_option(&opt, argc, argv, &i, &oerr);
+		if (used < 0)
+			return diff_usage_error("%s", oerr.msg);
+		if (used)
+			continue;
 		if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
 			if (!val)
 				return diff_usage_error("%s needs a file name", a);
@@ -102,19 +108,6 @@ int cmd_diff(int argc, char **argv)
 			else
 				return diff_usage_error("--format needs html or json, got '%s'",
 				                        f ? f : "");
-		} else if (strcmp(a, "--device") == 0) {
-			char *end;
-			errno = 0;
-			long v = val ? strtol(val, &end, 10) : -1;
-			if (!val || errno || *end || v < 0 || v > 1024)
-				return diff_usage_error("--device needs a device number, got '%s'",
-				                        val ? val : "");
-			opt.device = (int)v;
-			i++;
-		} else if (strcmp(a, "--redact-paths") == 0) {
-			opt.redact_paths = 1;
-		} else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-			opt.quiet = 1;
 		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			fputs(diff_usage, stdout);
 			return 0;

@@ -56,17 +56,6 @@ static int usage_error(const char *fmt, const char *arg)
 	return MR_EINPUT;
 }
 
-static int parse_int(const char *s, int *out)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < 0 || v > 1024)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
 static int report_main(int argc, char **argv)
 {
 	rp_options opt = {.device = -1};
@@ -81,6 +70,14 @@ static int report_main(int argc, char **argv)
 	}
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
+		mr_error oerr = {0};
+		int used = rp_parse_option(&opt, argc, argv, &i, &oerr);
+		if (used < 0) {
+			rc = usage_error("%s", oerr.msg);
+			goto done;
+		}
+		if (used)
+			continue;
 		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
 		if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
 			if (!val) {
@@ -109,24 +106,6 @@ static int report_main(int argc, char **argv)
 				rc = usage_error("unknown format '%s' (html, json, md, text)", f);
 				goto done;
 			}
-		} else if (strcmp(a, "--device") == 0) {
-			if (!val || parse_int(val, &opt.device)) {
-				rc = usage_error("--device needs a device number, got '%s'",
-				                 val ? val : "");
-				goto done;
-			}
-			i++;
-		} else if (strcmp(a, "--redact-paths") == 0) {
-			opt.redact_paths = 1;
-		} else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-			opt.quiet = 1;
-		} else if (strcmp(a, "--templates") == 0) {
-			if (!val) {
-				rc = usage_error("%s needs a folder", a);
-				goto done;
-			}
-			tp_set_dir(val);
-			i++;
 		} else if (a[0] == '-' && a[1] != '\0') {
 			rc = usage_error("unknown option '%s'", a);
 			goto done;

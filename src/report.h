@@ -42,10 +42,16 @@ typedef struct {
 } rp_run;
 
 typedef struct {
-	int device;       /* -1: every device */
-	int redact_paths; /* --redact-paths */
-	int quiet;        /* -q: no progress */
+	int device;            /* -1: every device */
+	int redact_paths;      /* --redact-paths */
+	int quiet;             /* -q: no progress */
+	const char *templates; /* --templates DIR, or NULL */
 } rp_options;
+
+/* Reads one of the options every report-writing command shares (--device N, --redact-paths,
+ * -q, --templates DIR) at argv[*i]. Returns 1 when it was one (and *i is past its value), 0 when
+ * it was not, -1 when its value is bad (the message is in err). */
+int rp_parse_option(rp_options *opt, int argc, char **argv, int *i, mr_error *err);
 
 /* Per-device numbers from text evidence (no snapshot): exact from a memory_stats() dump, lower
  * bounds from the last memory_summary() table of each device. */
