@@ -88,7 +88,7 @@ typedef struct {
 	uint64_t size;   /* see reference §1.5: requested bytes for alloc, rounded for oom */
 	int64_t time_us; /* MD_TIME_NONE when not recorded */
 	uint32_t stack;
-	uint16_t meta;  /* index into md_snapshot.metas (user_metadata, compile_context) */
+	uint16_t meta;  /* index into md_snapshot.metas (user_metadata, compile_context); valid */
 	uint8_t stream; /* index into md_snapshot.streams */
 	uint8_t action; /* md_action */
 } md_event;

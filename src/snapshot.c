@@ -272,8 +272,9 @@ static int meta_index(builder *b, uint32_t um, uint32_t cc, uint16_t *out)
 		p = (p + 1) & (b->meta_hash_cap - 1);
 	}
 	if (s->meta_count >= 65535) {
-		*out =
-		    65535; /* overflow bucket: metadata beyond 65535 distinct values is not kept */
+		/* Metadata beyond 65535 distinct values is not kept: those entries read as the
+		 * first value seen, a valid index like any other. */
+		*out = 0;
 		return 0;
 	}
 	if (MR_GROW(s->metas, s->meta_cap, s->meta_count + 1))
