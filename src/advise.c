@@ -938,10 +938,98 @@ static char *append_text(char *s, const char *more)
 	return n;
 }
 
+/* The cap for replays of a device's trace: the log's "allowed" figure (or total capacity),
+ * else for an OOM under a memory fraction the reserved bytes at the failure, the tightest cap
+ * the recording allows (*guessed is then set); else none. */
+static uint64_t replay_limit(const rp_run *run, const an_device *dv, int *guessed)
+{
+	const ev_text *t = &run->text;
+	*guessed = 0;
+	if (t->oom_count) {
+		uint64_t l = ev_oom_limit(&t->ooms[t->oom_count - 1]);
+		if (l)
+			return l;
+	}
+	if (dv->oom.present && dv->oom.device_free > dv->oom.alloc_size) {
+		*guessed = 1;
+		return dv->pool[AN_POOL_ALL].reserved;
+	}
+	return 0;
+}
+
+static void fill_replay(ad_replay *rp, const char *conf, const sim_result *r, uint64_t limit)
+{
+	snprintf(rp->conf, sizeof rp->conf, "%s", conf);
+	rp->matches = r->matches_recording;
+	rp->oom = r->oom_count > 0;
+	rp->limit = limit;
+	rp->peak_reserved = r->peak_reserved;
+	rp->peak_allocated = r->peak_allocated;
+	rp->divergence_event = r->first_divergence.event_index;
+	snprintf(rp->divergence, sizeof rp->divergence, "%s", r->first_divergence.what);
+}
+
+mr_status ad_replay_recorded(rp_run *run, mr_error *err)
+{
+	mr_status st = MR_OK;
+	if (!run->has_snapshot || !run->an.device_count)
+		return MR_OK;
+	run->recorded = mr_alloc_array(run->an.device_count, sizeof *run->recorded);
+	if (!run->recorded)
+		return mr_oom(err);
+	sim_config base;
+	sim_config_from_settings(&run->snap, &base);
+	for (size_t d0 = 0; d0 < run->an.device_count && !st; d0 += 4) {
+		replay_job jobs[4];
+		size_t idx[4], n = 0;
+		memset(jobs, 0, sizeof jobs);
+		int guessed[4] = {0};
+		for (size_t d = d0; d < run->an.device_count && d < d0 + 4; d++) {
+			const an_device *dv = &run->an.devices[d];
+			if (!dv->has_trace || dv->trace_events > AD_EXACT_REPLAY_EVENTS)
+				continue;
+			uint64_t limit = replay_limit(run, dv, &guessed[n]);
+			jobs[n] =
+			    (replay_job){&run->snap, dv->device, base, limit, {0}, {0}, MR_OK};
+			idx[n++] = d;
+		}
+		run_jobs(jobs, n);
+		/* A guessed cap (the reserved bytes at the OOM) is the lowest the recording allows;
+		 * when the replay parts from the recording under it, try the highest (just short of
+		 * reserved plus the failed segment), the other cap the recording allows. */
+		for (size_t i = 0; i < n; i++) {
+			const an_device *dv = &run->an.devices[idx[i]];
+			if (!guessed[i] || jobs[i].st || jobs[i].res.matches_recording)
+				continue;
+			sim_result_free(&jobs[i].res);
+			jobs[i].limit = dv->pool[AN_POOL_ALL].reserved + dv->oom.alloc_size - 1;
+			replay_thread(&jobs[i]);
+		}
+		for (size_t i = 0; i < n; i++) {
+			an_device *dv = &run->an.devices[idx[i]];
+			const sim_result *r = &jobs[i].res;
+			if (jobs[i].st && !st)
+				st = mr_fail(err, jobs[i].st, "replay: %s", jobs[i].err.msg);
+			if (!jobs[i].st) {
+				fill_replay(&run->recorded[idx[i]], "recorded", r, jobs[i].limit);
+				/* A replay that reproduced a complete trace knows the block sizes
+				 * the backward walk could only estimate. */
+				if (r->matches_recording && !r->approximate && !dv->truncated) {
+					dv->peak_allocated = r->peak_allocated;
+					dv->peak_reserved = r->peak_reserved;
+					dv->peak_exact = 1;
+				}
+			}
+			sim_result_free(&jobs[i].res);
+		}
+	}
+	return st;
+}
+
 mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
 {
 	replay_job jobs[4];
-	size_t n = 0, rec_of[4] = {0};
+	size_t n = 0, rec_of[4] = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
 	mr_status st = MR_OK;
 	if (!run->has_snapshot)
 		return MR_OK;
@@ -953,24 +1041,28 @@ mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
 		wanted |= is_allocator_rec(&a->recs[i]) && a->recs[i].change;
 	if (!wanted)
 		return MR_OK;
-	/* The cap: the log's figure, else for an OOM under a memory fraction the reserved bytes
-	 * at the failure, the tightest cap the recording allows; else none. */
-	uint64_t limit = a->oom.limit;
-	if (!limit && dv->oom.present && dv->oom.device_free > dv->oom.alloc_size) {
-		limit = dv->pool[AN_POOL_ALL].reserved;
+	int guessed;
+	uint64_t limit = replay_limit(run, dv, &guessed);
+	/* The recorded settings' replay, unless ad_replay_recorded already ran it (perhaps with
+	 * the other cap the recording allows). */
+	const ad_replay *done = run->recorded ? &run->recorded[dv - run->an.devices] : NULL;
+	if (done && !done->conf[0])
+		done = NULL;
+	if (done)
+		limit = done->limit;
+	if (guessed)
 		snprintf(a->replay_note, sizeof a->replay_note,
-		         "The cap is not in the snapshot; the replays use %llu bytes, the reserved "
-		         "memory at the OOM and the tightest cap the recording allows.",
+		         "The cap is not in the snapshot; the replays use %llu bytes, a cap the "
+		         "recording allows (between the reserved memory at the OOM and that plus "
+		         "the failed segment).",
 		         (unsigned long long)limit);
-	}
 	memset(jobs, 0, sizeof jobs);
 	sim_config base;
 	sim_config_from_settings(&run->snap, &base);
-	jobs[n].s = &run->snap;
-	jobs[n].device = dv->device;
-	jobs[n].cfg = base;
-	jobs[n].limit = limit;
-	n++;
+	if (!done) {
+		jobs[n] = (replay_job){&run->snap, dv->device, base, limit, {0}, {0}, MR_OK};
+		n++;
+	}
 	for (size_t i = 0; i < a->rec_count && n < 4; i++) {
 		const ad_recommendation *r = &a->recs[i];
 		const char *eq = r->change ? strchr(r->change, '=') : NULL;
@@ -991,28 +1083,28 @@ mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
 			st = mr_fail(err, jobs[i].st, "replay: %s", jobs[i].err.msg);
 			goto done;
 		}
+	/* replays[0] is the recorded settings'; rec_at[r] is the recommendation replays[r] tests */
+	size_t rec_at[4] = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+	if (done)
+		a->replays[a->replay_count++] = *done;
 	for (size_t i = 0; i < n; i++) {
-		ad_replay *rp = &a->replays[a->replay_count++];
-		const sim_result *r = &jobs[i].res;
-		const char *eq = i ? strchr(a->recs[rec_of[i]].change, '=') : NULL;
-		snprintf(rp->conf, sizeof rp->conf, "%s", eq ? eq + 1 : "recorded");
-		rp->matches = r->matches_recording;
-		rp->oom = r->oom_count > 0;
-		rp->limit = limit;
-		rp->peak_reserved = r->peak_reserved;
-		rp->peak_allocated = r->peak_allocated;
+		const char *eq =
+		    rec_of[i] != SIZE_MAX ? strchr(a->recs[rec_of[i]].change, '=') : NULL;
+		rec_at[a->replay_count] = rec_of[i];
+		fill_replay(&a->replays[a->replay_count++], eq ? eq + 1 : "recorded", &jobs[i].res,
+		            limit);
 	}
-	if (!jobs[0].res.matches_recording) {
+	if (!a->replays[0].matches) {
 		snprintf(
 		    a->replay_note, sizeof a->replay_note,
 		    "The replay of the recorded settings parted from the recording at event %zu "
 		    "(%s), so no prediction for other settings is shown.",
-		    jobs[0].res.first_divergence.event_index, jobs[0].res.first_divergence.what);
+		    a->replays[0].divergence_event, a->replays[0].divergence);
 		a->replay_count = 1;
 		goto done;
 	}
-	for (size_t i = 1; i < n; i++) {
-		ad_recommendation *rec = &a->recs[rec_of[i]];
+	for (size_t i = 1; i < a->replay_count; i++) {
+		ad_recommendation *rec = &a->recs[rec_at[i]];
 		const ad_replay *rp = &a->replays[i];
 		char quote[256], b1[32], b2[32];
 		snprintf(quote, sizeof quote,
@@ -1028,7 +1120,7 @@ mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
 		rec->reason = reason;
 	}
 	/* A setting the replay shows to fail or to need more memory is not advice. */
-	for (size_t i = n; i-- > 1;) {
+	for (size_t i = a->replay_count; i-- > 1;) {
 		const ad_replay *rp = &a->replays[i];
 		/* Against a run that ran out of memory, surviving is the test; against one that
 		 * did not, needing more memory is worse. */
@@ -1036,7 +1128,7 @@ mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
 		            (!a->replays[0].oom && rp->peak_reserved > a->replays[0].peak_reserved);
 		if (!worse)
 			continue;
-		size_t k = rec_of[i];
+		size_t k = rec_at[i];
 		ad_finding *f;
 		char b1[32], b2[32];
 		ad_finding *grown =

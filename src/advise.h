@@ -76,7 +76,12 @@ typedef struct {
 	int oom;        /* the replay ran out of memory under `limit` */
 	uint64_t limit; /* 0: none */
 	uint64_t peak_reserved, peak_allocated;
+	size_t divergence_event; /* where a replay parted from the recording */
+	char divergence[48];     /* what differed there */
 } ad_replay;
+
+/* Replays far longer than this are left to `memreport simulate`: a report stays fast. */
+enum { AD_EXACT_REPLAY_EVENTS = 300000 };
 
 typedef struct {
 	char *verdict; /* one sentence with its key number */

@@ -235,6 +235,9 @@ static mr_status add_error_row(finder *fd, const char *name, mr_status status, c
 		free(r->error);
 		return mr_oom(err);
 	}
+	mr_one_line(r->name);
+	mr_one_line(r->group);
+	mr_one_line(r->error);
 	fd->error_count++;
 	return MR_OK;
 }
@@ -410,6 +413,7 @@ static mr_status scan_zip(finder *fd, size_t input_no, const char *path, const c
 		for (char *c = rel; *c; c++)
 			if (*c == '\\')
 				*c = '/';
+		mr_one_line(rel); /* a name shows in reports and one-line errors */
 		const char *problem = NULL;
 		char problem_buf[256];
 		ar_kind kind = AR_KIND_OTHER;
@@ -1324,9 +1328,12 @@ mr_status ar_load(ar_reader *rd, const ar_run *run, const ar_limits *lim, const 
 	ar_contents c;
 	memset(out, 0, sizeof *out);
 	mr_status st = ar_read(rd, run, lim, &c, err);
-	if (st)
+	if (st) {
+		mr_one_line(err->msg);
 		return st;
+	}
 	st = rp_load_buffers(out, c.names, c.data, c.lens, c.count, opt, err);
 	ar_contents_free(&c);
+	mr_one_line(err->msg); /* member names come from the archive */
 	return st;
 }

@@ -50,6 +50,7 @@ static void device_json(mr_buf *b, const rp_run *run, const an_device *dv)
 	if (dv->has_trace) {
 		json_u64(b, "peak_allocated_bytes", dv->peak_allocated, 1);
 		json_u64(b, "peak_reserved_bytes", dv->peak_reserved, 1);
+		mr_buf_printf(b, ", \"peaks_exact\": %s", dv->peak_exact ? "true" : "false");
 	} else {
 		mr_buf_puts(b, ", \"peak_allocated_bytes\": null, \"peak_reserved_bytes\": null");
 	}

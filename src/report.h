@@ -39,6 +39,9 @@ typedef struct {
 	ev_stats stats;    /* a memory_stats() dump */
 	int show_progress; /* a large input on a terminal: say what each stage does */
 	ad_advice advice;  /* always computed, whatever the inputs */
+	/* Per device of `an`: the recorded settings replayed (conf "" when not run: no trace, or
+	 * more than AD_EXACT_REPLAY_EVENTS events). */
+	ad_replay *recorded;
 } rp_run;
 
 typedef struct {
@@ -93,6 +96,9 @@ mr_status ad_advise(const rp_run *run, const rp_options *opt, ad_advice *out, mr
 /* Replays the recorded trace under each recommended allocator setting (after ad_advise) and
  * quotes the result in the recommendation's reason. */
 mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err);
+/* Replays each device's trace under its recorded settings (both cores) before the diagnosis:
+ * where the replay reproduces a complete trace, the device's peaks become exact. */
+mr_status ad_replay_recorded(rp_run *run, mr_error *err);
 
 /* Renderers: append the whole report to out. */
 mr_status rp_render_json(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err);

@@ -277,7 +277,8 @@ static mr_status finish(rp_run *run, const rp_options *opt, mr_error *err)
 	mr_status st;
 	if (run->show_progress)
 		fprintf(stderr, "analysing %zu trace events...\n", run->snap.event_store_count);
-	if (run->has_snapshot && (st = an_analyze(&run->snap, 0, &run->an, err)))
+	if (run->has_snapshot && ((st = an_analyze(&run->snap, 0, &run->an, err)) ||
+	                          (st = ad_replay_recorded(run, err))))
 		return st;
 	if ((st = ad_advise(run, opt, &run->advice, err)))
 		return st;
@@ -359,6 +360,7 @@ void rp_free(rp_run *run)
 		free(run->inputs[i].path);
 	free(run->inputs);
 	ad_free(&run->advice);
+	free(run->recorded);
 	ev_text_free(&run->text);
 	if (run->has_stats)
 		ev_stats_free(&run->stats);

@@ -28,6 +28,9 @@ typedef struct {
 mr_status mr_fail(mr_error *err, mr_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 mr_status mr_oom(mr_error *err);
+/* Replaces control characters (newlines, escapes) in place: a message that quotes a name from
+ * an input (a zip member, a dict key) stays one harmless line. */
+void mr_one_line(char *s);
 
 /* Allocation wrappers: return NULL on failure (never abort); counts are checked for overflow. */
 void *mr_alloc_array(size_t count, size_t size);
