@@ -1129,32 +1129,18 @@ mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
 		if (!worse)
 			continue;
 		size_t k = rec_at[i];
-		ad_finding *f;
 		char b1[32], b2[32];
-		ad_finding *grown =
-		    mr_realloc_array(a->findings, a->finding_count + 1, sizeof *grown);
-		if (!grown) {
+		/* findings grow from their current count: a capacity at least that large */
+		ctx fc = {.a = a, .fcap = a->finding_count};
+		finding(&fc, "setting_replayed_worse", AD_INFO,
+		        "Replayed with %s the run would %s (peak reserved %s against %s recorded), "
+		        "so it is not recommended here.",
+		        rp->conf, rp->oom ? "still run out of memory" : "need more memory",
+		        sz(b1, rp->peak_reserved), sz(b2, a->replays[0].peak_reserved));
+		if (fc.failed) {
 			st = mr_oom(err);
 			goto done;
 		}
-		a->findings = grown;
-		f = &a->findings[a->finding_count];
-		memset(f, 0, sizeof *f);
-		snprintf(f->id, sizeof f->id, "setting_replayed_worse");
-		f->severity = AD_INFO;
-		mr_buf m = {0};
-		mr_buf_printf(&m,
-		              "Replayed with %s the run would %s (peak reserved %s against %s "
-		              "recorded), so it is not recommended here.",
-		              rp->conf, rp->oom ? "still run out of memory" : "need more memory",
-		              sz(b1, rp->peak_reserved), sz(b2, a->replays[0].peak_reserved));
-		if (m.failed) {
-			mr_buf_free(&m);
-			st = mr_oom(err);
-			goto done;
-		}
-		f->message = m.data;
-		a->finding_count++;
 		free(a->recs[k].title);
 		free(a->recs[k].reason);
 		free(a->recs[k].change);
