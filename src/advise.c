@@ -178,12 +178,18 @@ static int pct(uint64_t part, uint64_t whole)
 	return whole ? (int)((double)part * 100.0 / (double)whole + 0.5) : 0;
 }
 
-/* The device to diagnose: the one that ran out of memory, else the one with most reserved. */
-static const an_device *primary_device(const an_result *an)
+/* The device to diagnose: the one asked for (--device), else the one that ran out of memory,
+ * else the one with most reserved. */
+static const an_device *primary_device(const an_result *an, int32_t wanted)
 {
 	const an_device *best = NULL;
 	for (size_t i = 0; i < an->device_count; i++) {
 		const an_device *d = &an->devices[i];
+		if (wanted >= 0) {
+			if (d->device == wanted)
+				return d;
+			continue;
+		}
 		if (d->oom.present &&
 		    (!best || !best->oom.present || d->oom.event > best->oom.event))
 			best = d;
@@ -857,7 +863,8 @@ mr_status ad_advise(const rp_run *run, const rp_options *opt, ad_advice *out, mr
 	memset(out, 0, sizeof *out);
 	ctx c = {.a = out, .run = run, .opt = opt, .s = &run->snap};
 	if (run->has_snapshot)
-		c.dv = primary_device(&run->an);
+		c.dv = primary_device(&run->an, opt ? opt->device : -1);
+	out->device = c.dv ? c.dv->device : -1;
 	if (c.dv) {
 		out->categories.present = c.s->has_history;
 		memcpy(out->categories.bytes, c.dv->categories, sizeof out->categories.bytes);
@@ -1033,7 +1040,10 @@ mr_status ad_replay_settings(const rp_run *run, ad_advice *a, mr_error *err)
 	mr_status st = MR_OK;
 	if (!run->has_snapshot)
 		return MR_OK;
-	const an_device *dv = primary_device(&run->an);
+	const an_device *dv = NULL;
+	for (size_t i = 0; i < run->an.device_count && a->device >= 0; i++)
+		if (run->an.devices[i].device == a->device)
+			dv = &run->an.devices[i];
 	if (!dv || !dv->has_trace)
 		return MR_OK;
 	int wanted = 0;

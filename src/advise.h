@@ -84,7 +84,8 @@ typedef struct {
 enum { AD_EXACT_REPLAY_EVENTS = 300000 };
 
 typedef struct {
-	char *verdict; /* one sentence with its key number */
+	int32_t device; /* the device diagnosed, -1 when none (no snapshot) */
+	char *verdict;  /* one sentence with its key number */
 	ad_oom oom;
 	ad_categories categories;
 	ad_finding *findings;
