@@ -87,6 +87,29 @@ static void test_multi_device(void **state)
 	rp_free(&run);
 }
 
+/* --device N diagnoses that device: device 1 holds the pending-free block. */
+static void test_device_option(void **state)
+{
+	(void)state;
+	rp_run run;
+	rp_options opt = {.device = 1, .quiet = 1};
+	mr_error err = {0};
+	const char *paths[] = {"tests/fixtures/eras/multi_device.pickle"};
+	assert_int_equal(rp_load(&run, paths, 1, &opt, &err), 0);
+	assert_int_equal(run.advice.device, 1);
+	int pending = 0;
+	for (size_t i = 0; i < run.advice.finding_count; i++)
+		pending |= strcmp(run.advice.findings[i].id, "pending_free_blocks") == 0;
+	assert_true(pending);
+	rp_free(&run);
+	opt.device = 0;
+	assert_int_equal(rp_load(&run, paths, 1, &opt, &err), 0);
+	assert_int_equal(run.advice.device, 0);
+	for (size_t i = 0; i < run.advice.finding_count; i++)
+		assert_string_not_equal(run.advice.findings[i].id, "pending_free_blocks");
+	rp_free(&run);
+}
+
 static void test_empty(void **state)
 {
 	(void)state;
