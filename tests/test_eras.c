@@ -133,9 +133,8 @@ static void test_empty(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_v1_segment_list),
-	    cmocka_unit_test(test_v20_history),
-	    cmocka_unit_test(test_multi_device),
+	    cmocka_unit_test(test_v1_segment_list), cmocka_unit_test(test_v20_history),
+	    cmocka_unit_test(test_multi_device),    cmocka_unit_test(test_device_option),
 	    cmocka_unit_test(test_empty),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
