@@ -134,7 +134,7 @@ int cmd_diff(int argc, char **argv)
 		if ((st = load_side(paths[loaded], &opt, &runs[loaded], &local))) {
 			/* rp_load names the file; discovery errors name it too */
 			fprintf(stderr, "memreport: %s\n", local.msg);
-			rc = st;
+			rc = (int)st;
 			goto done;
 		}
 	}
@@ -154,7 +154,7 @@ int cmd_diff(int argc, char **argv)
 	}
 	if ((st = out_write(out_path, buf.data ? buf.data : "", buf.len, &err))) {
 		fprintf(stderr, "memreport: %s: %s\n", out_path, err.msg);
-		rc = st;
+		rc = (int)st;
 		goto done;
 	}
 	if (default_path && !opt.quiet)
@@ -162,7 +162,7 @@ int cmd_diff(int argc, char **argv)
 	goto done;
 fail:
 	fprintf(stderr, "memreport: %s\n", err.msg);
-	rc = st;
+	rc = (int)st;
 done:
 	for (int i = 0; i < loaded; i++)
 		rp_free(&runs[i]);

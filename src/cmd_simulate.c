@@ -291,7 +291,7 @@ int cmd_simulate(int argc, char **argv)
 	mr_status st = rp_load(&run, paths, 1, &opt, &err);
 	if (st) {
 		fprintf(stderr, "memreport: %s\n", err.msg);
-		return st;
+		return (int)st;
 	}
 	sim_result rec, pred;
 	memset(&rec, 0, sizeof rec);
@@ -325,7 +325,7 @@ int cmd_simulate(int argc, char **argv)
 	}
 	if (st) {
 		fprintf(stderr, "memreport: %s: %s\n", a.snapshot, err.msg);
-		rc = st;
+		rc = (int)st;
 		goto done;
 	}
 	if (a.text)
@@ -340,7 +340,7 @@ int cmd_simulate(int argc, char **argv)
 	st = out_write(a.out_path, out.data ? out.data : "", out.len, &err);
 	if (st) {
 		fprintf(stderr, "memreport: %s: %s\n", a.out_path, err.msg);
-		rc = st;
+		rc = (int)st;
 	}
 done:
 	mr_buf_free(&out);

@@ -123,7 +123,7 @@ static int report_main(int argc, char **argv)
 	mr_status st = rp_load(&run, inputs, n_inputs, &opt, &err);
 	if (st) {
 		fprintf(stderr, "memreport: %s\n", err.msg);
-		rc = st;
+		rc = (int)st;
 		goto done;
 	}
 	mr_buf buf = {0};
@@ -147,7 +147,7 @@ static int report_main(int argc, char **argv)
 	if (st) {
 		fprintf(stderr, "memreport: %s%s%s\n", out_path ? out_path : "",
 		        out_path ? ": " : "", err.msg);
-		rc = st;
+		rc = (int)st;
 	} else if (default_path && !opt.quiet) {
 		fprintf(stderr, "memreport: wrote %s\n", default_path);
 	}
