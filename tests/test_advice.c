@@ -8,13 +8,8 @@
 
 static int load2(const char *a, const char *b, rp_run *run)
 {
-	rp_options opt = {.device = -1, .quiet = 1};
-	mr_error err = {0};
 	const char *paths[] = {a, b};
-	mr_status st = rp_load(run, paths, b ? 2 : 1, &opt, &err);
-	if (st)
-		print_error("%s: %s\n", a, err.msg);
-	return st;
+	return tu_load(paths, b ? 2 : 1, run);
 }
 
 static int load_sample(const char *sample, const char *file, rp_run *run)
@@ -49,19 +44,6 @@ static int has_critical(const rp_run *run)
 	return 0;
 }
 
-static long long fact(const char *sample, const char *key)
-{
-	char path[1024];
-	size_t len;
-	long long v = -1;
-	snprintf(path, sizeof path, "%s/corpus/%s/facts.json", tu_shared(), sample);
-	char *json = (char *)tu_read(path, &len);
-	assert_non_null(json);
-	assert_true(tu_json_int(json, key, &v));
-	free(json);
-	return v;
-}
-
 static void test_oom_fragmentation(void **state)
 {
 	(void)state;
@@ -70,9 +52,12 @@ static void test_oom_fragmentation(void **state)
 	const ad_advice *a = &run.advice;
 	assert_true(a->oom.present);
 	assert_int_equal(a->oom.cause, AD_CAUSE_FRAGMENTATION);
-	assert_int_equal(a->oom.requested, fact("oom_fragmentation", "ask_bytes"));
-	assert_int_equal(a->oom.largest_free, fact("oom_fragmentation", "largest_hole"));
-	assert_int_equal(a->oom.free_cached, fact("oom_fragmentation", "holes_bytes"));
+	assert_int_equal(a->oom.requested,
+	                 tu_corpus_int("oom_fragmentation", "facts.json", "ask_bytes"));
+	assert_int_equal(a->oom.largest_free,
+	                 tu_corpus_int("oom_fragmentation", "facts.json", "largest_hole"));
+	assert_int_equal(a->oom.free_cached,
+	                 tu_corpus_int("oom_fragmentation", "facts.json", "holes_bytes"));
 	assert_non_null(find(&run, "oom_fragmentation"));
 	assert_int_equal(rank_of(&run, "expandable_segments"), 1);
 	assert_non_null(strstr(a->verdict, "fragmentation"));
@@ -86,7 +71,7 @@ static void test_oom_capacity(void **state)
 	assert_int_equal(load_sample("oom_capacity", "oom_snapshot.pickle", &run), 0);
 	const ad_advice *a = &run.advice;
 	assert_int_equal(a->oom.cause, AD_CAUSE_CAPACITY);
-	assert_int_equal(a->oom.requested, fact("oom_capacity", "alloc"));
+	assert_int_equal(a->oom.requested, tu_corpus_int("oom_capacity", "facts.json", "alloc"));
 	uint64_t live = 0;
 	for (int i = 0; i < AD_CAT_COUNT; i++)
 		live += a->categories.bytes[i];
@@ -119,19 +104,6 @@ static void test_oom_capacity_params(void **state)
 	rp_free(&run);
 }
 
-static long long stat_of(const char *sample, const char *key)
-{
-	char path[1024];
-	size_t len;
-	long long v = -1;
-	snprintf(path, sizeof path, "%s/corpus/%s/memory_stats.json", tu_shared(), sample);
-	char *json = (char *)tu_read(path, &len);
-	assert_non_null(json);
-	assert_true(tu_json_int(json, key, &v));
-	free(json);
-	return v;
-}
-
 static void test_fragmentation_without_oom(void **state)
 {
 	(void)state;
@@ -144,10 +116,12 @@ static void test_fragmentation_without_oom(void **state)
 	const ad_advice *a = &run.advice;
 	assert_true(a->replay_count >= 2);
 	assert_true(a->replays[0].matches);
-	assert_int_equal(a->replays[0].peak_reserved,
-	                 stat_of("gpt_varlen", "reserved_bytes.all.peak"));
+	assert_int_equal(
+	    a->replays[0].peak_reserved,
+	    tu_corpus_int("gpt_varlen", "memory_stats.json", "reserved_bytes.all.peak"));
 	assert_string_equal(a->replays[1].conf, "expandable_segments:True");
-	double twin = (double)stat_of("gpt_varlen_expandable", "reserved_bytes.all.peak");
+	double twin = (double)tu_corpus_int("gpt_varlen_expandable", "memory_stats.json",
+	                                    "reserved_bytes.all.peak");
 	assert_true((double)a->replays[1].peak_reserved > twin * 0.95);
 	assert_true((double)a->replays[1].peak_reserved < twin * 1.05);
 	assert_non_null(
@@ -269,9 +243,11 @@ static void test_logs(void **state)
 			const ad_oom *o = &run.advice.oom;
 			assert_true(o->present);
 			/* "Tried to allocate 204.00 MiB": the rounded request the observer saw */
-			assert_int_equal(o->requested, fact(samples[i], "alloc"));
+			assert_int_equal(o->requested,
+			                 tu_corpus_int(samples[i], "facts.json", "alloc"));
 			/* "N GiB allowed": the cap the observer reported */
-			assert_int_equal(o->limit, fact(samples[i], "device_alloc"));
+			assert_int_equal(o->limit,
+			                 tu_corpus_int(samples[i], "facts.json", "device_alloc"));
 			assert_int_equal(o->cause, causes[i]);
 			rp_free(&run);
 		}
@@ -282,8 +258,10 @@ static void test_logs(void **state)
 	rp_run run;
 	assert_int_equal(load2(snap, log, &run), 0);
 	assert_int_equal(run.input_count, 2);
-	assert_int_equal(run.advice.oom.limit, fact("oom_fragmentation", "device_alloc"));
-	assert_int_equal(run.advice.oom.largest_free, fact("oom_fragmentation", "largest_hole"));
+	assert_int_equal(run.advice.oom.limit,
+	                 tu_corpus_int("oom_fragmentation", "facts.json", "device_alloc"));
+	assert_int_equal(run.advice.oom.largest_free,
+	                 tu_corpus_int("oom_fragmentation", "facts.json", "largest_hole"));
 	assert_int_equal(run.advice.oom.cause, AD_CAUSE_FRAGMENTATION);
 	assert_null(find(&run, "evidence_disagrees"));
 	rp_free(&run);

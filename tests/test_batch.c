@@ -63,16 +63,10 @@ static void copy_file(const char *from, const char *to)
 	free(data);
 }
 
-static int exists(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0;
-}
-
 static const char *corpus_snapshot(const char *sample, char *buf, size_t bufsz)
 {
 	snprintf(buf, bufsz, "%s/corpus/%s/snapshot.pickle", tu_shared(), sample);
-	if (!exists(buf))
+	if (!tu_exists(buf))
 		snprintf(buf, bufsz, "%s/corpus/%s/oom_snapshot.pickle", tu_shared(), sample);
 	return buf;
 }
@@ -149,7 +143,7 @@ static void test_discover_conventions(void **state)
 	(void)state;
 	char snap[1024], path[2048];
 	corpus_snapshot("oom_fragmentation", snap, sizeof snap);
-	if (!exists(snap))
+	if (!tu_exists(snap))
 		skip();
 	char *tmp = make_tmp();
 	/* one folder, ranks by file name, a shared log */
@@ -243,7 +237,7 @@ static void test_hostile_zip(void **state)
 	(void)state;
 	char snap[1024], path[2048];
 	corpus_snapshot("oom_fragmentation", snap, sizeof snap);
-	if (!exists(snap))
+	if (!tu_exists(snap))
 		skip();
 	size_t len = 0;
 	unsigned char *pickle = tu_read(snap, &len);
@@ -452,7 +446,7 @@ static const char *const five[] = {"leak_val_fixed", "mlp_healthy", "no_history"
 
 static void check_index(const char *out, const char *const *names, size_t n, size_t expect_runs)
 {
-	char path[2048];
+	char path[4096 + 64];
 	snprintf(path, sizeof path, "%s/index.json", out);
 	size_t len = 0;
 	char *json = (char *)tu_read(path, &len);
@@ -479,7 +473,7 @@ static void check_index(const char *out, const char *const *names, size_t n, siz
 		snprintf(want, sizeof want, "href=\"%s.html\"", names[i]);
 		assert_non_null(strstr(html, want));
 		snprintf(path, sizeof path, "%s/%s.html", out, names[i]);
-		assert_true(exists(path));
+		assert_true(tu_exists(path));
 	}
 	free(json);
 	free(html);
@@ -592,7 +586,7 @@ static void test_batch_zip(void **state)
 	(void)state;
 	char dir[1024];
 	snprintf(dir, sizeof dir, "%s/corpus", tu_shared());
-	if (!exists(dir))
+	if (!tu_exists(dir))
 		skip();
 	char *tmp = make_tmp();
 	char zpath[2048], out[2048];

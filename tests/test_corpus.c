@@ -32,23 +32,6 @@ static uint64_t pool_value(const an_pool *p, size_t i)
 	return v[i];
 }
 
-static int load(const char *path, rp_run *run)
-{
-	rp_options opt = {.device = -1, .quiet = 1};
-	mr_error err = {0};
-	const char *paths[] = {path};
-	mr_status st = rp_load(run, paths, 1, &opt, &err);
-	if (st)
-		print_error("%s: %s\n", path, err.msg);
-	return st;
-}
-
-static int exists(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0;
-}
-
 static int checked_samples, exact_peaks;
 
 /* One corpus folder: every number against memory_stats.json. */
@@ -57,15 +40,15 @@ static void check_sample(const char *dir, const char *name)
 	char snap[2048], stats_path[2048];
 	int oom = 0;
 	snprintf(snap, sizeof snap, "%s/%s/snapshot.pickle", dir, name);
-	if (!exists(snap)) {
+	if (!tu_exists(snap)) {
 		snprintf(snap, sizeof snap, "%s/%s/oom_snapshot.pickle", dir, name);
 		oom = 1;
 	}
-	if (!exists(snap)) {
+	if (!tu_exists(snap)) {
 		/* the large sample is xz-compressed; tests/run.sh unpacks it under build/ */
 		snprintf(snap, sizeof snap, "build/%s.pickle", name);
 		oom = 0;
-		if (!exists(snap))
+		if (!tu_exists(snap))
 			return;
 	}
 	snprintf(stats_path, sizeof stats_path, "%s/%s/memory_stats.json", dir, name);
@@ -73,7 +56,7 @@ static void check_sample(const char *dir, const char *name)
 	char *stats = (char *)tu_read(stats_path, &len);
 	assert_non_null(stats);
 	rp_run run;
-	assert_int_equal(load(snap, &run), 0);
+	assert_int_equal(tu_load((const char *[]){snap}, 1, &run), 0);
 	assert_true(run.an.device_count >= 1);
 	const an_device *dv = &run.an.devices[0];
 	const an_pool *all = &dv->pool[AN_POOL_ALL];
@@ -164,24 +147,24 @@ static void test_corpus_features(void **state)
 	char path[1024];
 	rp_run run;
 	snprintf(path, sizeof path, "%s/corpus/multi_stream/snapshot.pickle", tu_shared());
-	assert_int_equal(load(path, &run), 0);
+	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
 	assert_true(run.an.devices[0].pool[AN_POOL_ALL].pending_free_blocks > 0);
 	assert_true(run.snap.stream_count >= 2);
 	rp_free(&run);
 
 	snprintf(path, sizeof path, "%s/corpus/cuda_graph/snapshot.pickle", tu_shared());
-	assert_int_equal(load(path, &run), 0);
+	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
 	assert_true(run.an.devices[0].pool[AN_POOL_PRIVATE].segments > 0);
 	rp_free(&run);
 
 	snprintf(path, sizeof path, "%s/corpus/gpt_varlen_expandable/snapshot.pickle", tu_shared());
-	assert_int_equal(load(path, &run), 0);
+	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
 	assert_true(run.snap.settings.expandable_segments);
 	assert_true(run.an.devices[0].expandable);
 	rp_free(&run);
 
 	snprintf(path, sizeof path, "%s/corpus/oom_fragmentation/oom_snapshot.pickle", tu_shared());
-	assert_int_equal(load(path, &run), 0);
+	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
 	const an_device *dv = &run.an.devices[0];
 	assert_int_equal(dv->oom_events, 1);
 	const md_event *oom = &run.snap.devices[0].events[dv->last_oom_event];
@@ -196,7 +179,7 @@ static void test_corpus_features(void **state)
 
 	snprintf(path, sizeof path, "%s/corpus/oom_fragmentation_maxsplit/snapshot.pickle",
 	         tu_shared());
-	assert_int_equal(load(path, &run), 0);
+	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
 	assert_int_equal(run.snap.settings.max_split_size, 100 * 1024 * 1024);
 	rp_free(&run);
 }
@@ -263,7 +246,7 @@ static void test_third_party(void **state)
 		char path[2048];
 		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
 		rp_run run;
-		assert_int_equal(load(path, &run), 0);
+		assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
 		unsigned long long segs, res, act;
 		if (measured(sources, e->d_name, &segs, &res, &act)) {
 			const an_pool *all = &run.an.devices[0].pool[AN_POOL_ALL];

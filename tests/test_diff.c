@@ -8,36 +8,6 @@
 #include "diff.h"
 #include "report.h"
 
-static int load(const char *path, rp_run *run)
-{
-	rp_options opt = {.device = -1, .quiet = 1};
-	mr_error err = {0};
-	const char *paths[] = {path};
-	mr_status st = rp_load(run, paths, 1, &opt, &err);
-	if (st)
-		print_error("%s: %s\n", path, err.msg);
-	return st;
-}
-
-static int exists(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0;
-}
-
-static long long stat_of(const char *sample, const char *key)
-{
-	char path[1024];
-	snprintf(path, sizeof path, "%s/corpus/%s/memory_stats.json", tu_shared(), sample);
-	size_t len = 0;
-	char *json = (char *)tu_read(path, &len);
-	assert_non_null(json);
-	long long v = 0;
-	assert_true(tu_json_int(json, key, &v));
-	free(json);
-	return v;
-}
-
 static void test_torch_internal(void **state)
 {
 	(void)state;
@@ -57,22 +27,24 @@ static void test_leak_diff(void **state)
 	         tu_shared());
 	snprintf(after_path, sizeof after_path, "%s/corpus/leak_val_graph/snapshot.pickle",
 	         tu_shared());
-	if (!exists(before_path) || !exists(after_path))
+	if (!tu_exists(before_path) || !tu_exists(after_path))
 		skip();
 	rp_run before, after;
-	assert_int_equal(load(before_path, &before), 0);
-	assert_int_equal(load(after_path, &after), 0);
+	assert_int_equal(tu_load((const char *[]){before_path}, 1, &before), 0);
+	assert_int_equal(tu_load((const char *[]){after_path}, 1, &after), 0);
 	df_result d;
 	mr_error err = {0};
 	assert_int_equal(df_compute(&before, &after, -1, &d, &err), MR_OK);
 
-	long long want = stat_of("leak_val_graph", "allocated_bytes.all.current") -
-	                 stat_of("leak_val_fixed", "allocated_bytes.all.current");
+	long long want =
+	    tu_corpus_int("leak_val_graph", "memory_stats.json", "allocated_bytes.all.current") -
+	    tu_corpus_int("leak_val_fixed", "memory_stats.json", "allocated_bytes.all.current");
 	assert_true(want > 0);
 	assert_true(d.known[0][DF_ALLOCATED] && d.known[1][DF_ALLOCATED]);
 	assert_int_equal((long long)(d.value[1][DF_ALLOCATED] - d.value[0][DF_ALLOCATED]), want);
-	long long want_reserved = stat_of("leak_val_graph", "reserved_bytes.all.current") -
-	                          stat_of("leak_val_fixed", "reserved_bytes.all.current");
+	long long want_reserved =
+	    tu_corpus_int("leak_val_graph", "memory_stats.json", "reserved_bytes.all.current") -
+	    tu_corpus_int("leak_val_fixed", "memory_stats.json", "reserved_bytes.all.current");
 	assert_int_equal((long long)(d.value[1][DF_RESERVED] - d.value[0][DF_RESERVED]),
 	                 want_reserved);
 
@@ -134,7 +106,7 @@ static void test_cmd_diff(void **state)
 	snprintf(before_path, sizeof before_path, "%s/corpus/leak_val_fixed/snapshot.pickle",
 	         tu_shared());
 	snprintf(after_path, sizeof after_path, "%s/corpus/leak_val_graph", tu_shared());
-	if (!exists(before_path) || !exists(after_path))
+	if (!tu_exists(before_path) || !tu_exists(after_path))
 		skip();
 	snprintf(out, sizeof out, "/tmp/mr_test_diff_%d.json", (int)getpid());
 	/* AFTER as a run folder: discovery finds its one run */
@@ -147,8 +119,10 @@ static void test_cmd_diff(void **state)
 	const char *d = strstr(json, "\"delta\": {");
 	assert_non_null(d);
 	assert_true(tu_json_int(d, "allocated_bytes", &delta));
-	assert_int_equal(delta, stat_of("leak_val_graph", "allocated_bytes.all.current") -
-	                            stat_of("leak_val_fixed", "allocated_bytes.all.current"));
+	assert_int_equal(delta, tu_corpus_int("leak_val_graph", "memory_stats.json",
+	                                      "allocated_bytes.all.current") -
+	                            tu_corpus_int("leak_val_fixed", "memory_stats.json",
+	                                          "allocated_bytes.all.current"));
 	free(json);
 	unlink(out);
 
@@ -161,7 +135,7 @@ static void test_cmd_diff(void **state)
 	assert_int_equal(cmd_diff(5, many), 2);
 	char *one[] = {"diff", before_path, NULL};
 	assert_int_equal(cmd_diff(2, one), 2);
-	assert_false(exists(out));
+	assert_false(tu_exists(out));
 }
 
 int main(void)

@@ -20,24 +20,18 @@ static const char *const samples[] = {"oom_fragmentation", "gpt_varlen", "mlp_he
 
 static const char hostile[] = "tests/fixtures/html/hostile_snapshot.pickle";
 
-static int exists(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0;
-}
-
 /* The snapshot of a corpus sample, or 0 when it is not there (the large one is unpacked into
  * build/ by tests/run.sh). */
 static int sample_path(const char *name, char *out, size_t outsz)
 {
 	snprintf(out, outsz, "%s/corpus/%s/snapshot.pickle", tu_shared(), name);
-	if (exists(out))
+	if (tu_exists(out))
 		return 1;
 	snprintf(out, outsz, "%s/corpus/%s/oom_snapshot.pickle", tu_shared(), name);
-	if (exists(out))
+	if (tu_exists(out))
 		return 1;
 	snprintf(out, outsz, "build/%s.pickle", name);
-	return exists(out);
+	return tu_exists(out);
 }
 
 typedef enum { F_HTML, F_MD, F_JSON, F_TEXT } fmt;
@@ -177,7 +171,7 @@ static void test_many_segments(void **state)
 	snprintf(path, sizeof path,
 	         "%s/third_party/snapshots/notHanmin__assignment2-systems__memory_snapshot.pickle",
 	         tu_shared());
-	if (!exists(path))
+	if (!tu_exists(path))
 		skip();
 	mr_buf a = render(path, F_HTML, 0, NULL);
 	size_t pngs = check_pngs(a.data);
@@ -202,7 +196,7 @@ static void assert_not_live(const char *report, const char *what)
 static void test_hostile_strings(void **state)
 {
 	(void)state;
-	assert_true(exists(hostile));
+	assert_true(tu_exists(hostile));
 	mr_buf html = render(hostile, F_HTML, 0, NULL);
 	assert_not_live(html.data, "HTML");
 	/* The strings are shown, escaped: the test would see them if escaping failed. */
@@ -259,7 +253,7 @@ static void test_redact_paths(void **state)
 			n++;
 	for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) {
 		snprintf(paths[n], sizeof paths[n], "%s/%s", tu_shared(), extra[i]);
-		if (exists(paths[n]))
+		if (tu_exists(paths[n]))
 			n++;
 	}
 	snprintf(paths[n++], sizeof paths[0], "%s", hostile);

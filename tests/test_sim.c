@@ -536,17 +536,6 @@ static void test_truncated_start(void **state)
 
 /* ---- the corpus ---- */
 
-static int load(const char *path, rp_run *run)
-{
-	rp_options opt = {.device = -1, .quiet = 1};
-	mr_error err = {0};
-	const char *paths[] = {path};
-	mr_status st = rp_load(run, paths, 1, &opt, &err);
-	if (st)
-		print_error("%s: %s\n", path, err.msg);
-	return st;
-}
-
 static int corpus_path(char *buf, size_t n, const char *sample, const char *file)
 {
 	snprintf(buf, n, "%s/corpus/%s/%s", tu_shared(), sample, file);
@@ -557,19 +546,6 @@ static int corpus_path(char *buf, size_t n, const char *sample, const char *file
 	return 0;
 }
 
-static long long stat_of(const char *sample, const char *key)
-{
-	char path[1024];
-	size_t len;
-	long long v = -1;
-	snprintf(path, sizeof path, "%s/corpus/%s/memory_stats.json", tu_shared(), sample);
-	char *json = (char *)tu_read(path, &len);
-	assert_non_null(json);
-	assert_true(tu_json_int(json, key, &v));
-	free(json);
-	return v;
-}
-
 static void replay_sample(const char *sample, const char *file, const char *conf, uint64_t limit,
                           sim_result *r)
 {
@@ -577,7 +553,7 @@ static void replay_sample(const char *sample, const char *file, const char *conf
 	rp_run run;
 	if (corpus_path(path, sizeof path, sample, file))
 		skip();
-	assert_int_equal(load(path, &run), 0);
+	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
 	sim_config base, cfg;
 	mr_error err = {0};
 	sim_config_from_settings(&run.snap, &base);
@@ -598,8 +574,10 @@ static void test_corpus_recorded_peaks(void **state)
 	for (size_t i = 0; i < sizeof samples / sizeof *samples; i++) {
 		sim_result r;
 		replay_sample(samples[i], "snapshot.pickle", "recorded", 0, &r);
-		long long want_alloc = stat_of(samples[i], "allocated_bytes.all.peak");
-		long long want_res = stat_of(samples[i], "reserved_bytes.all.peak");
+		long long want_alloc =
+		    tu_corpus_int(samples[i], "memory_stats.json", "allocated_bytes.all.peak");
+		long long want_res =
+		    tu_corpus_int(samples[i], "memory_stats.json", "reserved_bytes.all.peak");
 		if ((long long)r.peak_allocated != want_alloc ||
 		    (long long)r.peak_reserved != want_res || !r.matches_recording) {
 			print_error(
@@ -611,11 +589,13 @@ static void test_corpus_recorded_peaks(void **state)
 			    r.first_divergence.got);
 			fail();
 		}
-		assert_int_equal(r.final_reserved,
-		                 stat_of(samples[i], "reserved_bytes.all.current"));
-		assert_int_equal(r.final_allocated,
-		                 stat_of(samples[i], "allocated_bytes.all.current"));
-		assert_int_equal(r.segments_allocated, stat_of(samples[i], "num_device_alloc"));
+		assert_int_equal(r.final_reserved, tu_corpus_int(samples[i], "memory_stats.json",
+		                                                 "reserved_bytes.all.current"));
+		assert_int_equal(r.final_allocated, tu_corpus_int(samples[i], "memory_stats.json",
+		                                                  "allocated_bytes.all.current"));
+		assert_int_equal(
+		    r.segments_allocated,
+		    tu_corpus_int(samples[i], "memory_stats.json", "num_device_alloc"));
 		sim_result_free(&r);
 	}
 }
@@ -626,7 +606,8 @@ static void test_corpus_expandable_prediction(void **state)
 	(void)state;
 	sim_result r;
 	replay_sample("gpt_varlen", "snapshot.pickle", "expandable_segments:True", 0, &r);
-	long long twin = stat_of("gpt_varlen_expandable", "reserved_bytes.all.peak");
+	long long twin =
+	    tu_corpus_int("gpt_varlen_expandable", "memory_stats.json", "reserved_bytes.all.peak");
 	double rel = fabs((double)r.peak_reserved - (double)twin) / (double)twin;
 	if (rel > 0.05) {
 		print_error("predicted %llu, measured %lld\n", (unsigned long long)r.peak_reserved,
@@ -660,8 +641,9 @@ static void test_corpus_oom_fragmentation(void **state)
 	assert_int_equal(r.first_oom.requested_bytes, ask);
 	assert_int_equal(r.first_oom.free_cached_bytes, holes);
 	assert_int_equal(r.first_oom.largest_free_bytes, largest);
-	assert_int_equal(r.first_oom.reserved_bytes,
-	                 stat_of("oom_fragmentation", "reserved_bytes.all.current"));
+	assert_int_equal(
+	    r.first_oom.reserved_bytes,
+	    tu_corpus_int("oom_fragmentation", "memory_stats.json", "reserved_bytes.all.current"));
 	sim_result_free(&r);
 
 	replay_sample("oom_fragmentation", "oom_snapshot.pickle", "expandable_segments:True",
@@ -669,13 +651,17 @@ static void test_corpus_oom_fragmentation(void **state)
 	assert_false(r.first_oom.present);
 	/* the twin run: same final reserved and allocated, as many maps and unmaps */
 	assert_int_equal(r.final_reserved,
-	                 stat_of("oom_fragmentation_expandable", "reserved_bytes.all.current"));
+	                 tu_corpus_int("oom_fragmentation_expandable", "memory_stats.json",
+	                               "reserved_bytes.all.current"));
 	assert_int_equal(r.final_allocated,
-	                 stat_of("oom_fragmentation_expandable", "allocated_bytes.all.current"));
-	assert_int_equal(r.segments_allocated,
-	                 stat_of("oom_fragmentation_expandable", "num_device_alloc"));
-	assert_int_equal(r.segments_released,
-	                 stat_of("oom_fragmentation_expandable", "num_device_free"));
+	                 tu_corpus_int("oom_fragmentation_expandable", "memory_stats.json",
+	                               "allocated_bytes.all.current"));
+	assert_int_equal(
+	    r.segments_allocated,
+	    tu_corpus_int("oom_fragmentation_expandable", "memory_stats.json", "num_device_alloc"));
+	assert_int_equal(
+	    r.segments_released,
+	    tu_corpus_int("oom_fragmentation_expandable", "memory_stats.json", "num_device_free"));
 	sim_result_free(&r);
 
 	replay_sample("oom_fragmentation", "oom_snapshot.pickle", "max_split_size_mb:100", 4 * GiB,
@@ -733,9 +719,11 @@ static void test_corpus_all_validate(void **state)
 		}
 		if (strcmp(file, "snapshot.pickle") == 0) {
 			assert_int_equal(r.peak_reserved,
-			                 stat_of(samples[i], "reserved_bytes.all.peak"));
+			                 tu_corpus_int(samples[i], "memory_stats.json",
+			                               "reserved_bytes.all.peak"));
 			assert_int_equal(r.peak_allocated,
-			                 stat_of(samples[i], "allocated_bytes.all.peak"));
+			                 tu_corpus_int(samples[i], "memory_stats.json",
+			                               "allocated_bytes.all.peak"));
 		} else {
 			assert_true(r.first_oom.present);
 		}
@@ -753,7 +741,7 @@ static void test_corpus_large_trace(void **state)
 	if (!f)
 		skip();
 	fclose(f);
-	assert_int_equal(load("build/gpt_large_trace.pickle", &run), 0);
+	assert_int_equal(tu_load((const char *[]){"build/gpt_large_trace.pickle"}, 1, &run), 0);
 	sim_config cfg;
 	sim_result r;
 	mr_error err = {0};
@@ -766,10 +754,12 @@ static void test_corpus_large_trace(void **state)
 	assert_true(r.events >= 1000000);
 	assert_true(r.truncated);
 	assert_true(r.approximate);
-	assert_true(r.peak_reserved <=
-	            (uint64_t)stat_of("gpt_large_trace", "reserved_bytes.all.peak"));
-	assert_true(r.peak_allocated <=
-	            (uint64_t)stat_of("gpt_large_trace", "allocated_bytes.all.peak"));
+	assert_true(r.peak_reserved <= (uint64_t)tu_corpus_int("gpt_large_trace",
+	                                                       "memory_stats.json",
+	                                                       "reserved_bytes.all.peak"));
+	assert_true(r.peak_allocated <= (uint64_t)tu_corpus_int("gpt_large_trace",
+	                                                        "memory_stats.json",
+	                                                        "allocated_bytes.all.peak"));
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__OPTIMIZE_SIZE__)
 #ifdef __OPTIMIZE__
 	if (secs > 1.0) {

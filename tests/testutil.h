@@ -12,6 +12,10 @@
 
 #include <cmocka.h>
 
+#include <sys/stat.h>
+
+#include "report.h"
+
 /* Folder of the shared corpus: $MEMREPORT_SHARED, else ../shared. */
 static inline const char *tu_shared(void)
 {
@@ -62,6 +66,39 @@ static inline int tu_json_int(const char *json, const char *key, long long *out)
 	char *end;
 	*out = strtoll(p, &end, 10);
 	return end != p;
+}
+
+static inline int tu_exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* An integer of a corpus sample's JSON file: facts.json or memory_stats.json, as PyTorch wrote
+ * them. Fails the test when it is missing. */
+static inline long long tu_corpus_int(const char *sample, const char *file, const char *key)
+{
+	char path[1024];
+	size_t len;
+	long long v = -1;
+	snprintf(path, sizeof path, "%s/corpus/%s/%s", tu_shared(), sample, file);
+	char *json = (char *)tu_read(path, &len);
+	assert_non_null(json);
+	assert_true(tu_json_int(json, key, &v));
+	free(json);
+	return v;
+}
+
+/* Loads one run from count inputs with default options; prints the error and returns its
+ * status on failure. */
+static inline int tu_load(const char *const *paths, size_t count, rp_run *run)
+{
+	rp_options opt = {.device = -1, .quiet = 1};
+	mr_error err = {0};
+	mr_status st = rp_load(run, paths, count, &opt, &err);
+	if (st)
+		print_error("%s: %s\n", paths[0], err.msg);
+	return (int)st;
 }
 
 #endif
