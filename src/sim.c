@@ -424,6 +424,7 @@ typedef struct {
 	uint32_t pending_pos;
 	uint32_t fwd[SL_LEVELS];          /* skip-list links while in a set */
 	uint8_t state, level, mapped_key; /* mapped_key: trace_addr is in the address map */
+	uint8_t in_set;                   /* linked into a free/unmapped set */
 } sim_block;
 
 typedef struct {
@@ -588,9 +589,15 @@ static int random_level(engine *e)
 	return level;
 }
 
+static void sk_erase(engine *e, sk_set *set, uint32_t i);
+
+/* A block is in at most one set, once: a trace that contradicts itself (hostile, or spliced)
+ * must not link a block twice, which would make a cycle and hang every later search. */
 static void sk_insert(engine *e, sk_set *set, uint32_t i)
 {
 	uint32_t update[SL_LEVELS];
+	if (e->blocks[i].in_set)
+		return;
 	sk_search(e, set, key_of(set, &e->blocks[i]), update);
 	int level = random_level(e);
 	if (level > set->level)
@@ -601,16 +608,28 @@ static void sk_insert(engine *e, sk_set *set, uint32_t i)
 		b->fwd[l] = e->blocks[update[l]].fwd[l];
 		e->blocks[update[l]].fwd[l] = i;
 	}
+	b->in_set = 1;
 }
 
 static void sk_erase(engine *e, sk_set *set, uint32_t i)
 {
 	uint32_t update[SL_LEVELS];
-	sk_search(e, set, key_of(set, &e->blocks[i]), update);
-	const sim_block *b = &e->blocks[i];
-	for (int l = 0; l < b->level; l++)
-		if (e->blocks[update[l]].fwd[l] == i)
-			e->blocks[update[l]].fwd[l] = b->fwd[l];
+	sim_block *b = &e->blocks[i];
+	if (!b->in_set)
+		return;
+	sk_search(e, set, key_of(set, b), update);
+	for (int l = 0; l < b->level; l++) {
+		uint32_t p = update[l];
+		/* The key may have changed while linked (a contradictory trace): find the
+		 * predecessor by walking the level instead of trusting the search. */
+		if (e->blocks[p].fwd[l] != i)
+			for (p = set->head; p != NIL && e->blocks[p].fwd[l] != i;
+			     p = e->blocks[p].fwd[l])
+				;
+		if (p != NIL)
+			e->blocks[p].fwd[l] = b->fwd[l];
+	}
+	b->in_set = 0;
 	while (set->level > 1 && e->blocks[set->head].fwd[set->level - 1] == NIL)
 		set->level--;
 }
