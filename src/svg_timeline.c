@@ -38,7 +38,8 @@ static double event_x(const st_axes *a, size_t event)
 		return (double)event;
 	if (event >= a->md->event_count)
 		event = a->md->event_count - 1;
-	return (double)(a->md->events[event].time_us - a->t0) / 1e6;
+	/* as doubles: hostile times may span the whole int64 range */
+	return ((double)a->md->events[event].time_us - (double)a->t0) / 1e6;
 }
 
 static double px(const st_axes *a, double x)
