@@ -124,20 +124,27 @@ static void bucket_span(const st_axes *a, size_t i, double *x0, double *x1)
 	*x1 = i + 1 < n ? px(a, event_x(a, dv->timeline[i + 1].first_event)) : px(a, a->x_hi);
 }
 
-/* A filled band between lo(i) and hi(i), drawn as steps so every bucket keeps its extent. */
-static void band(mr_buf *b, const st_axes *a, const char *cls, int lower_zero, int reserved)
+/* Path commands along the top of every bucket, left to right (steps, so each bucket keeps
+ * its extent). */
+static void upper_steps(mr_buf *b, const st_axes *a, int reserved)
 {
 	const an_device *dv = a->dv;
-	size_t n = dv->timeline_count;
-	mr_buf_printf(b, "<path class=%s d=\"", cls);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < dv->timeline_count; i++) {
 		const an_point *p = &dv->timeline[i];
 		double x0, x1;
 		bucket_span(a, i, &x0, &x1);
 		uint64_t hi = reserved ? p->reserved_max : p->allocated_max;
 		mr_buf_printf(b, "%s%.1f %.1fH%.1f", i ? "L" : "M", x0, py(a, hi), x1);
 	}
-	for (size_t i = n; i-- > 0;) {
+}
+
+/* A filled band between lo(i) and hi(i). */
+static void band(mr_buf *b, const st_axes *a, const char *cls, int lower_zero, int reserved)
+{
+	const an_device *dv = a->dv;
+	mr_buf_printf(b, "<path class=%s d=\"", cls);
+	upper_steps(b, a, reserved);
+	for (size_t i = dv->timeline_count; i-- > 0;) {
 		const an_point *p = &dv->timeline[i];
 		double x0, x1;
 		bucket_span(a, i, &x0, &x1);
@@ -150,16 +157,8 @@ static void band(mr_buf *b, const st_axes *a, const char *cls, int lower_zero, i
 /* The upper edge only, as a line. */
 static void edge(mr_buf *b, const st_axes *a, const char *cls, int reserved)
 {
-	const an_device *dv = a->dv;
-	size_t n = dv->timeline_count;
 	mr_buf_printf(b, "<path class=%s d=\"", cls);
-	for (size_t i = 0; i < n; i++) {
-		const an_point *p = &dv->timeline[i];
-		double x0, x1;
-		bucket_span(a, i, &x0, &x1);
-		uint64_t hi = reserved ? p->reserved_max : p->allocated_max;
-		mr_buf_printf(b, "%s%.1f %.1fH%.1f", i ? "L" : "M", x0, py(a, hi), x1);
-	}
+	upper_steps(b, a, reserved);
 	mr_buf_puts(b, "\" />");
 }
 
