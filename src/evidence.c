@@ -343,6 +343,20 @@ static int ev_table_value(ev_table *t, const char *c, size_t n)
 	return 1;
 }
 
+/* A header cell "CUDA OOMs: 2" / "cudaMalloc retries: 1": 1 when `word` is in it (the count,
+ * when readable, goes to *out). */
+static int header_count(const char *c, size_t n, const char *word, int *out)
+{
+	size_t k = ev_find_ci(c, n, word);
+	if (k >= n)
+		return 0;
+	k += strlen(word);
+	int v;
+	if (ev_read_int(c, n, &k, &v))
+		*out = v;
+	return 1;
+}
+
 static void ev_table_cell(ev_table *t)
 {
 	const char *c = t->cell;
@@ -375,19 +389,8 @@ static void ev_table_cell(ev_table *t)
 		t->metric = -1;
 		return;
 	}
-	if ((k = ev_find_ci(c, n, "ooms:")) < n) {
-		k += 5;
-		int v;
-		if (ev_read_int(c, n, &k, &v))
-			t->s.num_ooms = v;
-		t->metric = -1;
-		return;
-	}
-	if ((k = ev_find_ci(c, n, "retries:")) < n) {
-		k += 8;
-		int v;
-		if (ev_read_int(c, n, &k, &v))
-			t->s.num_alloc_retries = v;
+	if (header_count(c, n, "ooms:", &t->s.num_ooms) ||
+	    header_count(c, n, "retries:", &t->s.num_alloc_retries)) {
 		t->metric = -1;
 		return;
 	}
