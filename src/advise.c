@@ -961,6 +961,10 @@ static uint64_t replay_limit(const rp_run *run, const an_device *dv, int *guesse
 		*guessed = 1;
 		return dv->pool[AN_POOL_ALL].reserved;
 	}
+	/* The device itself ran out (no cap, or memory outside PyTorch): this process could have
+	 * had what it reserved plus what the device still had free at the OOM. */
+	if (dv->oom.present)
+		return dv->pool[AN_POOL_ALL].reserved + dv->oom.device_free;
 	return 0;
 }
 
