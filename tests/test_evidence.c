@@ -239,17 +239,20 @@ static void corpus_oom_one(const char *dir, const char *name, int *count)
 	const char *msg = strstr(facts, "\"oom_message\": \"");
 	assert_non_null(msg);
 	const char *tried = strstr(msg, "Tried to allocate ");
+	/* "N GiB allowed" only where the run set a memory fraction (other_process did not) */
 	const char *allowed = strstr(msg, " allowed; ");
 	assert_non_null(tried);
-	assert_non_null(allowed);
 	uint64_t want_req = amount_ref(tried + strlen("Tried to allocate "));
-	const char *a = allowed - 1; /* back over "<unit>" and "<number> " */
-	while (*a != ' ')
+	uint64_t want_limit = 0;
+	if (allowed) {
+		const char *a = allowed - 1; /* back over "<unit>" and "<number> " */
+		while (*a != ' ')
+			a--;
 		a--;
-	a--;
-	while (*a != ' ')
-		a--;
-	uint64_t want_limit = amount_ref(a + 1);
+		while (*a != ' ')
+			a--;
+		want_limit = amount_ref(a + 1);
+	}
 	ev_cause want_cause =
 	    strstr(name, "fragmentation") ? EV_CAUSE_FRAGMENTATION : EV_CAUSE_CAPACITY;
 
@@ -266,12 +269,16 @@ static void corpus_oom_one(const char *dir, const char *name, int *count)
 		assert_int_equal(o->device, 0);
 		assert_true(o->has_requested);
 		assert_int_equal(o->requested_bytes, want_req);
-		assert_int_equal(ev_oom_limit(o), want_limit);
-		assert_int_equal(o->allowed, want_limit);
+		assert_int_equal(o->has_allowed, allowed != NULL);
+		if (allowed) {
+			assert_int_equal(ev_oom_limit(o), want_limit);
+			assert_int_equal(o->allowed, want_limit);
+		}
 		assert_true(o->has_total_capacity && o->has_device_free && o->has_this_process &&
 		            o->has_allocated && o->has_reserved_unallocated);
 		assert_int_equal(o->total_capacity, amount_ref("139.80 GiB"));
-		if (ev_oom_cause(o) != want_cause)
+		/* the cause of a device that really ran out is issue 13's table-driven test */
+		if (allowed && ev_oom_cause(o) != want_cause)
 			fail_msg("%s: cause %s", path, ev_cause_name(ev_oom_cause(o)));
 		size_t tl = 0;
 		char *text = read_text(path, &tl);
@@ -288,7 +295,7 @@ static void test_corpus_ooms(void **state)
 	(void)state;
 	int n = 0;
 	each_sample(corpus_oom_one, &n);
-	assert_int_equal(n, 3);
+	assert_true(n >= 9); /* the corpus README's OOM runs, each with its message */
 }
 
 /* oom_fragmentation: the exact figures of its message. */
