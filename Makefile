@@ -26,7 +26,7 @@ OBJ_MAIN := $(BUILD)/main.o
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all demo check asan test-bins clean deps bench fuzz format format-check install
+.PHONY: all demo check asan test-bins clean deps bench fuzz format format-check install golden
 
 MAN     := docs/memreport.1
 
@@ -75,6 +75,10 @@ demo: deps
 
 check: deps-check $(BIN) test-bins
 	@sh tests/run.sh $(BUILD) ./$(BIN)
+
+# Regenerates tests/golden/sha256.txt on purpose, after a change of behaviour (see tests/golden.sh).
+golden: $(BIN)
+	@sh tests/golden.sh ./$(BIN) --update
 
 # ASan + UBSan build of everything, then the whole test suite under it.
 asan:
