@@ -10,18 +10,19 @@ WARN    := -Wall -Wextra -Wshadow -Wconversion -Wmissing-prototypes -Wstrict-pro
            -Wformat=2 -Wno-format-nonliteral
 OPT     ?= -O3 -g
 CFLAGS  ?=
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(DEPS_CFLAGS) -Isrc -Ibuild/$(VARIANT)
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(DEPS_CFLAGS) -Isrc
 LDLIBS  += $(DEPS_LIBS) -lm -lpthread
 
 VARIANT ?= release
 BUILD   := build/$(VARIANT)
 BIN     ?= memreport
 
-SRC     := $(sort $(wildcard src/*.c))
-LIBSRC  := $(filter-out src/main.c,$(SRC))
+# One folder per pipeline stage (docs/architecture.md); every source file is in one of them.
+SRC     := $(sort $(wildcard src/*/*.c))
+LIBSRC  := $(filter-out src/cmd/main.c,$(SRC))
 TEMPLATES := $(sort $(shell find templates -type f 2>/dev/null))
 OBJ_LIB := $(LIBSRC:src/%.c=$(BUILD)/%.o) $(BUILD)/templates_data.o
-OBJ_MAIN := $(BUILD)/main.o
+OBJ_MAIN := $(BUILD)/cmd/main.o
 
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -42,8 +43,12 @@ deps:
 $(BIN): $(OBJ_LIB) $(OBJ_MAIN)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)
-	$(CC) $(CFLAGS) -c -o $@ $<
+# Headers are included by their stage path ("decode/pickle.h"); -MMD keeps the dependencies.
+$(BUILD)/%.o: src/%.c | $(BUILD)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+-include $(SRC:src/%.c=$(BUILD)/%.d)
 
 # Templates are compiled into the binary so memreport is one file.
 $(BUILD)/templates_data.c: $(TEMPLATES) tools/embed.sh | $(BUILD)
@@ -55,8 +60,10 @@ $(BUILD)/templates_data.o: $(BUILD)/templates_data.c
 $(BUILD):
 	mkdir -p $(BUILD)/tests
 
-$(BUILD)/tests/test_%: tests/test_%.c $(OBJ_LIB) tests/testutil.h | $(BUILD)
-	$(CC) $(CFLAGS) -Itests -o $@ $< $(OBJ_LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
+$(BUILD)/tests/test_%: tests/test_%.c $(OBJ_LIB) | $(BUILD)
+	$(CC) $(CFLAGS) -Itests -MMD -MP -o $@ $< $(OBJ_LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
+
+-include $(TEST_BIN:%=%.d)
 
 test-bins: $(TEST_BIN)
 
@@ -89,7 +96,7 @@ asan:
 bench: $(BIN)
 	@python3 tools/bench.py ./$(BIN)
 
-FORMAT_FILES = $(wildcard src/*.c src/*.h tests/*.c tests/*.h tests/fuzz/*.c tools/*.c)
+FORMAT_FILES = $(wildcard src/*/*.c src/*/*.h tests/*.c tests/*.h tests/fuzz/*.c tools/*.c)
 
 format:
 	clang-format -i $(FORMAT_FILES)
@@ -120,9 +127,11 @@ FUZZ_OBJ     := $(LIBSRC:src/%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/templa
 FUZZ_REPLAY  := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
 .SECONDARY: $(FUZZ_OBJ) $(FUZZ_BUILD)/templates_data.c
 
-$(FUZZ_BUILD)/obj/%.o: src/%.c $(wildcard src/*.h)
+$(FUZZ_BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<
+
+-include $(wildcard $(FUZZ_BUILD)/obj/*/*.d)
 
 $(FUZZ_BUILD)/templates_data.c: $(TEMPLATES) tools/embed.sh
 	@mkdir -p $(@D)

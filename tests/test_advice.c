@@ -4,7 +4,7 @@
  * memory_stats.json, the OOM message), never from memreport. */
 #include "testutil.h"
 
-#include "report.h"
+#include "report/report.h"
 
 static int load2(const char *a, const char *b, rp_run *run)
 {

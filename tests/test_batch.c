@@ -9,9 +9,9 @@
 
 #include "testutil.h"
 
-#include "archive.h"
-#include "cache.h"
-#include "commands.h"
+#include "load/archive.h"
+#include "cmd/cache.h"
+#include "cmd/commands.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 

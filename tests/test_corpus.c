@@ -8,7 +8,7 @@
 
 #include "testutil.h"
 
-#include "report.h"
+#include "report/report.h"
 
 typedef struct {
 	const char *json_key, *stats_key;

@@ -4,9 +4,9 @@
 
 #include "testutil.h"
 
-#include "commands.h"
-#include "diff.h"
-#include "report.h"
+#include "cmd/commands.h"
+#include "report/diff.h"
+#include "report/report.h"
 
 static void test_torch_internal(void **state)
 {

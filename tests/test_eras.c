@@ -2,7 +2,7 @@
  * tests/fixtures/gen_era_fixtures.py; the numbers below are the ones designed in there). */
 #include "testutil.h"
 
-#include "report.h"
+#include "report/report.h"
 
 #define MiB (1024ull * 1024)
 

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "evidence.h"
+#include "decode/evidence.h"
 
 #define FIX "tests/fixtures/text/"
 #define UNK UINT64_MAX

@@ -10,10 +10,10 @@
 
 #include "testutil.h"
 
-#include "base64.h"
-#include "html_util.h"
-#include "png_map.h"
-#include "report.h"
+#include "base/base64.h"
+#include "render/html_util.h"
+#include "render/png_map.h"
+#include "report/report.h"
 
 static const char *const samples[] = {"oom_fragmentation", "gpt_varlen", "mlp_healthy",
                                       "no_history",        "cuda_graph", "gpt_large_trace"};

@@ -12,8 +12,8 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "pickle.h"
-#include "util.h"
+#include "decode/pickle.h"
+#include "base/util.h"
 
 #define FIXDIR "tests/fixtures/pickle"
 

@@ -8,8 +8,8 @@
 
 #include "testutil.h"
 
-#include "report.h"
-#include "sim.h"
+#include "report/report.h"
+#include "sim/sim.h"
 
 #define KiB ((uint64_t)1024)
 #define MiB ((uint64_t)1024 * 1024)

@@ -14,7 +14,7 @@
 
 #include <sys/stat.h>
 
-#include "report.h"
+#include "report/report.h"
 
 /* Folder of the shared corpus: $MEMREPORT_SHARED, else ../shared. */
 static inline const char *tu_shared(void)

@@ -1,0 +1,158 @@
+/* analyze.h: numbers only, no prose. Per device and pool, what memory_stats() would say at the
+ * snapshot's moment; free-space layout and fragmentation; the trace replayed once into peaks and
+ * a down-sampled timeline; live allocation sites.
+ *
+ * Ownership: an_result owns its arrays; an_free releases them. It keeps pointers into the
+ * md_snapshot it was computed from, which must outlive it. */
+#ifndef MR_ANALYZE_H
+#define MR_ANALYZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/model.h"
+#include "base/util.h"
+
+enum { AN_POOL_ALL, AN_POOL_LARGE, AN_POOL_SMALL, AN_POOL_PRIVATE, AN_POOL_COUNT };
+
+typedef struct {
+	/* The same words as torch.cuda.memory_stats(), ".current". */
+	uint64_t reserved, allocated, active, requested;
+	uint64_t inactive_split, inactive_split_blocks; /* not counted in expandable segments */
+	uint64_t segments;
+	/* Layout. */
+	uint64_t free_cached; /* every inactive block, split or not */
+	uint64_t free_blocks;
+	uint64_t largest_free; /* largest inactive block */
+	uint64_t largest_hole; /* largest inactive block inside a split segment */
+	uint64_t whole_free;   /* segments with no active block: what empty_cache() releases */
+	uint64_t pending_free, pending_free_blocks; /* freed, but an event is still outstanding */
+	uint64_t active_blocks;
+	uint64_t rounding_waste; /* size - requested over active blocks */
+} an_pool;
+
+/* One bucket of the down-sampled timeline: min and max inside keep every peak. */
+typedef struct {
+	size_t first_event;
+	int64_t time_us; /* MD_TIME_NONE when the trace has no times */
+	uint64_t allocated_min, allocated_max;
+	uint64_t reserved_min, reserved_max;
+} an_point;
+
+typedef struct {
+	uint32_t stack; /* interned stack id */
+	uint64_t bytes, requested;
+	uint64_t count;
+} an_site;
+
+/* Live memory by what it holds, from the allocation stacks (see an_category). */
+enum {
+	AN_CAT_PARAMETERS,
+	AN_CAT_GRADIENTS,
+	AN_CAT_OPTIMIZER,
+	AN_CAT_ACTIVATIONS,
+	AN_CAT_OTHER,
+	AN_CAT_COUNT
+};
+
+/* The free space the failed allocation could have used: same stream, same size class, default
+ * pool, and (unless they are on) not inside expandable segments. */
+typedef struct {
+	int present;
+	size_t event;        /* index of the oom event in the device's trace */
+	uint64_t requested;  /* rounded request (the event's size) */
+	uint64_t alloc_size; /* the segment cudaMalloc would have needed */
+	uint64_t device_free;
+	uint64_t usable_free, usable_largest, usable_pieces;
+	size_t events_after; /* trace events after the OOM: the snapshot is later than the OOM */
+} an_oom;
+
+/* Growth across iterations: live memory still held at the snapshot, by the iteration that
+ * allocated it. An iteration is the span between two occurrences of a regularly repeating
+ * allocation site (or optimizer-step annotation). */
+typedef struct {
+	uint32_t stack;
+	uint64_t bytes_per_iteration;
+	uint64_t total_bytes;
+} an_growth_site;
+
+typedef struct {
+	int found; /* iterations were found at all */
+	size_t iterations;
+	uint32_t anchor_stack;     /* the repeating site, or 0 when annotations marked iterations */
+	uint64_t per_iteration;    /* median of what each middle iteration left alive */
+	size_t growing_iterations; /* middle iterations that left memory alive */
+	size_t middle_iterations;
+	an_growth_site *sites; /* largest first */
+	size_t site_count;
+	int backward_seen; /* some allocation came from the autograd engine */
+} an_growth;
+
+typedef struct {
+	int32_t device;
+	an_pool pool[AN_POOL_COUNT];
+	double fragmentation; /* 1 - largest_free / free_cached, 0 when nothing is free */
+	int expandable;       /* expandable segments seen or configured */
+	size_t segment_first, segment_count; /* this device's slice of md_snapshot.segments */
+
+	/* From the trace. */
+	int has_trace; /* at least one event */
+	size_t trace_events;
+	int truncated; /* 1 when the trace does not reach back to an empty allocator */
+	uint64_t blocks_before_window; /* live blocks the trace never saw allocated */
+	uint64_t initial_reserved, initial_allocated; /* reconstructed at the window's start */
+	uint64_t peak_allocated, peak_reserved;
+	int peak_exact; /* set by the allocator replay when it reproduced the whole trace */
+	size_t peak_allocated_event, peak_reserved_event;
+	uint64_t oom_events;
+	size_t last_oom_event; /* valid when oom_events > 0 */
+	an_point *timeline;
+	size_t timeline_count;
+
+	an_site *sites; /* live blocks grouped by stack, largest first */
+	size_t site_count;
+
+	uint64_t categories[AN_CAT_COUNT]; /* live at the snapshot */
+	int peak_categories_known;
+	uint64_t peak_categories[AN_CAT_COUNT]; /* live at the trace's allocated peak */
+	an_site *peak_sites; /* live at the peak, by stack (block sizes estimated), largest first */
+	size_t peak_site_count;
+	an_oom oom;
+	an_growth growth;
+} an_device;
+
+typedef struct {
+	an_device *devices;
+	size_t device_count;
+} an_result;
+
+/* Computes everything for every device of s. max_points bounds the timeline (0: 2000). */
+mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr_error *err);
+void an_free(an_result *r);
+
+/* Rounds a request the way the caching allocator does (512 B, roundup_power2_divisions). */
+uint64_t an_round_size(const md_settings *cfg, uint64_t size);
+
+/* Category of a stack: optimizer (torch/optim frames) before parameters (module _apply/to/cuda,
+ * parameter creation, state-dict loading) before gradients (autograd frames, or no Python frame
+ * at all when stacks_recorded says stacks are recorded: the autograd engine runs backward in
+ * C++ threads) before
+ * activations (any forward frame); the rest is "other". */
+int an_category(const md_snapshot *s, uint32_t stack, int stacks_recorded);
+const char *an_category_name(int cat);
+
+/* PyTorch's own viewer hides these frames (unwinding, interpreter, dispatcher plumbing). */
+int an_frame_hidden(const md_snapshot *s, const md_frame *f);
+
+/* The frame a stack is grouped by as an allocation site: the innermost Python frame PyTorch's
+ * viewer shows (with stacks="all" the innermost frames are the allocator's own C++), else the
+ * first shown frame, else NULL. */
+const md_frame *an_site_frame(const md_snapshot *s, uint32_t stack);
+/* The first line of the user's own code in a stack: the innermost shown Python frame outside
+ * torch (and functorch, triton), else the innermost Python frame, else the first shown, else
+ * NULL. What `diff` groups by and what advice names. */
+const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack);
+/* A file of torch itself (or functorch, triton), by path. */
+int an_torch_internal(const char *filename);
+
+#endif

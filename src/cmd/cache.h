@@ -1,0 +1,97 @@
+/* cache.h: a content-keyed cache of analysed runs for `memreport batch --cache DIR`.
+ *
+ * An entry holds what the batch needs to list a run in its index and to write its reports
+ * without decoding the inputs again: the index-row facts, the memreport/1 JSON document and the
+ * HTML report. Entries live in DIR/<key hex>.mrc, one file each:
+ *
+ *     "MRCACHE1" | u32 version | 16-byte key | u64 payload length | 16-byte payload hash | payload
+ *
+ * The payload is a msgpack map. The key covers the cache version, a fingerprint of the
+ * memreport binary that wrote it (so a rebuilt tool never trusts an older tool's output), the
+ * options that change a report, and the bytes of every input of the run. An entry whose header,
+ * version, key, length, hash or msgpack structure is off is treated as a miss and rebuilt; it is
+ * never trusted. Entries are written atomically (temporary file + rename), so concurrent
+ * writers of the same key are harmless.
+ *
+ * The hash is a non-cryptographic 128-bit hash (four xxHash64-style lanes): fast enough that
+ * hashing an input costs a small fraction of decoding it. It protects against accidents, not
+ * against someone who can write into the cache folder.
+ *
+ * Ownership: ca_get fills a ca_entry whose strings it allocates; ca_entry_free releases them.
+ * ca_put only reads the entry. Nothing here prints. */
+#ifndef MR_CACHE_H
+#define MR_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/util.h"
+
+/* Bump when the entry payload or the meaning of a field changes. */
+#define CA_VERSION 1u
+
+/* ---- 128-bit content hash ---------------------------------------------------------------- */
+
+typedef struct {
+	uint64_t lane[4];
+	uint64_t total;
+	uint8_t tail[32];
+	size_t tail_len;
+} ca_hasher;
+
+typedef struct {
+	uint8_t bytes[16];
+} ca_key;
+
+void ca_hash_init(ca_hasher *h, uint64_t seed);
+void ca_hash_update(ca_hasher *h, const void *data, size_t len);
+/* Adds a length-prefixed string, so that ("ab","c") and ("a","bc") hash apart. */
+void ca_hash_str(ca_hasher *h, const char *s);
+void ca_hash_u64(ca_hasher *h, uint64_t v);
+void ca_hash_final(const ca_hasher *h, ca_key *out);
+/* 32 lowercase hex digits and a NUL. */
+void ca_key_hex(const ca_key *k, char out[33]);
+
+/* Starts a cache key: the cache version and the fingerprint of this binary. */
+void ca_key_begin(ca_hasher *h);
+
+/* ---- entries ------------------------------------------------------------------------------ */
+
+typedef struct {
+	/* Index row facts. */
+	char *settings; /* PYTORCH_CUDA_ALLOC_CONF as recorded, "" when none */
+	int has_snapshot;
+	int has_peaks;           /* peaks recorded (a trace, a memory_stats() dump) */
+	uint64_t peak_reserved;  /* with has_peaks; else reserved at the snapshot */
+	uint64_t peak_allocated; /* with has_peaks; else allocated at the snapshot */
+	double fragmentation;    /* of the device with the most reserved memory; < 0 unknown */
+	uint64_t device_count;
+	char *oom_cause;          /* NULL: no OOM recorded */
+	char *rec_id, *rec_title; /* first recommendation; NULL: none */
+	char *verdict;            /* NULL or "" when none */
+	/* The documents. */
+	char *json; /* memreport/1 */
+	size_t json_len;
+	char *html;
+	size_t html_len;
+} ca_entry;
+
+void ca_entry_free(ca_entry *e);
+
+/* Creates DIR (one level) when missing. */
+mr_status ca_prepare_dir(const char *dir, mr_error *err);
+
+/* Looks the key up. *hit is 1 and *out filled when a valid entry exists; 0 otherwise (missing,
+ * stale or corrupt: the caller rebuilds and ca_put replaces it). Fails only when memory runs
+ * out. */
+mr_status ca_get(const char *dir, const ca_key *key, ca_entry *out, int *hit, mr_error *err);
+
+/* Stores the entry under the key, atomically. */
+mr_status ca_put(const char *dir, const ca_key *key, const ca_entry *e, mr_error *err);
+
+/* Encodes / decodes an entry file's bytes (exposed for the tests). ca_decode returns 0 and fills
+ * *out for a valid entry of `key`, -1 for anything else (out left empty). */
+mr_status ca_encode(const ca_key *key, const ca_entry *e, mr_buf *out, mr_error *err);
+int ca_decode(const uint8_t *data, size_t len, const ca_key *key, ca_entry *out);
+
+#endif

@@ -1,0 +1,351 @@
+/* cmd_simulate.c: `memreport simulate SNAPSHOT --alloc-conf CONF [--limit SIZE] [--device N]
+ * [--format json|text] [-o FILE]`: replays the snapshot's trace under other allocator settings.
+ *
+ * The recorded settings are replayed first: that replay is the validation
+ * (replay_matches_recording, first_divergence). When CONF changes anything, a second replay
+ * gives the prediction. CONF is applied on top of the recorded settings; "" or "recorded"
+ * replays them unchanged. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/commands.h"
+#include "base/output.h"
+#include "report/report.h"
+#include "sim/sim.h"
+#include "base/util.h"
+
+static const char sim_usage[] =
+    "usage: memreport simulate SNAPSHOT --alloc-conf CONF [--limit SIZE] [--device N]\n"
+    "                          [--format json|text] [-o FILE]\n"
+    "\n"
+    "Replays the snapshot's allocation trace through a model of PyTorch's caching\n"
+    "allocator. CONF uses PYTORCH_CUDA_ALLOC_CONF syntax (expandable_segments:True,\n"
+    "max_split_size_mb:128, roundup_power2_divisions:[256:1,>:4],\n"
+    "garbage_collection_threshold:0.6, ...) and changes only the keys it names; \"recorded\"\n"
+    "replays the recorded settings. --limit SIZE (4GiB, 512MiB, bytes) caps reserved memory\n"
+    "like torch.cuda.set_per_process_memory_fraction. Output: JSON (schema memreport-sim/1,\n"
+    "default) or text, to standard output unless -o FILE.\n";
+
+typedef struct {
+	const char *snapshot, *conf, *out_path;
+	uint64_t limit;
+	int device; /* -1: the first device with a trace */
+	int text;
+} sim_args;
+
+static int arg_error(const char *path, const char *fmt, const char *arg)
+{
+	fprintf(stderr, "memreport: ");
+	if (path)
+		fprintf(stderr, "%s: ", path);
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	return MR_EINPUT;
+}
+
+/* The first command-line mistake, reported once the snapshot's name is known. */
+typedef struct {
+	char msg[256];
+} arg_problem;
+
+static void arg_note(arg_problem *p, const char *fmt, const char *arg)
+{
+	if (!p->msg[0])
+		snprintf(p->msg, sizeof p->msg, fmt, arg);
+}
+
+static int parse_args(int argc, char **argv, sim_args *a)
+{
+	arg_problem problem = {{0}};
+	memset(a, 0, sizeof *a);
+	a->device = -1;
+	a->out_path = "-";
+	for (int i = 1; i < argc; i++) {
+		const char *o = argv[i];
+		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+			fputs(sim_usage, stdout);
+			return -1;
+		}
+		int takes_value = strcmp(o, "--alloc-conf") == 0 || strcmp(o, "--limit") == 0 ||
+		                  strcmp(o, "--device") == 0 || strcmp(o, "--format") == 0 ||
+		                  strcmp(o, "-o") == 0 || strcmp(o, "--output") == 0;
+		if (takes_value && !val) {
+			arg_note(&problem, "simulate: %s needs a value", o);
+			break;
+		}
+		if (strcmp(o, "--alloc-conf") == 0) {
+			a->conf = val;
+		} else if (strcmp(o, "--limit") == 0) {
+			if (mr_parse_size(val, &a->limit) || !a->limit)
+				arg_note(&problem,
+				         "simulate: --limit needs a size such as 4GiB, got '%s'",
+				         val);
+		} else if (strcmp(o, "--device") == 0) {
+			char *end;
+			errno = 0;
+			long d = strtol(val, &end, 10);
+			if (errno || end == val || *end || d < 0 || d > 1024)
+				arg_note(&problem,
+				         "simulate: --device needs a device number, got '%s'", val);
+			else
+				a->device = (int)d;
+		} else if (strcmp(o, "--format") == 0) {
+			if (strcmp(val, "json") == 0)
+				a->text = 0;
+			else if (strcmp(val, "text") == 0 || strcmp(val, "txt") == 0)
+				a->text = 1;
+			else
+				arg_note(&problem, "simulate: unknown format '%s' (json, text)",
+				         val);
+		} else if (strcmp(o, "-o") == 0 || strcmp(o, "--output") == 0) {
+			a->out_path = val;
+		} else if (o[0] == '-' && o[1] != '\0') {
+			arg_note(&problem, "simulate: unknown option '%s'", o);
+		} else if (a->snapshot) {
+			arg_note(&problem, "simulate: one snapshot at a time, got also '%s'", o);
+		} else {
+			a->snapshot = o;
+		}
+		if (takes_value)
+			i++;
+	}
+	if (problem.msg[0])
+		return arg_error(a->snapshot, "%s", problem.msg);
+	if (!a->snapshot)
+		return arg_error(NULL, "%s",
+		                 "simulate: no snapshot given (see memreport simulate --help)");
+	if (!a->conf)
+		a->conf = "recorded";
+	return 0;
+}
+
+static void json_string(mr_buf *b, const char *s)
+{
+	mr_buf_putc(b, '"');
+	mr_buf_json(b, s, strlen(s));
+	mr_buf_putc(b, '"');
+}
+
+/* What a reader must know to trust (or not) the numbers. */
+static void collect_notes(const sim_result *rec, const sim_result *pred, const char **notes,
+                          size_t *count)
+{
+	*count = 0;
+	if (!rec->matches_recording)
+		notes[(*count)++] =
+		    "the recorded settings, replayed, did not reproduce the recording "
+		    "(see first_divergence): the prediction is an estimate";
+	if (rec->recorded_ooms && !rec->limit)
+		notes[(*count)++] =
+		    "the recording ran out of memory under a limit the snapshot does "
+		    "not record: give it with --limit (the OOM message's 'allowed', "
+		    "or the GPU's capacity) to replay the OOM";
+	if (pred->truncated)
+		notes[(*count)++] =
+		    pred->approximate ? "the trace starts mid-run: the allocator's state before "
+		                        "it was reconstructed from the snapshot, with estimated "
+		                        "block sizes"
+		                      : "the trace starts mid-run: the allocator's state before it "
+		                        "was reconstructed from the snapshot";
+	if (pred->recorded_ooms_allocated)
+		notes[(*count)++] = "requests that failed in the recording were served in the "
+		                    "replay; they are counted as never freed";
+}
+
+static void render_json(const sim_args *a, const sim_result *rec, const sim_result *pred, mr_buf *b)
+{
+	mr_buf conf = {0};
+	sim_config_format(&pred->config, &conf);
+	mr_buf_puts(b, "{\"schema\": \"memreport-sim/1\", \"snapshot\": ");
+	json_string(b, a->snapshot);
+	mr_buf_printf(b, ", \"device\": %d, \"alloc_conf\": ", (int)pred->device);
+	json_string(b, a->conf);
+	mr_buf_puts(b, ", \"effective_alloc_conf\": ");
+	json_string(b, conf.data ? conf.data : "");
+	if (a->limit)
+		mr_buf_printf(b, ", \"limit_bytes\": %" PRIu64, a->limit);
+	else
+		mr_buf_puts(b, ", \"limit_bytes\": null");
+	mr_buf_printf(b,
+	              ", \"peak_reserved_bytes\": %" PRIu64 ", \"peak_allocated_bytes\": %" PRIu64
+	              ", \"final_reserved_bytes\": %" PRIu64 ", \"final_allocated_bytes\": %" PRIu64
+	              ", \"segments_allocated\": %" PRIu64 ", \"segments_released\": %" PRIu64
+	              ", \"oom\": ",
+	              pred->peak_reserved, pred->peak_allocated, pred->final_reserved,
+	              pred->final_allocated, pred->segments_allocated, pred->segments_released);
+	sim_oom_json(pred, b);
+	mr_buf_printf(b, ", \"oom_count\": %" PRIu64 ", \"replay_matches_recording\": %s",
+	              pred->oom_count, rec->matches_recording ? "true" : "false");
+	mr_buf_puts(b, ", \"first_divergence\": ");
+	sim_divergence_json(rec, b);
+	mr_buf_puts(b, ", \"differs_from_recording_at\": ");
+	if (pred != rec)
+		sim_divergence_json(pred, b);
+	else
+		mr_buf_puts(b, "null");
+	mr_buf_printf(b, ", \"events\": %zu, \"trace_truncated\": %s, \"approximate\": %s",
+	              pred->events, pred->truncated ? "true" : "false",
+	              pred->approximate ? "true" : "false");
+	mr_buf_puts(b, ", \"recorded_settings_replay\": ");
+	sim_result_json(rec, b);
+	const char *notes[8];
+	size_t n;
+	collect_notes(rec, pred, notes, &n);
+	mr_buf_puts(b, ", \"notes\": [");
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			mr_buf_puts(b, ", ");
+		json_string(b, notes[i]);
+	}
+	mr_buf_puts(b, "]}\n");
+	mr_buf_free(&conf);
+}
+
+static void text_line(mr_buf *b, const char *label, uint64_t bytes)
+{
+	char s[32];
+	mr_format_bytes(s, sizeof s, bytes);
+	mr_buf_printf(b, "  %-22s %s (%" PRIu64 " bytes)\n", label, s, bytes);
+}
+
+static void render_text(const sim_args *a, const sim_result *rec, const sim_result *pred, mr_buf *b)
+{
+	mr_buf conf = {0};
+	sim_config_format(&pred->config, &conf);
+	char s[32];
+	mr_buf_printf(b, "memreport simulate: %s, device %d, %zu trace events\n", a->snapshot,
+	              (int)pred->device, pred->events);
+	mr_buf_printf(b, "settings: %s\n", conf.len ? conf.data : "(PyTorch defaults)");
+	if (a->limit) {
+		mr_format_bytes(s, sizeof s, a->limit);
+		mr_buf_printf(b, "limit:    %s\n", s);
+	} else {
+		mr_buf_puts(b, "limit:    none\n");
+	}
+	mr_buf_puts(b, "replayed:\n");
+	text_line(b, "peak reserved", pred->peak_reserved);
+	text_line(b, "peak allocated", pred->peak_allocated);
+	text_line(b, "final reserved", pred->final_reserved);
+	mr_buf_printf(b, "  %-22s %" PRIu64 " allocated, %" PRIu64 " released\n", "segments",
+	              pred->segments_allocated, pred->segments_released);
+	if (pred->first_oom.present) {
+		const sim_oom *o = &pred->first_oom;
+		char req[32], res[32], cached[32];
+		mr_format_bytes(req, sizeof req, o->requested_bytes);
+		mr_format_bytes(res, sizeof res, o->reserved_bytes);
+		mr_format_bytes(cached, sizeof cached, o->free_cached_bytes);
+		mr_buf_printf(b,
+		              "  OOM at event %zu: %s requested with %s reserved, %s of it "
+		              "cached but unusable\n",
+		              o->event_index, req, res, cached);
+	} else {
+		mr_buf_puts(b, "  no OOM\n");
+	}
+	if (pred != rec) {
+		char delta[32];
+		uint64_t x = rec->peak_reserved, y = pred->peak_reserved;
+		mr_format_bytes(delta, sizeof delta, x > y ? x - y : y - x);
+		mr_format_bytes(s, sizeof s, x);
+		mr_buf_printf(
+		    b, "recorded settings replayed: peak reserved %s; these settings: %s %s, %s\n",
+		    s, delta, y <= x ? "less" : "more",
+		    rec->first_oom.present && !pred->first_oom.present   ? "and no OOM"
+		    : !rec->first_oom.present && pred->first_oom.present ? "but an OOM"
+		    : rec->first_oom.present                             ? "and an OOM as well"
+		                                                         : "no OOM either way");
+	}
+	if (rec->matches_recording) {
+		mr_buf_puts(b,
+		            "validation: the recorded settings, replayed, reproduce the recording "
+		            "exactly (every segment and block address)\n");
+	} else {
+		const sim_divergence *d = &rec->first_divergence;
+		mr_buf_printf(
+		    b,
+		    "validation: the replay departs from the recording at event %zu (%s): "
+		    "expected %s, got %s\n",
+		    d->event_index, d->what, d->expected, d->got);
+	}
+	const char *notes[8];
+	size_t n;
+	collect_notes(rec, pred, notes, &n);
+	for (size_t i = 0; i < n; i++)
+		mr_buf_printf(b, "note: %s\n", notes[i]);
+	mr_buf_free(&conf);
+}
+
+int cmd_simulate(int argc, char **argv)
+{
+	sim_args a;
+	int rc = parse_args(argc, argv, &a);
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	rp_run run;
+	rp_options opt = {.device = -1, .quiet = 1};
+	mr_error err = {0};
+	const char *paths[] = {a.snapshot};
+	mr_status st = rp_load(&run, paths, 1, &opt, &err);
+	if (st) {
+		fprintf(stderr, "memreport: %s\n", err.msg);
+		return (int)st;
+	}
+	sim_result rec, pred;
+	memset(&rec, 0, sizeof rec);
+	memset(&pred, 0, sizeof pred);
+	const sim_result *prediction = &rec;
+	mr_buf out = {0};
+	sim_config recorded, cfg;
+	if (!run.has_snapshot) {
+		rc = arg_error(a.snapshot, "%s",
+		               "not a snapshot: simulate needs a snapshot pickle with "
+		               "an allocation trace");
+		goto done;
+	}
+	sim_config_from_settings(&run.snap, &recorded);
+	if (sim_parse_conf(a.conf, &recorded, &cfg, &err)) {
+		fprintf(stderr, "memreport: %s: --alloc-conf '%s': %s\n", a.snapshot, a.conf,
+		        err.msg);
+		rc = MR_EINPUT;
+		goto done;
+	}
+	int32_t device = a.device;
+	for (size_t i = 0; device < 0 && i < run.snap.device_count; i++)
+		if (run.snap.devices[i].event_count)
+			device = run.snap.devices[i].id;
+	if (device < 0)
+		device = run.snap.device_count ? run.snap.devices[0].id : 0;
+	st = sim_replay(&run.snap, device, &recorded, a.limit, &rec, &err);
+	if (!st && !sim_config_equal(&recorded, &cfg)) {
+		st = sim_replay(&run.snap, device, &cfg, a.limit, &pred, &err);
+		prediction = &pred;
+	}
+	if (st) {
+		fprintf(stderr, "memreport: %s: %s\n", a.snapshot, err.msg);
+		rc = (int)st;
+		goto done;
+	}
+	if (a.text)
+		render_text(&a, &rec, prediction, &out);
+	else
+		render_json(&a, &rec, prediction, &out);
+	if (out.failed) {
+		fprintf(stderr, "memreport: out of memory\n");
+		rc = MR_EFAIL;
+		goto done;
+	}
+	st = out_write(a.out_path, out.data ? out.data : "", out.len, &err);
+	if (st) {
+		fprintf(stderr, "memreport: %s: %s\n", a.out_path, err.msg);
+		rc = (int)st;
+	}
+done:
+	mr_buf_free(&out);
+	sim_result_free(&rec);
+	sim_result_free(&pred);
+	rp_free(&run);
+	return rc;
+}

@@ -1,0 +1,42 @@
+/* html_util.h: small helpers of the HTML renderer: escaping with a length cap, template
+ * placeholders, and SHA-256 for the page's Content-Security-Policy hashes.
+ *
+ * Ownership: functions append to caller-owned mr_bufs; nothing else is allocated. */
+#ifndef MR_HTML_UTIL_H
+#define MR_HTML_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "report/report.h"
+#include "base/util.h"
+
+/* Appends s escaped for HTML text or attribute values, cut to at most max bytes (at a UTF-8
+ * boundary) with "…" appended when it was cut. */
+void hu_text(mr_buf *b, const char *s, size_t max);
+
+/* Appends s escaped for Markdown (GitHub): HTML-significant characters become entities and
+ * the inline Markdown punctuation (\\ ` * _ [ ] | ~) is backslash-escaped, so text from a snapshot
+ * can neither start markup nor raw HTML. Newlines become spaces. Cut like hu_text. */
+void hu_md_text(mr_buf *b, const char *s, size_t max);
+
+/* Appends text with every absolute file path in it (a word starting with '/', '~/' or a drive
+ * letter) passed through rp_path, so prose that quotes a frame ("in /home/u/x.py:12") obeys
+ * --redact-paths like the frames themselves. Without redaction, text is copied unchanged. */
+void hu_redact_text(mr_buf *b, const rp_options *opt, const char *text);
+
+/* SHA-256 of data, as the base64 text CSP uses ("sha256-<this>"). out must hold 45 bytes. */
+void hu_sha256_base64(const void *data, size_t len, char out[45]);
+
+/* A template placeholder: {{name}} in the template becomes value (inserted verbatim). */
+typedef struct {
+	const char *name;
+	const char *value;
+	size_t len;
+} hu_slot;
+
+/* Appends tmpl with every known {{name}} replaced; unknown placeholders are dropped. The
+ * template is scanned once, left to right: inserted values are never scanned again. */
+void hu_fill(mr_buf *b, const char *tmpl, size_t len, const hu_slot *slots, size_t nslots);
+
+#endif

@@ -1,0 +1,255 @@
+/* render_json.c: the memreport/1 JSON document of ../shared/CONTRACT.md. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "report/report.h"
+
+static void json_str(mr_buf *b, const char *s)
+{
+	mr_buf_putc(b, '"');
+	mr_buf_json(b, s, strlen(s));
+	mr_buf_putc(b, '"');
+}
+
+static void json_u64(mr_buf *b, const char *key, uint64_t v, int comma)
+{
+	mr_buf_printf(b, "%s\"%s\": %" PRIu64, comma ? ", " : "", key, v);
+}
+
+static void pool_json(mr_buf *b, const an_pool *p)
+{
+	mr_buf_puts(b, "{");
+	json_u64(b, "reserved_bytes", p->reserved, 0);
+	json_u64(b, "allocated_bytes", p->allocated, 1);
+	json_u64(b, "active_bytes", p->active, 1);
+	json_u64(b, "requested_bytes", p->requested, 1);
+	json_u64(b, "inactive_split_bytes", p->inactive_split, 1);
+	json_u64(b, "inactive_split_blocks", p->inactive_split_blocks, 1);
+	json_u64(b, "segments", p->segments, 1);
+	json_u64(b, "free_cached_bytes", p->free_cached, 1);
+	json_u64(b, "largest_free_block_bytes", p->largest_free, 1);
+	json_u64(b, "pending_free_bytes", p->pending_free, 1);
+	mr_buf_puts(b, "}");
+}
+
+static void device_json(mr_buf *b, const rp_run *run, const an_device *dv)
+{
+	const an_pool *all = &dv->pool[AN_POOL_ALL];
+	mr_buf_printf(b, "{\"device\": %d", dv->device);
+	json_u64(b, "reserved_bytes", all->reserved, 1);
+	json_u64(b, "allocated_bytes", all->allocated, 1);
+	json_u64(b, "active_bytes", all->active, 1);
+	json_u64(b, "requested_bytes", all->requested, 1);
+	json_u64(b, "inactive_split_bytes", all->inactive_split, 1);
+	json_u64(b, "inactive_split_blocks", all->inactive_split_blocks, 1);
+	json_u64(b, "segments", all->segments, 1);
+	json_u64(b, "free_cached_bytes", all->free_cached, 1);
+	json_u64(b, "largest_free_block_bytes", all->largest_free, 1);
+	mr_buf_printf(b, ", \"fragmentation\": %.4f", dv->fragmentation);
+	mr_buf_printf(b, ", \"expandable_segments\": %s", dv->expandable ? "true" : "false");
+	if (dv->has_trace) {
+		json_u64(b, "peak_allocated_bytes", dv->peak_allocated, 1);
+		json_u64(b, "peak_reserved_bytes", dv->peak_reserved, 1);
+		mr_buf_printf(b, ", \"peaks_exact\": %s", dv->peak_exact ? "true" : "false");
+	} else {
+		mr_buf_puts(b, ", \"peak_allocated_bytes\": null, \"peak_reserved_bytes\": null");
+	}
+	const md_device *md = md_find_device(&run->snap, dv->device);
+	if (md && md->has_trace_list)
+		json_u64(b, "trace_events", dv->trace_events, 1);
+	else
+		mr_buf_puts(b, ", \"trace_events\": null");
+	if (dv->has_trace)
+		mr_buf_printf(b, ", \"trace_truncated\": %s", dv->truncated ? "true" : "false");
+	else
+		mr_buf_puts(b, ", \"trace_truncated\": null");
+	mr_buf_puts(b, ", \"pools\": {\"large\": ");
+	pool_json(b, &dv->pool[AN_POOL_LARGE]);
+	mr_buf_puts(b, ", \"small\": ");
+	pool_json(b, &dv->pool[AN_POOL_SMALL]);
+	mr_buf_puts(b, ", \"private\": ");
+	pool_json(b, &dv->pool[AN_POOL_PRIVATE]);
+	mr_buf_puts(b, "}}");
+}
+
+/* A device described by a table or a memory_stats() dump: no layout, so no free-block numbers. */
+static void numbers_json(mr_buf *b, const rp_numbers *d)
+{
+	mr_buf_printf(b, "{\"device\": %d", d->device);
+	json_u64(b, "reserved_bytes", d->reserved, 1);
+	json_u64(b, "allocated_bytes", d->allocated, 1);
+	json_u64(b, "active_bytes", d->active, 1);
+	if (d->has_requested)
+		json_u64(b, "requested_bytes", d->requested, 1);
+	else
+		mr_buf_puts(b, ", \"requested_bytes\": null");
+	json_u64(b, "inactive_split_bytes", d->inactive_split, 1);
+	json_u64(b, "inactive_split_blocks", d->inactive_split_blocks, 1);
+	json_u64(b, "segments", d->segments, 1);
+	/* reserved - allocated is all of the free cached memory; its layout is unknown */
+	json_u64(b, "free_cached_bytes",
+	         d->reserved > d->allocated ? d->reserved - d->allocated : 0, 1);
+	mr_buf_puts(b, ", \"largest_free_block_bytes\": null, \"fragmentation\": null");
+	mr_buf_puts(b, ", \"expandable_segments\": null");
+	if (d->has_peaks) {
+		json_u64(b, "peak_allocated_bytes", d->peak_allocated, 1);
+		json_u64(b, "peak_reserved_bytes", d->peak_reserved, 1);
+	} else {
+		mr_buf_puts(b, ", \"peak_allocated_bytes\": null, \"peak_reserved_bytes\": null");
+	}
+	mr_buf_puts(b, ", \"trace_events\": null, \"trace_truncated\": null");
+	mr_buf_printf(b, ", \"source\": \"%s\"", rp_kind_name(d->source));
+	/* table cells are truncated to their unit: the true value is in [v, v + precision) */
+	json_u64(b, "precision_bytes", d->precision, 1);
+	mr_buf_printf(b, ", \"lower_bound\": %s}", d->precision > 1 ? "true" : "false");
+}
+
+static void settings_json(mr_buf *b, const md_snapshot *s)
+{
+	const md_settings *cfg = &s->settings;
+	if (!cfg->present) {
+		mr_buf_puts(b, "null");
+		return;
+	}
+	mr_buf_puts(b, "{");
+	json_str(b, "PYTORCH_CUDA_ALLOC_CONF");
+	mr_buf_puts(b, ": ");
+	json_str(b, md_str(s, cfg->conf));
+	if (cfg->max_split_size == UINT64_MAX || cfg->max_split_size == (uint64_t)-1)
+		mr_buf_puts(b, ", \"max_split_size\": -1");
+	else
+		json_u64(b, "max_split_size", cfg->max_split_size, 1);
+	mr_buf_printf(b, ", \"garbage_collection_threshold\": %.6g", cfg->gc_threshold);
+	mr_buf_printf(b, ", \"expandable_segments\": %s",
+	              cfg->expandable_segments ? "true" : "false");
+	mr_buf_puts(b, ", \"roundup_power2_divisions\": {");
+	for (int i = 0; i < 16; i++)
+		mr_buf_printf(b, "%s\"%u\": %u", i ? ", " : "", 1u << i, cfg->roundup_divisions[i]);
+	mr_buf_puts(b, "}, \"recorded\": {");
+	for (size_t i = 0; i < cfg->raw_count; i++) {
+		mr_buf_puts(b, i ? ", " : "");
+		json_str(b, md_str(s, cfg->raw[i].key));
+		mr_buf_puts(b, ": ");
+		json_str(b, md_str(s, cfg->raw[i].value));
+	}
+	mr_buf_puts(b, "}}");
+}
+
+static void field_str(mr_buf *b, const char *key, const char *value, int comma)
+{
+	mr_buf_printf(b, "%s\"%s\": ", comma ? ", " : "", key);
+	if (value)
+		json_str(b, value);
+	else
+		mr_buf_puts(b, "null");
+}
+
+static void advice_json(mr_buf *b, const ad_advice *a)
+{
+	mr_buf_puts(b, ",\n  \"verdict\": ");
+	json_str(b, a->verdict ? a->verdict : "");
+	mr_buf_puts(b, ",\n  \"oom\": ");
+	if (a->oom.present) {
+		mr_buf_printf(b, "{\"device\": %d", a->oom.device);
+		json_u64(b, "requested_bytes", a->oom.requested, 1);
+		field_str(b, "cause", ad_cause_name(a->oom.cause), 1);
+		json_u64(b, "free_cached_bytes", a->oom.free_cached, 1);
+		if (a->oom.largest_unknown) {
+			mr_buf_puts(
+			    b,
+			    ", \"largest_free_block_bytes\": null, \"free_cached_blocks\": null");
+		} else {
+			json_u64(b, "largest_free_block_bytes", a->oom.largest_free, 1);
+			json_u64(b, "free_cached_blocks", a->oom.free_pieces, 1);
+		}
+		if (a->oom.limit)
+			json_u64(b, "limit_bytes", a->oom.limit, 1);
+		else
+			mr_buf_puts(b, ", \"limit_bytes\": null");
+		json_u64(b, "reserved_bytes", a->oom.reserved, 1);
+		json_u64(b, "allocated_bytes", a->oom.allocated, 1);
+		mr_buf_puts(b, "}");
+	} else {
+		mr_buf_puts(b, "null");
+	}
+	mr_buf_puts(b, ",\n  \"memory_by_category\": ");
+	if (a->categories.present) {
+		mr_buf_puts(b, "{");
+		for (int i = 0; i < AD_CAT_COUNT; i++)
+			json_u64(b, ad_category_name(i), a->categories.bytes[i], i > 0);
+		field_str(b, "moment", a->categories.moment, 1);
+		if (a->categories.peak_present) {
+			mr_buf_puts(b, ", \"at_peak\": {");
+			for (int i = 0; i < AD_CAT_COUNT; i++)
+				json_u64(b, ad_category_name(i), a->categories.peak[i], i > 0);
+			mr_buf_puts(b, "}");
+		}
+		mr_buf_puts(b, "}");
+	} else {
+		mr_buf_puts(b, "null");
+	}
+	mr_buf_puts(b, ",\n  \"findings\": [");
+	for (size_t i = 0; i < a->finding_count; i++) {
+		const ad_finding *f = &a->findings[i];
+		mr_buf_puts(b, i ? ",\n    {" : "\n    {");
+		field_str(b, "id", f->id, 0);
+		field_str(b, "severity", ad_severity_name(f->severity), 1);
+		field_str(b, "message", f->message, 1);
+		mr_buf_puts(b, "}");
+	}
+	mr_buf_puts(b, a->finding_count ? "\n  ],\n  \"recommendations\": ["
+	                                : "],\n  \"recommendations\": [");
+	for (size_t i = 0; i < a->rec_count; i++) {
+		const ad_recommendation *r = &a->recs[i];
+		mr_buf_puts(b, i ? ",\n    {" : "\n    {");
+		field_str(b, "id", r->id, 0);
+		mr_buf_printf(b, ", \"rank\": %d", r->rank);
+		field_str(b, "title", r->title, 1);
+		field_str(b, "reason", r->reason, 1);
+		field_str(b, "change", r->change, 1);
+		mr_buf_puts(b, "}");
+	}
+	mr_buf_puts(b, a->rec_count ? "\n  ]\n" : "]\n");
+}
+
+mr_status rp_render_json(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err)
+{
+	mr_buf *b = out;
+	char pbuf[4096];
+	mr_buf_puts(b, "{\n  \"schema\": \"memreport/1\",\n  \"inputs\": [");
+	for (size_t i = 0; i < run->input_count; i++) {
+		mr_buf_puts(b, i ? ", {\"path\": " : "{\"path\": ");
+		json_str(b, rp_path(opt, run->inputs[i].path, pbuf, sizeof pbuf));
+		mr_buf_puts(b, ", \"kind\": ");
+		json_str(b, rp_kind_name(run->inputs[i].kind));
+		mr_buf_puts(b, "}");
+	}
+	mr_buf_puts(b, "],\n  \"devices\": [");
+	int first = 1;
+	for (size_t i = 0; run->has_snapshot && i < run->an.device_count; i++) {
+		const an_device *dv = &run->an.devices[i];
+		if (opt->device >= 0 && dv->device != opt->device)
+			continue;
+		mr_buf_puts(b, first ? "\n    " : ",\n    ");
+		device_json(b, run, dv);
+		first = 0;
+	}
+	rp_numbers text_devices[64];
+	size_t nt = run->has_snapshot ? 0 : rp_text_devices(run, text_devices, 64);
+	for (size_t i = 0; i < nt; i++) {
+		if (opt->device >= 0 && text_devices[i].device != opt->device)
+			continue;
+		mr_buf_puts(b, first ? "\n    " : ",\n    ");
+		numbers_json(b, &text_devices[i]);
+		first = 0;
+	}
+	mr_buf_puts(b, first ? "],\n" : "\n  ],\n");
+	mr_buf_puts(b, "  \"allocator_settings\": ");
+	if (run->has_snapshot)
+		settings_json(b, &run->snap);
+	else
+		mr_buf_puts(b, "null");
+	advice_json(b, &run->advice);
+	mr_buf_puts(b, "}\n");
+	return b->failed ? mr_oom(err) : MR_OK;
+}

@@ -1,0 +1,307 @@
+/* render_md.c: a Markdown summary for pasting into a GitHub issue.
+ *
+ * At most RP_MD_MAX_LINES lines: the verdict, a key-numbers table per device, the OOM numbers,
+ * the top three recommendations and the top allocation sites. Every string from the inputs is
+ * escaped with hu_md_text (entities for HTML, backslashes for Markdown), so a hostile frame
+ * name can neither open an HTML tag nor break the table. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "render/html_util.h"
+#include "report/report.h"
+
+enum {
+	RP_MD_MAX_LINES = 60,
+	MD_MAX_DEVICES = 8,
+	MD_MAX_RECS = 3,
+	MD_MAX_SITES = 5,
+	MD_MAX_CHANGE_LINES = 3,
+	MD_TEXT_CAP = 160,
+};
+
+static const char *md_bytes(char out[32], uint64_t v)
+{
+	mr_format_bytes(out, 32, v);
+	return out;
+}
+
+/* Diagnosis prose, with the paths it quotes redacted like frames, escaped for Markdown. */
+static void md_advice(mr_buf *b, const rp_options *opt, const char *text, size_t cap)
+{
+	mr_buf tmp = {0};
+	hu_redact_text(&tmp, opt, text ? text : "");
+	if (tmp.failed)
+		b->failed = 1;
+	hu_md_text(b, tmp.data ? tmp.data : "", cap);
+	mr_buf_free(&tmp);
+}
+
+static int md_want(const rp_options *opt, int32_t device)
+{
+	return opt->device < 0 || opt->device == device;
+}
+
+/* The neutral sentence used when the diagnosis has no verdict. */
+static void fallback_verdict(mr_buf *b, const rp_run *run, const rp_options *opt)
+{
+	char a[32], r[32], f[32], l[32];
+	const ad_oom *o = &run->advice.oom;
+	if (o->present) {
+		mr_buf_printf(
+		    b,
+		    "Out of memory on device %d: %s requested, largest free cached block %s, "
+		    "%s free in %" PRIu64 " cached blocks.",
+		    o->device, md_bytes(a, o->requested), md_bytes(l, o->largest_free),
+		    md_bytes(f, o->free_cached), o->free_pieces);
+		return;
+	}
+	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
+		const an_device *dv = &run->an.devices[d];
+		const an_pool *p = &dv->pool[AN_POOL_ALL];
+		if (!md_want(opt, dv->device))
+			continue;
+		if (dv->oom_events)
+			mr_buf_printf(b,
+			              "Out of memory recorded on device %d with %s reserved and %s "
+			              "allocated.",
+			              dv->device, md_bytes(r, p->reserved),
+			              md_bytes(a, p->allocated));
+		else if (dv->has_trace)
+			mr_buf_printf(
+			    b,
+			    "No out-of-memory recorded: allocated memory on device %d peaked at "
+			    "%s%s with %s reserved.",
+			    dv->device, md_bytes(a, dv->peak_allocated),
+			    dv->truncated ? " or more" : "", md_bytes(r, dv->peak_reserved));
+		else
+			mr_buf_printf(
+			    b,
+			    "Device %d holds %s allocated in %s reserved; %s is free in cached "
+			    "blocks, the largest %s.",
+			    dv->device, md_bytes(a, p->allocated), md_bytes(r, p->reserved),
+			    md_bytes(f, p->free_cached), md_bytes(l, p->largest_free));
+		return;
+	}
+	mr_buf_puts(b, "No device memory was recorded in the inputs.");
+}
+
+/* The exact change as a fenced block when it is plain text, else escaped inline. */
+static void md_change(mr_buf *b, const rp_options *opt, const char *text)
+{
+	mr_buf redacted = {0};
+	hu_redact_text(&redacted, opt, text ? text : "");
+	const char *change = redacted.data;
+	if (!change || !change[0]) {
+		mr_buf_free(&redacted);
+		return;
+	}
+	size_t run = 0, longest = 0, lines = 1;
+	int plain = 1;
+	for (const char *p = change; *p; p++) {
+		run = *p == '`' ? run + 1 : 0;
+		longest = MR_MAX(longest, run);
+		lines += *p == '\n';
+		if (strchr("<>&", *p) || ((unsigned char)*p < 0x20 && *p != '\n'))
+			plain = 0;
+	}
+	if (!plain || lines > MD_MAX_CHANGE_LINES || longest >= 3) {
+		mr_buf_puts(b, "   Change: ");
+		hu_md_text(b, change, MD_TEXT_CAP * 2);
+		mr_buf_puts(b, "\n");
+		mr_buf_free(&redacted);
+		return;
+	}
+	mr_buf_puts(b, "   ```\n   ");
+	for (const char *p = change; *p; p++) {
+		mr_buf_putc(b, *p);
+		if (*p == '\n')
+			mr_buf_puts(b, "   ");
+	}
+	mr_buf_puts(b, "\n   ```\n");
+	mr_buf_free(&redacted);
+}
+
+static void md_frame_text(mr_buf *b, const rp_options *opt, const md_snapshot *s, const md_frame *f)
+{
+	char pbuf[4096];
+	const char *path = rp_path(opt, md_str(s, f->filename), pbuf, sizeof pbuf);
+	const char *base = strrchr(path, '/');
+	hu_md_text(b, md_str(s, f->name), MD_TEXT_CAP);
+	mr_buf_puts(b, " (");
+	hu_md_text(b, base && base[1] ? base + 1 : path, MD_TEXT_CAP);
+	mr_buf_printf(b, ":%d)", f->line);
+}
+
+/* Cuts b to at most max lines, closing an open code fence. */
+static void cap_lines(mr_buf *b, size_t max)
+{
+	size_t lines = 0, fences = 0;
+	for (size_t i = 0; i < b->len; i++) {
+		if (b->data[i] != '\n')
+			continue;
+		size_t start = i;
+		while (start > 0 && b->data[start - 1] != '\n')
+			start--;
+		const char *line = b->data + start;
+		while (*line == ' ')
+			line++;
+		if (strncmp(line, "```", 3) == 0)
+			fences++;
+		if (++lines == max - 1 && i + 1 < b->len) {
+			b->len = i + 1;
+			b->data[b->len] = '\0';
+			mr_buf_puts(b, fences % 2 ? "   ```\n" : "");
+			mr_buf_puts(b, "(cut to fit a ticket: see the HTML report)\n");
+			return;
+		}
+	}
+}
+
+mr_status rp_render_md(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err)
+{
+	mr_buf b = {0};
+	const ad_advice *ad = &run->advice;
+	const md_snapshot *s = &run->snap;
+	char v[10][32];
+
+	mr_buf_puts(&b, "### memreport\n\n**");
+	if (ad->verdict && ad->verdict[0])
+		md_advice(&b, opt, ad->verdict, 600);
+	else
+		fallback_verdict(&b, run, opt);
+	mr_buf_puts(&b, "**\n\n");
+
+	if (run->has_snapshot && run->an.device_count) {
+		mr_buf_puts(
+		    &b, "| device | reserved | allocated | active | free cached | non-releasable "
+		        "| largest free block | fragmentation | peak allocated | peak reserved |\n"
+		        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+		size_t shown = 0, skipped = 0;
+		for (size_t d = 0; d < run->an.device_count; d++) {
+			const an_device *dv = &run->an.devices[d];
+			const an_pool *p = &dv->pool[AN_POOL_ALL];
+			if (!md_want(opt, dv->device))
+				continue;
+			if (shown++ >= MD_MAX_DEVICES) {
+				skipped++;
+				continue;
+			}
+			mr_buf_printf(
+			    &b, "| %d | %s | %s | %s | %s | %s | %s | %.1f%% | %s | %s |\n",
+			    dv->device, md_bytes(v[0], p->reserved), md_bytes(v[1], p->allocated),
+			    md_bytes(v[2], p->active), md_bytes(v[3], p->free_cached),
+			    md_bytes(v[4], p->inactive_split), md_bytes(v[5], p->largest_free),
+			    dv->fragmentation * 100.0,
+			    dv->has_trace ? md_bytes(v[6], dv->peak_allocated) : "n/a",
+			    dv->has_trace ? md_bytes(v[7], dv->peak_reserved) : "n/a");
+		}
+		if (skipped)
+			mr_buf_printf(&b, "\n%zu more devices in the full report.\n", skipped);
+		mr_buf_puts(&b, "\n");
+	}
+
+	if (!run->has_snapshot) {
+		rp_numbers nums[MD_MAX_DEVICES];
+		size_t nt = rp_text_devices(run, nums, MD_MAX_DEVICES);
+		if (nt)
+			mr_buf_puts(&b,
+			            "| device | reserved | allocated | active | non-releasable | "
+			            "peak allocated | peak reserved | source |\n"
+			            "|---:|---:|---:|---:|---:|---:|---:|---|\n");
+		for (size_t i = 0; i < nt; i++) {
+			const rp_numbers *d = &nums[i];
+			if (!md_want(opt, d->device))
+				continue;
+			mr_buf_printf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", d->device,
+			              md_bytes(v[0], d->reserved), md_bytes(v[1], d->allocated),
+			              md_bytes(v[2], d->active), md_bytes(v[3], d->inactive_split),
+			              d->has_peaks ? md_bytes(v[4], d->peak_allocated) : "n/a",
+			              d->has_peaks ? md_bytes(v[5], d->peak_reserved) : "n/a",
+			              d->precision > 1 ? "memory_summary() (at least)"
+			                               : "memory_stats()");
+		}
+		if (nt)
+			mr_buf_puts(&b, "\n");
+	}
+
+	const ad_oom *o = &ad->oom;
+	if (o->present && o->largest_unknown) {
+		mr_buf_printf(
+		    &b,
+		    "**Out of memory** on device %d: requested %s; %s reserved but "
+		    "unallocated (layout unknown without a snapshot); limit %s; cause "
+		    "%s.\n\n",
+		    o->device, md_bytes(v[0], o->requested), md_bytes(v[2], o->free_cached),
+		    o->limit ? md_bytes(v[3], o->limit) : "unknown", ad_cause_name(o->cause));
+	} else if (o->present) {
+		mr_buf_printf(
+		    &b,
+		    "**Out of memory** on device %d: requested %s; largest free block %s; free "
+		    "cached %s in %" PRIu64 " pieces; limit %s; cause %s.\n\n",
+		    o->device, md_bytes(v[0], o->requested), md_bytes(v[1], o->largest_free),
+		    md_bytes(v[2], o->free_cached), o->free_pieces,
+		    o->limit ? md_bytes(v[3], o->limit) : "unknown", ad_cause_name(o->cause));
+	}
+
+	if (ad->rec_count) {
+		mr_buf_puts(&b, "#### What to change\n\n");
+		for (size_t i = 0; i < ad->rec_count && i < MD_MAX_RECS; i++) {
+			const ad_recommendation *r = &ad->recs[i];
+			mr_buf_printf(&b, "%zu. **", i + 1);
+			md_advice(&b, opt, r->title ? r->title : r->id, MD_TEXT_CAP);
+			mr_buf_puts(&b, "** (");
+			hu_md_text(&b, r->id, 40);
+			mr_buf_puts(&b, ")");
+			if (r->reason && r->reason[0]) {
+				mr_buf_puts(&b, ": ");
+				md_advice(&b, opt, r->reason, 400);
+			}
+			mr_buf_puts(&b, "\n");
+			md_change(&b, opt, r->change);
+		}
+		if (ad->rec_count > MD_MAX_RECS)
+			mr_buf_printf(&b, "\n%zu more in the full report.\n",
+			              ad->rec_count - MD_MAX_RECS);
+		mr_buf_puts(&b, "\n");
+	}
+
+	/* Sites of the first device shown that has any. */
+	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
+		const an_device *dv = &run->an.devices[d];
+		if (!md_want(opt, dv->device) || !dv->site_count)
+			continue;
+		mr_buf_printf(&b,
+		              "#### Top allocation sites (device %d, live at the snapshot)\n\n"
+		              "| bytes | blocks | where |\n|---:|---:|---|\n",
+		              dv->device);
+		for (size_t i = 0; i < dv->site_count && i < MD_MAX_SITES; i++) {
+			const an_site *site = &dv->sites[i];
+			const md_frame *f = an_site_frame(s, site->stack);
+			mr_buf_printf(&b, "| %s | %" PRIu64 " | ", md_bytes(v[0], site->bytes),
+			              site->count);
+			if (f)
+				md_frame_text(&b, opt, s, f);
+			else
+				mr_buf_puts(&b, "(no stack recorded)");
+			mr_buf_puts(&b, " |\n");
+		}
+		mr_buf_puts(&b, "\n");
+		break;
+	}
+
+	mr_buf_printf(&b,
+	              "<sub>memreport: %zu finding%s, %zu recommendation%s; the HTML report has "
+	              "the segment maps, timeline and stacks.</sub>\n",
+	              ad->finding_count, ad->finding_count == 1 ? "" : "s", ad->rec_count,
+	              ad->rec_count == 1 ? "" : "s");
+	cap_lines(&b, RP_MD_MAX_LINES);
+	mr_status st = MR_OK;
+	if (b.failed)
+		st = mr_oom(err);
+	else
+		mr_buf_append(out, b.data, b.len);
+	if (out->failed)
+		st = mr_oom(err);
+	mr_buf_free(&b);
+	return st;
+}

@@ -1,0 +1,148 @@
+/* render_text.c: a terminal summary. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "report/report.h"
+
+/* Strings from a snapshot or log, made harmless for a terminal. */
+static void safe(mr_buf *b, const char *s)
+{
+	mr_buf_plain(b, s, strlen(s));
+}
+
+static void line_bytes(mr_buf *b, const char *label, uint64_t v)
+{
+	char s[32];
+	mr_format_bytes(s, sizeof s, v);
+	mr_buf_printf(b, "  %-26s %12s  (%" PRIu64 " bytes)\n", label, s, v);
+}
+
+/* Up to `max` frames of a stack that PyTorch's viewer would show, innermost first. */
+static void short_stack(mr_buf *b, const md_snapshot *s, const rp_options *opt, uint32_t stack,
+                        size_t max)
+{
+	const md_stack *st = &s->stacks[stack];
+	size_t shown = 0;
+	char pbuf[4096];
+	for (size_t i = 0; i < st->count && shown < max; i++) {
+		const md_frame *f = &s->frames[st->first + i];
+		if (an_frame_hidden(s, f))
+			continue;
+		mr_buf_puts(b, "        ");
+		safe(b, md_str(s, f->name));
+		mr_buf_puts(b, " (");
+		safe(b, rp_path(opt, md_str(s, f->filename), pbuf, sizeof pbuf));
+		mr_buf_printf(b, ":%d)\n", f->line);
+		shown++;
+	}
+	if (st->count == 0)
+		mr_buf_puts(b, "        (no stack recorded)\n");
+}
+
+mr_status rp_render_text(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err)
+{
+	mr_buf *b = out;
+	mr_buf_puts(b, "memreport: ");
+	for (size_t i = 0; i < run->input_count; i++) {
+		char pbuf[4096];
+		mr_buf_puts(b, i ? ", " : "");
+		safe(b, rp_path(opt, run->inputs[i].path, pbuf, sizeof pbuf));
+		mr_buf_printf(b, " (%s)", rp_kind_name(run->inputs[i].kind));
+	}
+	mr_buf_puts(b, "\n");
+	const ad_advice *a = &run->advice;
+	if (a->verdict && a->verdict[0])
+		mr_buf_printf(b, "\n%s\n", a->verdict);
+	if (a->oom.present) {
+		char r[32], f[32], l[32], lim[32] = "unknown";
+		mr_format_bytes(r, sizeof r, a->oom.requested);
+		mr_format_bytes(f, sizeof f, a->oom.free_cached);
+		mr_format_bytes(l, sizeof l, a->oom.largest_free);
+		if (a->oom.limit)
+			mr_format_bytes(lim, sizeof lim, a->oom.limit);
+		mr_buf_printf(b,
+		              "\nOOM on device %d (cause: %s): requested %s, free cached %s, "
+		              "largest free block %s, limit %s\n",
+		              a->oom.device, ad_cause_name(a->oom.cause), r, f,
+		              a->oom.largest_unknown ? "unknown" : l, lim);
+	}
+	if (a->finding_count)
+		mr_buf_puts(b, "\nFindings:\n");
+	for (size_t i = 0; i < a->finding_count; i++) {
+		mr_buf_printf(b, "  [%s] %s: ", ad_severity_name(a->findings[i].severity),
+		              a->findings[i].id);
+		safe(b, a->findings[i].message);
+		mr_buf_puts(b, "\n");
+	}
+	if (a->rec_count)
+		mr_buf_puts(b, "\nRecommendations (do the first one first):\n");
+	for (size_t i = 0; i < a->rec_count; i++) {
+		const ad_recommendation *r = &a->recs[i];
+		mr_buf_printf(b, "  %d. %s [%s]\n     ", r->rank, r->title, r->id);
+		safe(b, r->reason);
+		mr_buf_puts(b, "\n");
+		if (r->change) {
+			mr_buf_puts(b, "     change: ");
+			for (const char *p = r->change; *p; p++) {
+				mr_buf_putc(b, *p);
+				if (*p == '\n')
+					mr_buf_puts(b, "             ");
+			}
+			mr_buf_puts(b, "\n");
+		}
+	}
+	rp_numbers nums[64];
+	size_t nt = run->has_snapshot ? 0 : rp_text_devices(run, nums, 64);
+	for (size_t i = 0; i < nt; i++) {
+		const rp_numbers *d = &nums[i];
+		if (opt->device >= 0 && d->device != opt->device)
+			continue;
+		mr_buf_printf(b, "\nDevice %d (from %s%s):\n", d->device, rp_kind_name(d->source),
+		              d->precision > 1 ? "; table cells are lower bounds" : "");
+		line_bytes(b, "reserved", d->reserved);
+		line_bytes(b, "allocated", d->allocated);
+		line_bytes(b, "active", d->active);
+		line_bytes(b, "inactive split", d->inactive_split);
+		if (d->has_peaks) {
+			line_bytes(b, "peak allocated", d->peak_allocated);
+			line_bytes(b, "peak reserved", d->peak_reserved);
+		}
+	}
+	const md_snapshot *s = &run->snap;
+	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
+		const an_device *dv = &run->an.devices[d];
+		const an_pool *p = &dv->pool[AN_POOL_ALL];
+		if (opt->device >= 0 && dv->device != opt->device)
+			continue;
+		mr_buf_printf(b, "\nDevice %d: %" PRIu64 " segments%s\n", dv->device, p->segments,
+		              dv->expandable ? " (expandable segments)" : "");
+		line_bytes(b, "reserved", p->reserved);
+		line_bytes(b, "allocated", p->allocated);
+		line_bytes(b, "active", p->active);
+		line_bytes(b, "requested", p->requested);
+		line_bytes(b, "inactive split", p->inactive_split);
+		line_bytes(b, "free cached", p->free_cached);
+		line_bytes(b, "largest free block", p->largest_free);
+		mr_buf_printf(b, "  %-26s %12.1f%%\n", "fragmentation", dv->fragmentation * 100.0);
+		if (dv->pool[AN_POOL_PRIVATE].segments)
+			line_bytes(b, "in private pools", dv->pool[AN_POOL_PRIVATE].reserved);
+		if (dv->has_trace) {
+			line_bytes(b, "peak allocated (trace)", dv->peak_allocated);
+			line_bytes(b, "peak reserved (trace)", dv->peak_reserved);
+			mr_buf_printf(b, "  %-26s %12zu%s\n", "trace events", dv->trace_events,
+			              dv->truncated ? "  (truncated: peaks are lower bounds)" : "");
+		} else {
+			mr_buf_puts(b, "  no trace recorded: peaks unknown\n");
+		}
+		if (dv->site_count)
+			mr_buf_puts(b, "\n  Top live allocation sites:\n");
+		for (size_t i = 0; i < dv->site_count && i < 10; i++) {
+			char sz[32];
+			mr_format_bytes(sz, sizeof sz, dv->sites[i].bytes);
+			mr_buf_printf(b, "  %2zu. %10s in %" PRIu64 " block%s\n", i + 1, sz,
+			              dv->sites[i].count, dv->sites[i].count == 1 ? "" : "s");
+			short_stack(b, s, opt, dv->sites[i].stack, 3);
+		}
+	}
+	return b->failed ? mr_oom(err) : MR_OK;
+}

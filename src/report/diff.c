@@ -1,0 +1,587 @@
+/* diff.c: allocation-site comparison of two runs, and its JSON and HTML. */
+#include "report/diff.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const metric_keys[DF_METRIC_COUNT] = {
+    "reserved_bytes",       "allocated_bytes",     "active_bytes",        "requested_bytes",
+    "inactive_split_bytes", "peak_reserved_bytes", "peak_allocated_bytes"};
+
+const char *df_metric_key(int metric)
+{
+	return metric >= 0 && metric < DF_METRIC_COUNT ? metric_keys[metric] : "";
+}
+
+static int is_python(const char *f)
+{
+	size_t n = strlen(f);
+	return n > 3 && strcmp(f + n - 3, ".py") == 0;
+}
+
+/* ---- sites ------------------------------------------------------------------------------- */
+
+typedef struct {
+	char *key; /* "file\x1fline\x1fname", or "" for blocks without a usable frame */
+	uint64_t bytes[2], count[2];
+	/* The stack holding the most of the site's bytes, preferring the after run. */
+	int ex_side; /* -1: none yet */
+	uint32_t ex_stack;
+	uint64_t ex_bytes;
+	uint32_t ex_frame; /* index of the site frame in md_snapshot.frames, UINT32_MAX: none */
+} site;
+
+typedef struct {
+	site *items;
+	size_t count, cap;
+	uint32_t *slots; /* index + 1 */
+	size_t slot_cap;
+} site_table;
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return h;
+}
+
+static int table_rehash(site_table *t)
+{
+	size_t cap = t->slot_cap ? t->slot_cap * 2 : 256;
+	uint32_t *slots = calloc(cap, sizeof *slots);
+	if (!slots)
+		return -1;
+	for (size_t i = 0; i < t->count; i++) {
+		size_t j = hash_str(t->items[i].key) & (cap - 1);
+		while (slots[j])
+			j = (j + 1) & (cap - 1);
+		slots[j] = (uint32_t)i + 1;
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->slot_cap = cap;
+	return 0;
+}
+
+/* Finds or adds the site of key (which the table takes over when it adds). NULL on OOM. */
+static site *table_get(site_table *t, char *key, int *took)
+{
+	*took = 0;
+	if ((t->count + 1) * 2 > t->slot_cap && table_rehash(t))
+		return NULL;
+	size_t j = hash_str(key) & (t->slot_cap - 1);
+	while (t->slots[j]) {
+		site *s = &t->items[t->slots[j] - 1];
+		if (strcmp(s->key, key) == 0)
+			return s;
+		j = (j + 1) & (t->slot_cap - 1);
+	}
+	if (t->count >= UINT32_MAX - 1 || MR_GROW(t->items, t->cap, t->count + 1))
+		return NULL;
+	site *s = &t->items[t->count];
+	memset(s, 0, sizeof *s);
+	s->key = key;
+	s->ex_side = -1;
+	s->ex_frame = UINT32_MAX;
+	t->slots[j] = (uint32_t)++t->count;
+	*took = 1;
+	return s;
+}
+
+/* The site frame of a stack (an_user_frame), as an index into s->frames or UINT32_MAX. */
+static uint32_t site_frame(const md_snapshot *s, uint32_t stack)
+{
+	const md_frame *f = an_user_frame(s, stack);
+	return f ? (uint32_t)(f - s->frames) : UINT32_MAX;
+}
+
+static char *frame_key(const md_snapshot *s, uint32_t fi)
+{
+	if (fi == UINT32_MAX)
+		return mr_strndup("", 0);
+	const md_frame *f = &s->frames[fi];
+	mr_buf b = {0};
+	mr_buf_printf(&b, "%s\x1f%d\x1f%s", md_str(s, f->filename), (int)f->line,
+	              md_str(s, f->name));
+	if (b.failed) {
+		mr_buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
+static int device_selected(int32_t dev, int device)
+{
+	return device < 0 || dev == device;
+}
+
+/* Adds one run's allocated blocks to the table. */
+static mr_status add_run(site_table *t, const rp_run *run, int side, int device, mr_error *err)
+{
+	if (!run->has_snapshot)
+		return MR_OK;
+	const md_snapshot *s = &run->snap;
+	/* site index + 1 per stack, so each stack is resolved once; bytes per stack */
+	size_t ns = s->stack_count ? s->stack_count : 1;
+	uint32_t *site_of = calloc(ns, sizeof *site_of);
+	uint64_t *stack_bytes = calloc(ns, sizeof *stack_bytes);
+	if (!site_of || !stack_bytes) {
+		free(site_of);
+		free(stack_bytes);
+		return mr_oom(err);
+	}
+	mr_status st = MR_OK;
+	for (size_t i = 0; i < s->segment_count && !st; i++) {
+		const md_segment *seg = &s->segments[i];
+		if (!device_selected(seg->device, device))
+			continue;
+		for (size_t j = 0; j < seg->block_count; j++) {
+			const md_block *b = &s->blocks[seg->first_block + j];
+			if (b->state != MD_BLOCK_ACTIVE_ALLOCATED)
+				continue;
+			uint32_t stack = b->stack < s->stack_count ? b->stack : 0;
+			site *x;
+			if (site_of[stack]) {
+				x = &t->items[site_of[stack] - 1];
+			} else {
+				uint32_t fi = site_frame(s, stack);
+				char *key = frame_key(s, fi);
+				int took = 0;
+				x = key ? table_get(t, key, &took) : NULL;
+				if (!took)
+					free(key);
+				if (!x) {
+					st = mr_oom(err);
+					break;
+				}
+				site_of[stack] = (uint32_t)(x - t->items) + 1;
+			}
+			x->bytes[side] += b->size;
+			x->count[side]++;
+			stack_bytes[stack] += b->size;
+		}
+	}
+	for (size_t k = 0; k < ns && !st; k++) {
+		if (!site_of[k])
+			continue;
+		site *x = &t->items[site_of[k] - 1];
+		if (side > x->ex_side || (side == x->ex_side && stack_bytes[k] > x->ex_bytes)) {
+			x->ex_side = side;
+			x->ex_stack = (uint32_t)k;
+			x->ex_bytes = stack_bytes[k];
+			x->ex_frame = site_frame(s, (uint32_t)k);
+		}
+	}
+	free(site_of);
+	free(stack_bytes);
+	return st;
+}
+
+static int change_cmp(const void *a, const void *b)
+{
+	const df_change *x = a, *y = b;
+	if (x->bytes_delta != y->bytes_delta)
+		return x->bytes_delta > y->bytes_delta ? -1 : 1;
+	if (x->count_delta != y->count_delta)
+		return x->count_delta > y->count_delta ? -1 : 1;
+	return strcmp(x->site, y->site);
+}
+
+static mr_status copy_frame(const md_snapshot *s, const md_frame *f, df_frame *out, mr_error *err)
+{
+	const char *file = md_str(s, f->filename), *name = md_str(s, f->name);
+	out->filename = mr_strndup(file, strlen(file));
+	out->name = mr_strndup(name, strlen(name));
+	out->line = f->line;
+	return out->filename && out->name ? MR_OK : mr_oom(err);
+}
+
+/* Fills the change's strings from the site's example stack. */
+static mr_status describe(const site *x, const rp_run *const runs[2], size_t max_frames,
+                          df_change *c, mr_error *err)
+{
+	const md_snapshot *s = &runs[x->ex_side]->snap;
+	mr_status st;
+	if (x->ex_frame == UINT32_MAX) {
+		c->where.filename = mr_strndup("", 0);
+		c->where.name = mr_strndup("", 0);
+		c->site = mr_strndup("(no stack recorded)", 19);
+		if (!c->where.filename || !c->where.name || !c->site)
+			return mr_oom(err);
+	} else {
+		const md_frame *f = &s->frames[x->ex_frame];
+		if ((st = copy_frame(s, f, &c->where, err)))
+			return st;
+		mr_buf b = {0};
+		mr_buf_printf(&b, "%s:%d in %s", c->where.filename, (int)f->line, c->where.name);
+		if (b.failed) {
+			mr_buf_free(&b);
+			return mr_oom(err);
+		}
+		c->site = b.data;
+	}
+	if (x->ex_stack >= s->stack_count)
+		return MR_OK;
+	const md_stack *stk = &s->stacks[x->ex_stack];
+	/* Python frames when the stack has any (C++ frames of stacks="all" are noise here). */
+	int any_python = 0;
+	for (uint32_t k = 0; k < stk->count && !any_python; k++)
+		any_python = is_python(md_str(s, s->frames[stk->first + k].filename));
+	c->frames = mr_alloc_array(MR_MIN((size_t)stk->count, max_frames) + 1, sizeof *c->frames);
+	if (!c->frames)
+		return mr_oom(err);
+	for (uint32_t k = 0; k < stk->count && c->frame_count < max_frames; k++) {
+		const md_frame *f = &s->frames[stk->first + k];
+		if (an_frame_hidden(s, f) || (any_python && !is_python(md_str(s, f->filename))))
+			continue;
+		if ((st = copy_frame(s, f, &c->frames[c->frame_count], err))) {
+			free(c->frames[c->frame_count].filename);
+			free(c->frames[c->frame_count].name);
+			return st;
+		}
+		c->frame_count++;
+	}
+	return MR_OK;
+}
+
+static void side_totals(const rp_run *run, int device, uint64_t *v, int *known)
+{
+	for (int m = 0; m < DF_METRIC_COUNT; m++) {
+		v[m] = 0;
+		known[m] = 1;
+	}
+	int any = 0;
+	for (size_t i = 0; run->has_snapshot && i < run->an.device_count; i++) {
+		const an_device *dv = &run->an.devices[i];
+		if (!device_selected(dv->device, device))
+			continue;
+		const an_pool *p = &dv->pool[AN_POOL_ALL];
+		any = 1;
+		v[DF_RESERVED] += p->reserved;
+		v[DF_ALLOCATED] += p->allocated;
+		v[DF_ACTIVE] += p->active;
+		v[DF_REQUESTED] += p->requested;
+		v[DF_INACTIVE_SPLIT] += p->inactive_split;
+		if (dv->has_trace) {
+			v[DF_PEAK_RESERVED] += dv->peak_reserved;
+			v[DF_PEAK_ALLOCATED] += dv->peak_allocated;
+		} else {
+			known[DF_PEAK_RESERVED] = known[DF_PEAK_ALLOCATED] = 0;
+		}
+	}
+	if (!any)
+		for (int m = 0; m < DF_METRIC_COUNT; m++)
+			known[m] = run->has_snapshot && m < DF_PEAK_RESERVED;
+}
+
+mr_status df_compute(const rp_run *before, const rp_run *after, int device, df_result *out,
+                     mr_error *err)
+{
+	memset(out, 0, sizeof *out);
+	out->max_frames = 32;
+	const rp_run *const runs[2] = {before, after};
+	site_table t = {0};
+	mr_status st = MR_OK;
+	for (int side = 0; side < 2; side++) {
+		side_totals(runs[side], device, out->value[side], out->known[side]);
+		if ((st = add_run(&t, runs[side], side, device, err)))
+			goto done;
+	}
+	out->changes = mr_alloc_array(t.count ? t.count : 1, sizeof *out->changes);
+	if (!out->changes) {
+		st = mr_oom(err);
+		goto done;
+	}
+	for (size_t i = 0; i < t.count; i++) {
+		const site *x = &t.items[i];
+		if (x->bytes[0] == x->bytes[1] && x->count[0] == x->count[1])
+			continue;
+		df_change *c = &out->changes[out->change_count++];
+		memset(c, 0, sizeof *c);
+		c->bytes_before = x->bytes[0];
+		c->bytes_after = x->bytes[1];
+		c->count_before = x->count[0];
+		c->count_after = x->count[1];
+		c->bytes_delta = (int64_t)(x->bytes[1] - x->bytes[0]);
+		c->count_delta = (int64_t)(x->count[1] - x->count[0]);
+		if ((st = describe(x, runs, out->max_frames, c, err)))
+			goto done;
+	}
+	qsort(out->changes, out->change_count, sizeof *out->changes, change_cmp);
+done:
+	for (size_t i = 0; i < t.count; i++)
+		free(t.items[i].key);
+	free(t.items);
+	free(t.slots);
+	if (st)
+		df_free(out);
+	return st;
+}
+
+void df_free(df_result *d)
+{
+	for (size_t i = 0; i < d->change_count; i++) {
+		df_change *c = &d->changes[i];
+		free(c->site);
+		free(c->where.filename);
+		free(c->where.name);
+		for (size_t k = 0; k < c->frame_count; k++) {
+			free(c->frames[k].filename);
+			free(c->frames[k].name);
+		}
+		free(c->frames);
+	}
+	free(d->changes);
+	memset(d, 0, sizeof *d);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------ */
+
+static void json_str(mr_buf *b, const char *s)
+{
+	mr_buf_putc(b, '"');
+	mr_buf_json(b, s, strlen(s));
+	mr_buf_putc(b, '"');
+}
+
+static void side_json(mr_buf *b, const rp_run *run, const rp_options *opt)
+{
+	char pbuf[4096];
+	mr_buf_puts(b, "{\"inputs\": [");
+	for (size_t i = 0; i < run->input_count; i++) {
+		mr_buf_puts(b, i ? ", " : "");
+		json_str(b, rp_path(opt, run->inputs[i].path, pbuf, sizeof pbuf));
+	}
+	mr_buf_puts(b, "], \"devices\": [");
+	int first = 1;
+	for (size_t i = 0; run->has_snapshot && i < run->an.device_count; i++) {
+		const an_device *dv = &run->an.devices[i];
+		const an_pool *p = &dv->pool[AN_POOL_ALL];
+		if (!device_selected(dv->device, opt->device))
+			continue;
+		mr_buf_printf(b,
+		              "%s{\"device\": %d, \"reserved_bytes\": %" PRIu64
+		              ", \"allocated_bytes\": %" PRIu64 ", \"active_bytes\": %" PRIu64
+		              ", \"requested_bytes\": %" PRIu64
+		              ", \"inactive_split_bytes\": %" PRIu64 ", \"segments\": %" PRIu64
+		              ", \"fragmentation\": %.4f",
+		              first ? "" : ", ", dv->device, p->reserved, p->allocated, p->active,
+		              p->requested, p->inactive_split, p->segments, dv->fragmentation);
+		if (dv->has_trace)
+			mr_buf_printf(b,
+			              ", \"peak_reserved_bytes\": %" PRIu64
+			              ", \"peak_allocated_bytes\": %" PRIu64 "}",
+			              dv->peak_reserved, dv->peak_allocated);
+		else
+			mr_buf_puts(
+			    b, ", \"peak_reserved_bytes\": null, \"peak_allocated_bytes\": null}");
+		first = 0;
+	}
+	mr_buf_puts(b, "]}");
+}
+
+static void frame_json(mr_buf *b, const df_frame *f, const rp_options *opt)
+{
+	char pbuf[4096];
+	mr_buf_puts(b, "{\"filename\": ");
+	json_str(b, rp_path(opt, f->filename, pbuf, sizeof pbuf));
+	mr_buf_printf(b, ", \"line\": %d, \"name\": ", (int)f->line);
+	json_str(b, f->name);
+	mr_buf_puts(b, "}");
+}
+
+/* The shown site text, with the file name redacted when asked. */
+static void site_text(mr_buf *b, const df_change *c, const rp_options *opt, int html)
+{
+	char pbuf[4096];
+	if (!c->where.filename[0] && !c->where.name[0]) {
+		mr_buf_puts(b, c->site);
+		return;
+	}
+	const char *file = rp_path(opt, c->where.filename, pbuf, sizeof pbuf);
+	mr_buf tmp = {0};
+	mr_buf_printf(&tmp, "%s:%d in %s", file, (int)c->where.line, c->where.name);
+	if (html)
+		mr_buf_html(b, tmp.data ? tmp.data : "", tmp.len);
+	else
+		mr_buf_json(b, tmp.data ? tmp.data : "", tmp.len);
+	if (tmp.failed)
+		b->failed = 1;
+	mr_buf_free(&tmp);
+}
+
+static int64_t delta_of(const df_result *d, int m)
+{
+	return (int64_t)(d->value[1][m] - d->value[0][m]);
+}
+
+mr_status df_render_json(const df_result *d, const rp_run *before, const rp_run *after,
+                         const rp_options *opt, size_t max_changes, mr_buf *out, mr_error *err)
+{
+	mr_buf *b = out;
+	mr_buf_puts(b, "{\n  \"schema\": \"memreport-diff/1\",\n  \"before\": ");
+	side_json(b, before, opt);
+	mr_buf_puts(b, ",\n  \"after\": ");
+	side_json(b, after, opt);
+	mr_buf_puts(b, ",\n  \"delta\": {");
+	for (int m = 0; m < DF_METRIC_COUNT; m++) {
+		mr_buf_printf(b, "%s\"%s\": ", m ? ", " : "", metric_keys[m]);
+		if (d->known[0][m] && d->known[1][m])
+			mr_buf_printf(b, "%" PRId64, delta_of(d, m));
+		else
+			mr_buf_puts(b, "null");
+	}
+	mr_buf_puts(b, "},\n  \"top_changes\": [");
+	size_t n = max_changes && max_changes < d->change_count ? max_changes : d->change_count;
+	for (size_t i = 0; i < n; i++) {
+		const df_change *c = &d->changes[i];
+		mr_buf_puts(b, i ? ",\n    {\"site\": \"" : "\n    {\"site\": \"");
+		site_text(b, c, opt, 0);
+		mr_buf_puts(b, "\", \"where\": ");
+		frame_json(b, &c->where, opt);
+		mr_buf_puts(b, ", \"frames\": [");
+		for (size_t k = 0; k < c->frame_count; k++) {
+			mr_buf_puts(b, k ? ", " : "");
+			frame_json(b, &c->frames[k], opt);
+		}
+		mr_buf_printf(b,
+		              "], \"bytes_before\": %" PRIu64 ", \"bytes_after\": %" PRIu64
+		              ", \"bytes_delta\": %" PRId64 ", \"count_before\": %" PRIu64
+		              ", \"count_after\": %" PRIu64 ", \"count_delta\": %" PRId64 "}",
+		              c->bytes_before, c->bytes_after, c->bytes_delta, c->count_before,
+		              c->count_after, c->count_delta);
+	}
+	mr_buf_puts(b, n ? "\n  ]\n}\n" : "]\n}\n");
+	return b->failed ? mr_oom(err) : MR_OK;
+}
+
+/* ---- HTML ------------------------------------------------------------------------------------ */
+
+static void esc(mr_buf *b, const char *s)
+{
+	mr_buf_html(b, s, strlen(s));
+}
+
+static void size_cell(mr_buf *b, uint64_t v, int known)
+{
+	char s[32];
+	if (!known) {
+		mr_buf_puts(b, "<td class=n>&mdash;</td>");
+		return;
+	}
+	mr_format_bytes(s, sizeof s, v);
+	mr_buf_printf(b, "<td class=n title=\"%" PRIu64 " bytes\">%s</td>", v, s);
+}
+
+static void delta_cell(mr_buf *b, int64_t v, int known)
+{
+	char s[32];
+	if (!known) {
+		mr_buf_puts(b, "<td class=n>&mdash;</td>");
+		return;
+	}
+	uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	mr_format_bytes(s, sizeof s, mag);
+	mr_buf_printf(b, "<td class=\"n %s\" title=\"%" PRId64 " bytes\">%s%s</td>",
+	              v > 0   ? "up"
+	              : v < 0 ? "down"
+	                      : "",
+	              v,
+	              v > 0   ? "+"
+	              : v < 0 ? "\xe2\x88\x92"
+	                      : "",
+	              s);
+}
+
+static void inputs_html(mr_buf *b, const rp_run *run, const rp_options *opt)
+{
+	char pbuf[4096];
+	for (size_t i = 0; i < run->input_count; i++) {
+		mr_buf_puts(b, i ? ", <code>" : "<code>");
+		esc(b, rp_path(opt, run->inputs[i].path, pbuf, sizeof pbuf));
+		mr_buf_puts(b, "</code>");
+	}
+}
+
+static const char diff_css[] =
+    "body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#fff}"
+    "main{max-width:1200px;margin:0 auto;padding:16px 24px}"
+    "table{border-collapse:collapse;margin:8px 0 20px}"
+    "th,td{border-bottom:1px solid #dde2e7;padding:4px 10px;text-align:left;vertical-align:top}"
+    "th{background:#f3f5f7}.n{text-align:right;font-variant-numeric:tabular-nums;"
+    "white-space:nowrap}.up{color:#a00;font-weight:600}.down{color:#070}"
+    ".muted{color:#667}code{font-size:12px;word-break:break-all}"
+    "details summary{cursor:pointer}ol.frames{margin:4px 0;padding-left:22px;font-size:12px}";
+
+mr_status df_render_html(const df_result *d, const rp_run *before, const rp_run *after,
+                         const rp_options *opt, size_t max_changes, mr_buf *out, mr_error *err)
+{
+	static const char *const labels[DF_METRIC_COUNT] = {"reserved",
+	                                                    "allocated",
+	                                                    "active",
+	                                                    "requested",
+	                                                    "non-releasable (inactive split)",
+	                                                    "peak reserved",
+	                                                    "peak allocated"};
+	char pbuf[4096];
+	mr_buf *b = out;
+	mr_buf_puts(b, "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+	               "<meta name=viewport content=\"width=device-width,initial-scale=1\">"
+	               "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; "
+	               "style-src 'unsafe-inline'\">"
+	               "<title>memreport diff</title><style>");
+	mr_buf_puts(b, diff_css);
+	mr_buf_puts(b, "</style></head><body><main><h1>memreport diff</h1><p>Before: ");
+	inputs_html(b, before, opt);
+	mr_buf_puts(b, "<br>After: ");
+	inputs_html(b, after, opt);
+	mr_buf_puts(b, "</p><h2>Totals</h2><table><thead><tr><th></th><th class=n>before</th>"
+	               "<th class=n>after</th><th class=n>change</th></tr></thead><tbody>");
+	for (int m = 0; m < DF_METRIC_COUNT; m++) {
+		mr_buf_printf(b, "<tr><th>%s</th>", labels[m]);
+		size_cell(b, d->value[0][m], d->known[0][m]);
+		size_cell(b, d->value[1][m], d->known[1][m]);
+		delta_cell(b, delta_of(d, m), d->known[0][m] && d->known[1][m]);
+		mr_buf_puts(b, "</tr>");
+	}
+	mr_buf_puts(b, "</tbody></table><h2>What changed, by allocation site</h2>");
+	size_t n = max_changes && max_changes < d->change_count ? max_changes : d->change_count;
+	if (!n) {
+		mr_buf_puts(b,
+		            "<p class=muted>No allocation site holds more or less memory: the live "
+		            "blocks are the same.</p>");
+	} else {
+		mr_buf_puts(b, "<p class=muted>Live allocated blocks grouped by the first line of "
+		               "code outside torch that allocated them; largest growth first.</p>"
+		               "<table><thead><tr><th>site</th><th class=n>before</th>"
+		               "<th class=n>after</th><th class=n>change</th>"
+		               "<th class=n>blocks</th></tr></thead><tbody>");
+		for (size_t i = 0; i < n; i++) {
+			const df_change *c = &d->changes[i];
+			mr_buf_puts(b, "<tr><td><details><summary><code>");
+			site_text(b, c, opt, 1);
+			mr_buf_puts(b, "</code></summary><ol class=frames>");
+			for (size_t k = 0; k < c->frame_count; k++) {
+				mr_buf_puts(b, "<li><code>");
+				esc(b, c->frames[k].name);
+				mr_buf_puts(b, "</code> <span class=muted>");
+				esc(b, rp_path(opt, c->frames[k].filename, pbuf, sizeof pbuf));
+				mr_buf_printf(b, ":%d</span></li>", (int)c->frames[k].line);
+			}
+			mr_buf_puts(b, "</ol></details></td>");
+			size_cell(b, c->bytes_before, 1);
+			size_cell(b, c->bytes_after, 1);
+			delta_cell(b, c->bytes_delta, 1);
+			mr_buf_printf(b, "<td class=n>%" PRIu64 " &rarr; %" PRIu64 "</td></tr>",
+			              c->count_before, c->count_after);
+		}
+		mr_buf_puts(b, "</tbody></table>");
+		if (n < d->change_count)
+			mr_buf_printf(b, "<p class=muted>%zu smaller changes are not listed.</p>",
+			              d->change_count - n);
+	}
+	mr_buf_puts(b, "</main></body></html>\n");
+	return b->failed ? mr_oom(err) : MR_OK;
+}

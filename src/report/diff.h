@@ -1,0 +1,71 @@
+/* diff.h: what changed between two runs, by allocation site.
+ *
+ * Live (allocated) blocks of each run are grouped by their allocation site: the first frame of
+ * the block's stack that PyTorch's viewer shows (an_frame_hidden) and that is not inside torch
+ * itself, i.e. the user's code line that asked for the memory; stacks without such a frame fall
+ * back to the first shown Python frame, then to the first shown frame. Sites are matched between
+ * the runs by the (file name, line, function name) text, never by interned ids, which differ
+ * between snapshots. The bytes of every allocated block land in exactly one site, so the
+ * bytes_delta of all sites add up to the change of allocated_bytes.
+ *
+ * Ownership: df_compute fills a df_result that df_free releases; it copies every string it
+ * keeps, so the runs may be freed first. Renderers append to an mr_buf and never print. */
+#ifndef MR_DIFF_H
+#define MR_DIFF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "report/report.h"
+#include "base/util.h"
+
+typedef struct {
+	char *filename, *name;
+	int32_t line;
+} df_frame;
+
+typedef struct {
+	char *site;     /* "file:line in name", as shown; "(no stack recorded)" */
+	df_frame where; /* the site frame; filename "" when there is none */
+	df_frame
+	    *frames; /* the shown frames of the site's largest block's stack, innermost first */
+	size_t frame_count;
+	uint64_t bytes_before, bytes_after, count_before, count_after;
+	int64_t bytes_delta, count_delta;
+} df_change;
+
+enum {
+	DF_RESERVED,
+	DF_ALLOCATED,
+	DF_ACTIVE,
+	DF_REQUESTED,
+	DF_INACTIVE_SPLIT,
+	DF_PEAK_RESERVED,
+	DF_PEAK_ALLOCATED,
+	DF_METRIC_COUNT
+};
+
+typedef struct {
+	uint64_t value[2][DF_METRIC_COUNT]; /* [0] before, [1] after: summed over the devices */
+	int known[2][DF_METRIC_COUNT];      /* peaks need a trace on every device */
+	df_change
+	    *changes; /* every site whose bytes or block count changed; largest growth first */
+	size_t change_count;
+	size_t max_frames; /* frames kept per change (default 32) */
+} df_result;
+
+const char *df_metric_key(int metric); /* "reserved_bytes", ..., "peak_allocated_bytes" */
+
+/* Compares two loaded runs. device < 0: every device. */
+mr_status df_compute(const rp_run *before, const rp_run *after, int device, df_result *out,
+                     mr_error *err);
+void df_free(df_result *d);
+
+/* memreport-diff/1 JSON, and a self-contained HTML page. max_changes limits the listed
+ * changes (0: all). */
+mr_status df_render_json(const df_result *d, const rp_run *before, const rp_run *after,
+                         const rp_options *opt, size_t max_changes, mr_buf *out, mr_error *err);
+mr_status df_render_html(const df_result *d, const rp_run *before, const rp_run *after,
+                         const rp_options *opt, size_t max_changes, mr_buf *out, mr_error *err);
+
+#endif
