@@ -12,6 +12,9 @@
 #include "load/archive.h"
 #include "cmd/cache.h"
 #include "cmd/commands.h"
+#include "base/error.h"
+#include "base/mem.h"
+#include "base/buf.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -340,55 +343,55 @@ static void test_hostile_zip(void **state)
 static void test_hash(void **state)
 {
 	(void)state;
-	ca_hasher a, b;
-	ca_key ka, kb;
+	h128_state a, b;
+	h128_digest ka, kb;
 	char buf[1000];
 	for (size_t i = 0; i < sizeof buf; i++)
 		buf[i] = (char)(i * 7);
 	/* streaming in pieces equals one call */
-	ca_hash_init(&a, 1);
-	ca_hash_update(&a, buf, sizeof buf);
-	ca_hash_final(&a, &ka);
-	ca_hash_init(&b, 1);
+	h128_init(&a, 1);
+	h128_update(&a, buf, sizeof buf);
+	h128_final(&a, &ka);
+	h128_init(&b, 1);
 	for (size_t i = 0; i < sizeof buf;) {
 		size_t n = MR_MIN((size_t)(i % 37 + 1), sizeof buf - i);
-		ca_hash_update(&b, buf + i, n);
+		h128_update(&b, buf + i, n);
 		i += n;
 	}
-	ca_hash_final(&b, &kb);
+	h128_final(&b, &kb);
 	assert_memory_equal(ka.bytes, kb.bytes, 16);
 	/* one flipped bit, one byte more, another seed: all different */
 	buf[500] ^= 1;
-	ca_hash_init(&b, 1);
-	ca_hash_update(&b, buf, sizeof buf);
-	ca_hash_final(&b, &kb);
+	h128_init(&b, 1);
+	h128_update(&b, buf, sizeof buf);
+	h128_final(&b, &kb);
 	assert_memory_not_equal(ka.bytes, kb.bytes, 16);
 	buf[500] ^= 1;
-	ca_hash_init(&b, 1);
-	ca_hash_update(&b, buf, sizeof buf - 1);
-	ca_hash_final(&b, &kb);
+	h128_init(&b, 1);
+	h128_update(&b, buf, sizeof buf - 1);
+	h128_final(&b, &kb);
 	assert_memory_not_equal(ka.bytes, kb.bytes, 16);
-	ca_hash_init(&b, 2);
-	ca_hash_update(&b, buf, sizeof buf);
-	ca_hash_final(&b, &kb);
+	h128_init(&b, 2);
+	h128_update(&b, buf, sizeof buf);
+	h128_final(&b, &kb);
 	assert_memory_not_equal(ka.bytes, kb.bytes, 16);
 	/* zero padding of the tail is not ambiguous */
-	ca_hash_init(&a, 0);
-	ca_hash_update(&a, "ab", 2);
-	ca_hash_final(&a, &ka);
-	ca_hash_init(&b, 0);
-	ca_hash_update(&b, "ab\0", 3);
-	ca_hash_final(&b, &kb);
+	h128_init(&a, 0);
+	h128_update(&a, "ab", 2);
+	h128_final(&a, &ka);
+	h128_init(&b, 0);
+	h128_update(&b, "ab\0", 3);
+	h128_final(&b, &kb);
 	assert_memory_not_equal(ka.bytes, kb.bytes, 16);
 	char hex[33];
-	ca_key_hex(&ka, hex);
+	h128_hex(&ka, hex);
 	assert_int_equal(strlen(hex), 32);
 }
 
 static void test_cache_entry(void **state)
 {
 	(void)state;
-	ca_key key = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
+	h128_digest key = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}};
 	ca_entry e = {0};
 	e.settings = strdup("expandable_segments:True");
 	e.has_snapshot = 1;
@@ -422,7 +425,7 @@ static void test_cache_entry(void **state)
 	assert_int_equal(d.html_len, 6);
 	ca_entry_free(&d);
 	/* another key: stale */
-	ca_key other = key;
+	h128_digest other = key;
 	other.bytes[15] ^= 1;
 	assert_int_equal(ca_decode((const uint8_t *)bytes.data, bytes.len, &other, &d), -1);
 	/* every single flipped byte and every truncation is refused, never trusted */

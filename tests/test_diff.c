@@ -7,6 +7,8 @@
 #include "cmd/commands.h"
 #include "report/diff.h"
 #include "report/report.h"
+#include "base/error.h"
+#include "base/buf.h"
 
 static void test_torch_internal(void **state)
 {

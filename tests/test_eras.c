@@ -3,6 +3,8 @@
 #include "testutil.h"
 
 #include "report/report.h"
+#include "base/error.h"
+#include "base/buf.h"
 
 #define MiB (1024ull * 1024)
 

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 
 #include "decode/evidence.h"
+#include "base/error.h"
+#include "base/units.h"
 
 #define FIX "tests/fixtures/text/"
 #define UNK UINT64_MAX

@@ -11,9 +11,12 @@
 #include "testutil.h"
 
 #include "base/base64.h"
+#include "base/sha256.h"
 #include "render/html_util.h"
 #include "render/png_map.h"
 #include "report/report.h"
+#include "base/error.h"
+#include "base/buf.h"
 
 static const char *const samples[] = {"oom_fragmentation", "gpt_varlen", "mlp_healthy",
                                       "no_history",        "cuda_graph", "gpt_large_trace"};
@@ -302,12 +305,12 @@ static void test_helpers(void **state)
 {
 	(void)state;
 	char h[45];
-	hu_sha256_base64("abc", 3, h);
+	sha256_base64("abc", 3, h);
 	assert_string_equal(h, "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
-	hu_sha256_base64("", 0, h);
+	sha256_base64("", 0, h);
 	assert_string_equal(h, "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=");
 	/* 56 bytes: the padding spills into a second block. */
-	hu_sha256_base64("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, h);
+	sha256_base64("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, h);
 	assert_string_equal(h, "JI1qYdIGOLjlwCaTDD5gOaM85Flk/yFn9uzt1BnbBsE=");
 
 	mr_buf b = {0}, d = {0};

@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include "decode/pickle.h"
-#include "base/util.h"
+#include "base/error.h"
+#include "base/mem.h"
+#include "base/buf.h"
 
 #define FIXDIR "tests/fixtures/pickle"
 

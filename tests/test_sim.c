@@ -10,6 +10,8 @@
 
 #include "report/report.h"
 #include "sim/sim.h"
+#include "base/error.h"
+#include "base/buf.h"
 
 #define KiB ((uint64_t)1024)
 #define MiB ((uint64_t)1024 * 1024)

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "report/report.h"
+#include "base/error.h"
 
 /* Folder of the shared corpus: $MEMREPORT_SHARED, else ../shared. */
 static inline const char *tu_shared(void)

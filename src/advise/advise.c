@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/mem.h"
+#include "base/units.h"
 #include "decode/evidence.h"
 #include "report/report.h"
 #include "sim/sim.h"

@@ -12,7 +12,6 @@
 #include <stdint.h>
 
 #include "analyze/analyze.h"
-#include "base/util.h"
 
 typedef enum { AD_INFO, AD_WARNING, AD_CRITICAL } ad_severity;
 

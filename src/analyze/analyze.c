@@ -1,10 +1,13 @@
 /* analyze.c: per-device numbers, layout, trace replay and live sites. */
 #include "analyze/analyze.h"
 
-#include "base/addrmap.h"
-
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/addrmap.h"
+#include "base/error.h"
+#include "base/mem.h"
+#include "base/units.h"
 
 /* ---- allocator rules ---- */
 

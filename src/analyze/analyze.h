@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/error.h"
 #include "model/model.h"
-#include "base/util.h"
 
 enum { AN_POOL_ALL, AN_POOL_LARGE, AN_POOL_SMALL, AN_POOL_PRIVATE, AN_POOL_COUNT };
 

@@ -1,6 +1,8 @@
 /* base64.c: RFC 4648 base64. */
 #include "base/base64.h"
 
+#include "base/buf.h"
+
 static const char b64_alphabet[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "base/util.h"
+#include "base/buf.h"
 
 /* Appends the padded base64 encoding of data[0..len) to out (no line breaks). */
 void b64_encode(mr_buf *out, const unsigned char *data, size_t len);

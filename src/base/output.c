@@ -3,11 +3,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/mem.h"
 
 static mr_status write_fd(int fd, const char *data, size_t len, mr_error *err)
 {

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "base/util.h"
+#include "base/error.h"
 
 mr_status out_write(const char *path, const char *data, size_t len, mr_error *err);
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <msgpack.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,176 +11,39 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <msgpack.h>
-
-#include "source/input.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/mem.h"
 #include "base/output.h"
-
-/* ---- hash: four xxHash64 lanes, two finalisations ----------------------------------------- */
-
-static const uint64_t P1 = 0x9E3779B185EBCA87ull, P2 = 0xC2B2AE3D27D4EB4Full,
-                      P3 = 0x165667B19E3779F9ull, P4 = 0x85EBCA77C2B2AE63ull,
-                      P5 = 0x27D4EB2F165667C5ull;
-
-static uint64_t rotl64(uint64_t x, int r)
-{
-	return (x << r) | (x >> (64 - r));
-}
-
-static uint64_t read_le64(const uint8_t *p)
-{
-	uint64_t v;
-	memcpy(&v, p, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-	v = __builtin_bswap64(v);
-#endif
-	return v;
-}
-
-static uint64_t lane_round(uint64_t acc, uint64_t input)
-{
-	acc += input * P2;
-	acc = rotl64(acc, 31);
-	return acc * P1;
-}
-
-static void stripe(uint64_t lane[4], const uint8_t *p)
-{
-	lane[0] = lane_round(lane[0], read_le64(p));
-	lane[1] = lane_round(lane[1], read_le64(p + 8));
-	lane[2] = lane_round(lane[2], read_le64(p + 16));
-	lane[3] = lane_round(lane[3], read_le64(p + 24));
-}
-
-void ca_hash_init(ca_hasher *h, uint64_t seed)
-{
-	memset(h, 0, sizeof *h);
-	h->lane[0] = seed + P1 + P2;
-	h->lane[1] = seed + P2;
-	h->lane[2] = seed;
-	h->lane[3] = seed - P1;
-}
-
-void ca_hash_update(ca_hasher *h, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-	h->total += len;
-	if (h->tail_len) {
-		size_t take = MR_MIN(len, 32 - h->tail_len);
-		memcpy(h->tail + h->tail_len, p, take);
-		h->tail_len += take;
-		p += take;
-		len -= take;
-		if (h->tail_len < 32)
-			return;
-		stripe(h->lane, h->tail);
-		h->tail_len = 0;
-	}
-	while (len >= 32) {
-		stripe(h->lane, p);
-		p += 32;
-		len -= 32;
-	}
-	if (len) {
-		memcpy(h->tail, p, len);
-		h->tail_len = len;
-	}
-}
-
-void ca_hash_u64(ca_hasher *h, uint64_t v)
-{
-	uint8_t b[8];
-	for (int i = 0; i < 8; i++)
-		b[i] = (uint8_t)(v >> (8 * i));
-	ca_hash_update(h, b, sizeof b);
-}
-
-void ca_hash_str(ca_hasher *h, const char *s)
-{
-	size_t n = strlen(s);
-	ca_hash_u64(h, n);
-	ca_hash_update(h, s, n);
-}
-
-static uint64_t merge(uint64_t acc, uint64_t v)
-{
-	acc ^= lane_round(0, v);
-	return acc * P1 + P4;
-}
-
-static uint64_t avalanche(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= P2;
-	h ^= h >> 29;
-	h *= P3;
-	h ^= h >> 32;
-	return h;
-}
-
-void ca_hash_final(const ca_hasher *h, ca_key *out)
-{
-	uint64_t lane[4];
-	memcpy(lane, h->lane, sizeof lane);
-	if (h->tail_len) {
-		/* The zero padding is unambiguous because the total length is mixed in below. */
-		uint8_t pad[32] = {0};
-		memcpy(pad, h->tail, h->tail_len);
-		stripe(lane, pad);
-	}
-	uint64_t a =
-	    rotl64(lane[0], 1) + rotl64(lane[1], 7) + rotl64(lane[2], 12) + rotl64(lane[3], 18);
-	uint64_t b =
-	    rotl64(lane[0], 29) + rotl64(lane[1], 19) + rotl64(lane[2], 11) + rotl64(lane[3], 3);
-	for (int i = 0; i < 4; i++) {
-		a = merge(a, lane[i]);
-		b = merge(b ^ P5, lane[3 - i]);
-	}
-	a = avalanche(a + h->total);
-	b = avalanche(b + h->total * P5 + a);
-	for (int i = 0; i < 8; i++) {
-		out->bytes[i] = (uint8_t)(a >> (8 * i));
-		out->bytes[8 + i] = (uint8_t)(b >> (8 * i));
-	}
-}
-
-void ca_key_hex(const ca_key *k, char out[33])
-{
-	static const char digits[] = "0123456789abcdef";
-	for (int i = 0; i < 16; i++) {
-		out[2 * i] = digits[k->bytes[i] >> 4];
-		out[2 * i + 1] = digits[k->bytes[i] & 15];
-	}
-	out[32] = 0;
-}
+#include "source/input.h"
 
 /* The binary's own bytes: any rebuild (a renderer fixed, a rule added) changes every key, so
  * an entry written by another build is never mistaken for this build's answer. */
-static ca_key build_id;
+static h128_digest build_id;
 static pthread_once_t build_id_once = PTHREAD_ONCE_INIT;
 
 static void compute_build_id(void)
 {
-	ca_hasher h;
-	ca_hash_init(&h, 0x6d656d7265706f72ull);
+	h128_state h;
+	h128_init(&h, 0x6d656d7265706f72ull);
 	in_data exe;
 	mr_error err = {0};
 	if (in_read("/proc/self/exe", &exe, &err) == MR_OK) {
-		ca_hash_update(&h, exe.data, exe.len);
+		h128_update(&h, exe.data, exe.len);
 		in_release(&exe);
 	} else {
-		ca_hash_str(&h, "memreport build of unknown bytes");
+		h128_str(&h, "memreport build of unknown bytes");
 	}
-	ca_hash_final(&h, &build_id);
+	h128_final(&h, &build_id);
 }
 
-void ca_key_begin(ca_hasher *h)
+void ca_key_begin(h128_state *h)
 {
 	pthread_once(&build_id_once, compute_build_id);
-	ca_hash_init(h, 0);
-	ca_hash_str(h, "memreport-cache");
-	ca_hash_u64(h, CA_VERSION);
-	ca_hash_update(h, build_id.bytes, sizeof build_id.bytes);
+	h128_init(h, 0);
+	h128_str(h, "memreport-cache");
+	h128_u64(h, CA_VERSION);
+	h128_update(h, build_id.bytes, sizeof build_id.bytes);
 }
 
 /* ---- entries ------------------------------------------------------------------------------ */
@@ -264,12 +128,12 @@ static uint32_t get_u32(const uint8_t *p)
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static void payload_hash(const uint8_t *p, size_t len, ca_key *out)
+static void payload_hash(const uint8_t *p, size_t len, h128_digest *out)
 {
-	ca_hasher h;
-	ca_hash_init(&h, 0x7061796c6f6164ull);
-	ca_hash_update(&h, p, len);
-	ca_hash_final(&h, out);
+	h128_state h;
+	h128_init(&h, 0x7061796c6f6164ull);
+	h128_update(&h, p, len);
+	h128_final(&h, out);
 }
 
 /* The payload's keys, in the order ca_encode writes them; every one must be present. */
@@ -279,7 +143,7 @@ static const char *const payload_keys[PAYLOAD_KEY_COUNT] = {
     "device_count", "oom_cause",    "rec_id",    "rec_title",     "verdict",        "json",
     "html",         "end"};
 
-mr_status ca_encode(const ca_key *key, const ca_entry *e, mr_buf *out, mr_error *err)
+mr_status ca_encode(const h128_digest *key, const ca_entry *e, mr_buf *out, mr_error *err)
 {
 	mr_buf payload = {0};
 	msgpack_packer pk;
@@ -320,7 +184,7 @@ mr_status ca_encode(const ca_key *key, const ca_entry *e, mr_buf *out, mr_error 
 	put_u32(header + 8, CA_VERSION);
 	memcpy(header + 12, key->bytes, 16);
 	put_u64(header + 28, payload.len);
-	ca_key ph;
+	h128_digest ph;
 	payload_hash((const uint8_t *)payload.data, payload.len, &ph);
 	memcpy(header + 36, ph.bytes, 16);
 	mr_buf_append(out, header, sizeof header);
@@ -521,7 +385,7 @@ done:
 	return rc;
 }
 
-int ca_decode(const uint8_t *data, size_t len, const ca_key *key, ca_entry *out)
+int ca_decode(const uint8_t *data, size_t len, const h128_digest *key, ca_entry *out)
 {
 	memset(out, 0, sizeof *out);
 	if (len < HEADER_LEN || memcmp(data, magic, 8) != 0 || get_u32(data + 8) != CA_VERSION ||
@@ -530,17 +394,17 @@ int ca_decode(const uint8_t *data, size_t len, const ca_key *key, ca_entry *out)
 	uint64_t plen = get_u64(data + 28);
 	if (plen != len - HEADER_LEN)
 		return -1;
-	ca_key ph;
+	h128_digest ph;
 	payload_hash(data + HEADER_LEN, (size_t)plen, &ph);
 	if (memcmp(ph.bytes, data + 36, 16) != 0)
 		return -1;
 	return decode_payload(data + HEADER_LEN, (size_t)plen, out);
 }
 
-static char *entry_path(const char *dir, const ca_key *key)
+static char *entry_path(const char *dir, const h128_digest *key)
 {
 	char hex[33];
-	ca_key_hex(key, hex);
+	h128_hex(key, hex);
 	mr_buf b = {0};
 	mr_buf_printf(&b, "%s/%s.mrc", dir, hex);
 	if (b.failed) {
@@ -550,7 +414,7 @@ static char *entry_path(const char *dir, const ca_key *key)
 	return b.data;
 }
 
-mr_status ca_get(const char *dir, const ca_key *key, ca_entry *out, int *hit, mr_error *err)
+mr_status ca_get(const char *dir, const h128_digest *key, ca_entry *out, int *hit, mr_error *err)
 {
 	memset(out, 0, sizeof *out);
 	*hit = 0;
@@ -567,7 +431,7 @@ mr_status ca_get(const char *dir, const ca_key *key, ca_entry *out, int *hit, mr
 	return MR_OK;
 }
 
-mr_status ca_put(const char *dir, const ca_key *key, const ca_entry *e, mr_error *err)
+mr_status ca_put(const char *dir, const h128_digest *key, const ca_entry *e, mr_error *err)
 {
 	mr_buf bytes = {0};
 	mr_status st = ca_encode(key, e, &bytes, err);

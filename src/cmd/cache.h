@@ -13,9 +13,8 @@
  * never trusted. Entries are written atomically (temporary file + rename), so concurrent
  * writers of the same key are harmless.
  *
- * The hash is a non-cryptographic 128-bit hash (four xxHash64-style lanes): fast enough that
- * hashing an input costs a small fraction of decoding it. It protects against accidents, not
- * against someone who can write into the cache folder.
+ * The hash (base/hash128.h) protects against accidents, not against someone who can write into
+ * the cache folder.
  *
  * Ownership: ca_get fills a ca_entry whose strings it allocates; ca_entry_free releases them.
  * ca_put only reads the entry. Nothing here prints. */
@@ -25,35 +24,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/util.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/hash128.h"
 
 /* Bump when the entry payload or the meaning of a field changes. */
 #define CA_VERSION 1u
 
-/* ---- 128-bit content hash ---------------------------------------------------------------- */
-
-typedef struct {
-	uint64_t lane[4];
-	uint64_t total;
-	uint8_t tail[32];
-	size_t tail_len;
-} ca_hasher;
-
-typedef struct {
-	uint8_t bytes[16];
-} ca_key;
-
-void ca_hash_init(ca_hasher *h, uint64_t seed);
-void ca_hash_update(ca_hasher *h, const void *data, size_t len);
-/* Adds a length-prefixed string, so that ("ab","c") and ("a","bc") hash apart. */
-void ca_hash_str(ca_hasher *h, const char *s);
-void ca_hash_u64(ca_hasher *h, uint64_t v);
-void ca_hash_final(const ca_hasher *h, ca_key *out);
-/* 32 lowercase hex digits and a NUL. */
-void ca_key_hex(const ca_key *k, char out[33]);
-
 /* Starts a cache key: the cache version and the fingerprint of this binary. */
-void ca_key_begin(ca_hasher *h);
+void ca_key_begin(h128_state *h);
 
 /* ---- entries ------------------------------------------------------------------------------ */
 
@@ -84,14 +63,14 @@ mr_status ca_prepare_dir(const char *dir, mr_error *err);
 /* Looks the key up. *hit is 1 and *out filled when a valid entry exists; 0 otherwise (missing,
  * stale or corrupt: the caller rebuilds and ca_put replaces it). Fails only when memory runs
  * out. */
-mr_status ca_get(const char *dir, const ca_key *key, ca_entry *out, int *hit, mr_error *err);
+mr_status ca_get(const char *dir, const h128_digest *key, ca_entry *out, int *hit, mr_error *err);
 
 /* Stores the entry under the key, atomically. */
-mr_status ca_put(const char *dir, const ca_key *key, const ca_entry *e, mr_error *err);
+mr_status ca_put(const char *dir, const h128_digest *key, const ca_entry *e, mr_error *err);
 
 /* Encodes / decodes an entry file's bytes (exposed for the tests). ca_decode returns 0 and fills
  * *out for a valid entry of `key`, -1 for anything else (out left empty). */
-mr_status ca_encode(const ca_key *key, const ca_entry *e, mr_buf *out, mr_error *err);
-int ca_decode(const uint8_t *data, size_t len, const ca_key *key, ca_entry *out);
+mr_status ca_encode(const h128_digest *key, const ca_entry *e, mr_buf *out, mr_error *err);
+int ca_decode(const uint8_t *data, size_t len, const h128_digest *key, ca_entry *out);
 
 #endif

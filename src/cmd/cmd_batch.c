@@ -13,14 +13,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "load/archive.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/escape.h"
+#include "base/mem.h"
+#include "base/output.h"
+#include "base/units.h"
 #include "cmd/cache.h"
 #include "cmd/commands.h"
-#include "source/input.h"
-#include "base/output.h"
-#include "report/report.h"
+#include "load/archive.h"
 #include "render/templates.h"
-#include "base/util.h"
+#include "report/report.h"
+#include "source/input.h"
 
 static const char batch_usage[] =
     "usage: memreport batch INPUT... -o DIR [--cache DIR] [-j N] [--device N]\n"
@@ -180,17 +184,17 @@ static mr_status write_if_changed(const char *path, const char *data, size_t len
 	return out_write(path, data, len, err);
 }
 
-static mr_status run_key(const batch_job *job, ar_reader *rd, const ar_run *run, ca_key *key,
+static mr_status run_key(const batch_job *job, ar_reader *rd, const ar_run *run, h128_digest *key,
                          mr_error *err)
 {
-	ca_hasher h;
+	h128_state h;
 	ca_key_begin(&h);
 	/* Options that change a report's bytes. */
-	ca_hash_u64(&h, (uint64_t)(int64_t)job->opt->device);
-	ca_hash_u64(&h, (uint64_t)job->opt->redact_paths);
+	h128_u64(&h, (uint64_t)(int64_t)job->opt->device);
+	h128_u64(&h, (uint64_t)job->opt->redact_paths);
 	mr_status st = ar_digest(rd, run, job->lim, &h, err);
 	if (!st)
-		ca_hash_final(&h, key);
+		h128_final(&h, key);
 	return st;
 }
 
@@ -200,7 +204,7 @@ static void process_row(batch_job *job, ar_reader *rd, size_t i)
 	row_result *res = &job->results[i];
 	mr_error err = {0};
 	mr_status st = MR_OK;
-	ca_key key;
+	h128_digest key;
 	int have_key = 0;
 	if (run->error) {
 		st = mr_fail(&err, run->error_status ? run->error_status : MR_EINPUT, "%s",
@@ -282,17 +286,6 @@ static void *worker(void *arg)
 
 /* ---- the index ------------------------------------------------------------------------------ */
 
-static void json_str(mr_buf *b, const char *s)
-{
-	if (!s) {
-		mr_buf_puts(b, "null");
-		return;
-	}
-	mr_buf_putc(b, '"');
-	mr_buf_json(b, s, strlen(s));
-	mr_buf_putc(b, '"');
-}
-
 static void render_index_json(const ar_set *set, const row_result *res, mr_buf *b)
 {
 	mr_buf_puts(b, "{\n\"schema\": \"memreport-batch/1\",\n\"runs\": [");
@@ -302,9 +295,9 @@ static void render_index_json(const ar_set *set, const row_result *res, mr_buf *
 		const ca_entry *e = &x->entry;
 		mr_buf_puts(b, i ? ",\n{" : "\n{");
 		mr_buf_puts(b, "\"name\": ");
-		json_str(b, r->name);
+		mr_json_str(b, r->name);
 		mr_buf_puts(b, ", \"group\": ");
-		json_str(b, r->group);
+		mr_json_str(b, r->group);
 		if (r->rank >= 0)
 			mr_buf_printf(b, ", \"rank\": %d", r->rank);
 		else
@@ -316,7 +309,7 @@ static void render_index_json(const ar_set *set, const row_result *res, mr_buf *
 		mr_buf_puts(b, ", \"inputs\": [");
 		for (size_t k = 0; k < r->member_count; k++) {
 			mr_buf_puts(b, k ? ", " : "");
-			json_str(b, r->members[k].name);
+			mr_json_str(b, r->members[k].name);
 		}
 		mr_buf_puts(b, "], \"report\": ");
 		if (x->done)
@@ -324,13 +317,13 @@ static void render_index_json(const ar_set *set, const row_result *res, mr_buf *
 		else
 			mr_buf_puts(b, "null");
 		mr_buf_puts(b, ", \"error\": ");
-		json_str(b, x->done ? NULL : (x->error ? x->error : "not processed"));
+		mr_json_str(b, x->done ? NULL : (x->error ? x->error : "not processed"));
 		if (!x->done) {
 			mr_buf_puts(b, ", \"summary\": null, \"result\": null}");
 			continue;
 		}
 		mr_buf_puts(b, ",\n \"summary\": {\"settings\": ");
-		json_str(b, e->settings);
+		mr_json_str(b, e->settings);
 		if (e->device_count) {
 			mr_buf_printf(
 			    b,
@@ -345,9 +338,9 @@ static void render_index_json(const ar_set *set, const row_result *res, mr_buf *
 			mr_buf_puts(b, ", \"peak_reserved_bytes\": null, \"peak_allocated_bytes\": "
 			               "null, \"peaks_recorded\": false, \"fragmentation\": null");
 		mr_buf_puts(b, ", \"oom_cause\": ");
-		json_str(b, e->oom_cause);
+		mr_json_str(b, e->oom_cause);
 		mr_buf_puts(b, ", \"first_recommendation\": ");
-		json_str(b, e->rec_id);
+		mr_json_str(b, e->rec_id);
 		mr_buf_puts(b, "},\n \"result\": ");
 		/* The run's own memreport/1 document, as written by rp_render_json. */
 		size_t n = e->json_len;

@@ -9,12 +9,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "load/archive.h"
-#include "cmd/commands.h"
-#include "report/diff.h"
+#include "base/buf.h"
+#include "base/error.h"
 #include "base/output.h"
+#include "cmd/commands.h"
+#include "load/archive.h"
+#include "report/diff.h"
 #include "report/report.h"
-#include "base/util.h"
 
 static const char diff_usage[] =
     "usage: memreport diff BEFORE AFTER [-o FILE] [--format html|json] [--device N]\n"

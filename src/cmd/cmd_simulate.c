@@ -11,11 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/commands.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/escape.h"
 #include "base/output.h"
+#include "base/units.h"
+#include "cmd/commands.h"
 #include "report/report.h"
 #include "sim/sim.h"
-#include "base/util.h"
 
 static const char sim_usage[] =
     "usage: memreport simulate SNAPSHOT --alloc-conf CONF [--limit SIZE] [--device N]\n"
@@ -123,13 +126,6 @@ static int parse_args(int argc, char **argv, sim_args *a)
 	return 0;
 }
 
-static void json_string(mr_buf *b, const char *s)
-{
-	mr_buf_putc(b, '"');
-	mr_buf_json(b, s, strlen(s));
-	mr_buf_putc(b, '"');
-}
-
 /* What a reader must know to trust (or not) the numbers. */
 static void collect_notes(const sim_result *rec, const sim_result *pred, const char **notes,
                           size_t *count)
@@ -161,11 +157,11 @@ static void render_json(const sim_args *a, const sim_result *rec, const sim_resu
 	mr_buf conf = {0};
 	sim_config_format(&pred->config, &conf);
 	mr_buf_puts(b, "{\"schema\": \"memreport-sim/1\", \"snapshot\": ");
-	json_string(b, a->snapshot);
+	mr_json_str(b, a->snapshot);
 	mr_buf_printf(b, ", \"device\": %d, \"alloc_conf\": ", (int)pred->device);
-	json_string(b, a->conf);
+	mr_json_str(b, a->conf);
 	mr_buf_puts(b, ", \"effective_alloc_conf\": ");
-	json_string(b, conf.data ? conf.data : "");
+	mr_json_str(b, conf.data ? conf.data : "");
 	if (a->limit)
 		mr_buf_printf(b, ", \"limit_bytes\": %" PRIu64, a->limit);
 	else
@@ -199,7 +195,7 @@ static void render_json(const sim_args *a, const sim_result *rec, const sim_resu
 	for (size_t i = 0; i < n; i++) {
 		if (i)
 			mr_buf_puts(b, ", ");
-		json_string(b, notes[i]);
+		mr_json_str(b, notes[i]);
 	}
 	mr_buf_puts(b, "]}\n");
 	mr_buf_free(&conf);

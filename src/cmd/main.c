@@ -4,11 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/commands.h"
+#include "base/buf.h"
+#include "base/error.h"
 #include "base/output.h"
-#include "report/report.h"
+#include "cmd/commands.h"
 #include "render/templates.h"
-#include "base/util.h"
+#include "report/report.h"
 
 #define MEMREPORT_VERSION "0.1.0"
 

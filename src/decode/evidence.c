@@ -24,6 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/mem.h"
+
 #define EV_CELL_MAX 128       /* longer cells are garbage */
 #define EV_STATS_MAX_DEPTH 32 /* nested memory_stats objects */
 #define EV_MAX_PROCESSES 4096 /* "Process N has ..." sentences kept per message */

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/util.h"
+#include "base/error.h"
 
 /* ---- memory_summary() tables ------------------------------------------------------------ */
 

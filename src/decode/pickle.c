@@ -2,9 +2,13 @@
 #include "decode/pickle.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
 
 typedef struct {
 	uint8_t type; /* pk_type */

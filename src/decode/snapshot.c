@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
+#include "base/mem.h"
+#include "base/units.h"
+
 /* Keys the builder cares about; the decoder shares key strings through the memo, so a small
  * cache keyed by node id avoids comparing bytes for every entry. */
 typedef enum {

@@ -9,9 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/model.h"
+#include "base/error.h"
 #include "decode/pickle.h"
-#include "base/util.h"
+#include "model/model.h"
 
 /* Decodes data[0..len) into *out (which the caller has not initialised; on failure it is left
  * freed). `progress` may be NULL. The caller frees *out with md_free. */

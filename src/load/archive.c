@@ -9,11 +9,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
 #include <zip.h>
 
-#include "source/input.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/mem.h"
+#include "base/units.h"
 #include "report/report.h"
+#include "source/input.h"
 
 enum { SNIFF_BYTES = 4096 };
 
@@ -1260,7 +1263,7 @@ mr_status ar_read(ar_reader *rd, const ar_run *run, const ar_limits *lim, ar_con
 	return st;
 }
 
-mr_status ar_digest(ar_reader *rd, const ar_run *run, const ar_limits *lim, ca_hasher *h,
+mr_status ar_digest(ar_reader *rd, const ar_run *run, const ar_limits *lim, h128_state *h,
                     mr_error *err)
 {
 	if (run->error)
@@ -1269,18 +1272,18 @@ mr_status ar_digest(ar_reader *rd, const ar_run *run, const ar_limits *lim, ca_h
 	ar_reader *own = rd ? NULL : (rd = ar_reader_new());
 	mr_status st = rd ? MR_OK : mr_oom(err);
 	zip_t *za = NULL;
-	ca_hash_u64(h, run->member_count);
+	h128_u64(h, run->member_count);
 	for (size_t i = 0; i < run->member_count && !st; i++) {
 		const ar_member *m = &run->members[i];
 		mr_error local = {0};
-		ca_hash_str(h, m->name);
+		h128_str(h, m->name);
 		if (m->zip_index < 0) {
 			in_data in;
 			st = in_read(m->path, &in, &local);
 			if (!st) {
-				ca_hash_str(h, "file");
-				ca_hash_u64(h, in.len);
-				ca_hash_update(h, in.data, in.len);
+				h128_str(h, "file");
+				h128_u64(h, in.len);
+				h128_update(h, in.data, in.len);
 				in_release(&in);
 			}
 		} else if (!(st = zip_for(rd, m->path, &za, &local))) {
@@ -1294,16 +1297,16 @@ mr_status ar_digest(ar_reader *rd, const ar_run *run, const ar_limits *lim, ca_h
 			} else {
 				/* The stored bytes and how to inflate them determine the content.
 				 */
-				ca_hash_str(h, "zip");
-				ca_hash_u64(h, zs.comp_method);
-				ca_hash_u64(h, zs.crc);
-				ca_hash_u64(h, zs.size);
-				ca_hash_u64(h, zs.comp_size);
+				h128_str(h, "zip");
+				h128_u64(h, zs.comp_method);
+				h128_u64(h, zs.crc);
+				h128_u64(h, zs.size);
+				h128_u64(h, zs.comp_size);
 				uint8_t buf[1 << 16];
 				uint64_t total = 0;
 				zip_int64_t got;
 				while ((got = zip_fread(zf, buf, sizeof buf)) > 0) {
-					ca_hash_update(h, buf, (size_t)got);
+					h128_update(h, buf, (size_t)got);
 					total += (uint64_t)got;
 					if (total > lim->max_member_bytes)
 						break;

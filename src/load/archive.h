@@ -22,9 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cmd/cache.h"
+#include "base/error.h"
+#include "base/hash128.h"
 #include "report/report.h"
-#include "base/util.h"
 
 typedef enum {
 	AR_KIND_PICKLE, /* 0x80 then protocol 2..5 */
@@ -106,7 +106,7 @@ void ar_contents_free(ar_contents *c);
 /* Adds the content of every member of the row to h, cheaply: plain files by their bytes, zip
  * members by their stored (compressed) bytes with method, CRC and size, so nothing is
  * inflated. The same bytes give the same digest wherever the run lies. */
-mr_status ar_digest(ar_reader *rd, const ar_run *run, const ar_limits *lim, ca_hasher *h,
+mr_status ar_digest(ar_reader *rd, const ar_run *run, const ar_limits *lim, h128_state *h,
                     mr_error *err);
 
 /* Reads and loads a row into *out (see rp_load_buffers). */

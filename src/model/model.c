@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
+
 static uint64_t hash_bytes(const void *p, size_t n)
 {
 	const unsigned char *s = p;

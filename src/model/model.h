@@ -13,8 +13,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/util.h"
-
 /* Interned strings: id 0 is the empty string. */
 typedef struct {
 	char *data; /* all strings, each NUL-terminated */

@@ -1,5 +1,5 @@
-/* html_util.h: small helpers of the HTML renderer: escaping with a length cap, template
- * placeholders, and SHA-256 for the page's Content-Security-Policy hashes.
+/* html_util.h: small helpers of the HTML and Markdown renderers: escaping with a length cap,
+ * template placeholders.
  *
  * Ownership: functions append to caller-owned mr_bufs; nothing else is allocated. */
 #ifndef MR_HTML_UTIL_H
@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "report/report.h"
-#include "base/util.h"
 
 /* Appends s escaped for HTML text or attribute values, cut to at most max bytes (at a UTF-8
  * boundary) with "…" appended when it was cut. */
@@ -24,9 +24,6 @@ void hu_md_text(mr_buf *b, const char *s, size_t max);
  * letter) passed through rp_path, so prose that quotes a frame ("in /home/u/x.py:12") obeys
  * --redact-paths like the frames themselves. Without redaction, text is copied unchanged. */
 void hu_redact_text(mr_buf *b, const rp_options *opt, const char *text);
-
-/* SHA-256 of data, as the base64 text CSP uses ("sha256-<this>"). out must hold 45 bytes. */
-void hu_sha256_base64(const void *data, size_t len, char out[45]);
 
 /* A template placeholder: {{name}} in the template becomes value (inserted verbatim). */
 typedef struct {

@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/mem.h"
+
 const uint32_t pm_colors[PM_STATE_COUNT] = {
     0x3b7ddd, /* active: blue */
     0xf2a93b, /* rounding waste: amber */

@@ -17,8 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
+#include "base/error.h"
 #include "model/model.h"
-#include "base/util.h"
 
 /* The states a map shows, in legend order. */
 enum { PM_ACTIVE, PM_WASTE, PM_PENDING, PM_FREE_SPLIT, PM_FREE_WHOLE, PM_STATE_COUNT };

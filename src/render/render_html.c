@@ -14,11 +14,16 @@
 #include <string.h>
 
 #include "base/base64.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/mem.h"
+#include "base/sha256.h"
+#include "base/units.h"
 #include "render/html_util.h"
 #include "render/png_map.h"
-#include "report/report.h"
 #include "render/svg_timeline.h"
 #include "render/templates.h"
+#include "report/report.h"
 
 enum {
 	RP_HTML_MAX = 3000000,    /* the promise: never more than this */
@@ -1295,8 +1300,8 @@ mr_status rp_render_html(const rp_run *run, const rp_options *opt, mr_buf *out, 
 	/* Only this page's own style and script may run: a string that escaped escaping could
 	 * neither load anything nor execute. */
 	char css_hash[45], js_hash[45];
-	hu_sha256_base64(css ? css : "", css_len, css_hash);
-	hu_sha256_base64(js ? js : "", js_len, js_hash);
+	sha256_base64(css ? css : "", css_len, css_hash);
+	sha256_base64(js ? js : "", js_len, js_hash);
 	mr_buf_printf(&csp,
 	              "default-src 'none'; style-src 'sha256-%s'; script-src 'sha256-%s'; "
 	              "img-src data:; base-uri 'none'; form-action 'none'",

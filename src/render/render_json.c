@@ -2,14 +2,10 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/escape.h"
 #include "report/report.h"
-
-static void json_str(mr_buf *b, const char *s)
-{
-	mr_buf_putc(b, '"');
-	mr_buf_json(b, s, strlen(s));
-	mr_buf_putc(b, '"');
-}
 
 static void json_u64(mr_buf *b, const char *key, uint64_t v, int comma)
 {
@@ -112,9 +108,9 @@ static void settings_json(mr_buf *b, const md_snapshot *s)
 		return;
 	}
 	mr_buf_puts(b, "{");
-	json_str(b, "PYTORCH_CUDA_ALLOC_CONF");
+	mr_json_str(b, "PYTORCH_CUDA_ALLOC_CONF");
 	mr_buf_puts(b, ": ");
-	json_str(b, md_str(s, cfg->conf));
+	mr_json_str(b, md_str(s, cfg->conf));
 	if (cfg->max_split_size == UINT64_MAX || cfg->max_split_size == (uint64_t)-1)
 		mr_buf_puts(b, ", \"max_split_size\": -1");
 	else
@@ -128,9 +124,9 @@ static void settings_json(mr_buf *b, const md_snapshot *s)
 	mr_buf_puts(b, "}, \"recorded\": {");
 	for (size_t i = 0; i < cfg->raw_count; i++) {
 		mr_buf_puts(b, i ? ", " : "");
-		json_str(b, md_str(s, cfg->raw[i].key));
+		mr_json_str(b, md_str(s, cfg->raw[i].key));
 		mr_buf_puts(b, ": ");
-		json_str(b, md_str(s, cfg->raw[i].value));
+		mr_json_str(b, md_str(s, cfg->raw[i].value));
 	}
 	mr_buf_puts(b, "}}");
 }
@@ -138,16 +134,13 @@ static void settings_json(mr_buf *b, const md_snapshot *s)
 static void field_str(mr_buf *b, const char *key, const char *value, int comma)
 {
 	mr_buf_printf(b, "%s\"%s\": ", comma ? ", " : "", key);
-	if (value)
-		json_str(b, value);
-	else
-		mr_buf_puts(b, "null");
+	mr_json_str(b, value);
 }
 
 static void advice_json(mr_buf *b, const ad_advice *a)
 {
 	mr_buf_puts(b, ",\n  \"verdict\": ");
-	json_str(b, a->verdict ? a->verdict : "");
+	mr_json_str(b, a->verdict ? a->verdict : "");
 	mr_buf_puts(b, ",\n  \"oom\": ");
 	if (a->oom.present) {
 		mr_buf_printf(b, "{\"device\": %d", a->oom.device);
@@ -219,9 +212,9 @@ mr_status rp_render_json(const rp_run *run, const rp_options *opt, mr_buf *out, 
 	mr_buf_puts(b, "{\n  \"schema\": \"memreport/1\",\n  \"inputs\": [");
 	for (size_t i = 0; i < run->input_count; i++) {
 		mr_buf_puts(b, i ? ", {\"path\": " : "{\"path\": ");
-		json_str(b, rp_path(opt, run->inputs[i].path, pbuf, sizeof pbuf));
+		mr_json_str(b, rp_path(opt, run->inputs[i].path, pbuf, sizeof pbuf));
 		mr_buf_puts(b, ", \"kind\": ");
-		json_str(b, rp_kind_name(run->inputs[i].kind));
+		mr_json_str(b, rp_kind_name(run->inputs[i].kind));
 		mr_buf_puts(b, "}");
 	}
 	mr_buf_puts(b, "],\n  \"devices\": [");

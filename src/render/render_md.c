@@ -7,6 +7,10 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/mem.h"
+#include "base/units.h"
 #include "render/html_util.h"
 #include "report/report.h"
 

@@ -2,6 +2,10 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/escape.h"
+#include "base/units.h"
 #include "report/report.h"
 
 /* Strings from a snapshot or log, made harmless for a terminal. */

@@ -6,6 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/mem.h"
+#include "base/units.h"
+
 enum { ST_W = 1000, ST_H = 280, ST_LEFT = 74, ST_RIGHT = 16, ST_TOP = 18, ST_BOTTOM = 36 };
 
 typedef struct {

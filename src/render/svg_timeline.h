@@ -12,8 +12,9 @@
 #define MR_SVG_TIMELINE_H
 
 #include "analyze/analyze.h"
+#include "base/buf.h"
+#include "base/error.h"
 #include "model/model.h"
-#include "base/util.h"
 
 /* Appends an <svg> element for dv; appends nothing when dv has no timeline. */
 mr_status st_render(const md_snapshot *s, const an_device *dv, mr_buf *out, mr_error *err);

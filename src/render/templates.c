@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/util.h"
+#include "base/buf.h"
+#include "base/mem.h"
 
 static const char *override_dir;
 

@@ -5,6 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/escape.h"
+#include "base/mem.h"
+#include "base/units.h"
+
 static const char *const metric_keys[DF_METRIC_COUNT] = {
     "reserved_bytes",       "allocated_bytes",     "active_bytes",        "requested_bytes",
     "inactive_split_bytes", "peak_reserved_bytes", "peak_allocated_bytes"};
@@ -339,20 +345,13 @@ void df_free(df_result *d)
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
 
-static void json_str(mr_buf *b, const char *s)
-{
-	mr_buf_putc(b, '"');
-	mr_buf_json(b, s, strlen(s));
-	mr_buf_putc(b, '"');
-}
-
 static void side_json(mr_buf *b, const rp_run *run, const rp_options *opt)
 {
 	char pbuf[4096];
 	mr_buf_puts(b, "{\"inputs\": [");
 	for (size_t i = 0; i < run->input_count; i++) {
 		mr_buf_puts(b, i ? ", " : "");
-		json_str(b, rp_path(opt, run->inputs[i].path, pbuf, sizeof pbuf));
+		mr_json_str(b, rp_path(opt, run->inputs[i].path, pbuf, sizeof pbuf));
 	}
 	mr_buf_puts(b, "], \"devices\": [");
 	int first = 1;
@@ -386,9 +385,9 @@ static void frame_json(mr_buf *b, const df_frame *f, const rp_options *opt)
 {
 	char pbuf[4096];
 	mr_buf_puts(b, "{\"filename\": ");
-	json_str(b, rp_path(opt, f->filename, pbuf, sizeof pbuf));
+	mr_json_str(b, rp_path(opt, f->filename, pbuf, sizeof pbuf));
 	mr_buf_printf(b, ", \"line\": %d, \"name\": ", (int)f->line);
-	json_str(b, f->name);
+	mr_json_str(b, f->name);
 	mr_buf_puts(b, "}");
 }
 

@@ -16,8 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
+#include "base/error.h"
 #include "report/report.h"
-#include "base/util.h"
 
 typedef struct {
 	char *filename, *name;

@@ -12,9 +12,10 @@
 
 #include "advise/advise.h"
 #include "analyze/analyze.h"
+#include "base/buf.h"
+#include "base/error.h"
 #include "decode/evidence.h"
 #include "model/model.h"
-#include "base/util.h"
 
 typedef enum {
 	RP_SNAPSHOT,

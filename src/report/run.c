@@ -1,6 +1,4 @@
 /* run.c: loading the inputs of one run and merging what they say. */
-#include "report/report.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +7,14 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "source/input.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/mem.h"
+#include "base/units.h"
 #include "decode/snapshot.h"
 #include "render/templates.h"
+#include "report/report.h"
+#include "source/input.h"
 
 int rp_parse_option(rp_options *opt, int argc, char **argv, int *i, mr_error *err)
 {

@@ -1,8 +1,6 @@
 /* sim.c: the caching-allocator replay (see sim.h and reference §3). */
 #include "sim/sim.h"
 
-#include "base/addrmap.h"
-
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -12,6 +10,12 @@
 #include <string.h>
 
 #include "analyze/analyze.h"
+#include "base/addrmap.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/escape.h"
+#include "base/mem.h"
+#include "base/units.h"
 
 /* ---- constants of c10/core/AllocatorConfig.h ---- */
 
@@ -2068,24 +2072,23 @@ void sim_divergence_json(const sim_result *r, mr_buf *out)
 		mr_buf_puts(out, "null");
 		return;
 	}
-	mr_buf_printf(out, "{\"event_index\": %zu, \"what\": \"", d->event_index);
-	mr_buf_json(out, d->what, strlen(d->what));
-	mr_buf_puts(out, "\", \"expected\": \"");
-	mr_buf_json(out, d->expected, strlen(d->expected));
-	mr_buf_puts(out, "\", \"got\": \"");
-	mr_buf_json(out, d->got, strlen(d->got));
-	mr_buf_puts(out, "\"}");
+	mr_buf_printf(out, "{\"event_index\": %zu, \"what\": ", d->event_index);
+	mr_json_str(out, d->what);
+	mr_buf_puts(out, ", \"expected\": ");
+	mr_json_str(out, d->expected);
+	mr_buf_puts(out, ", \"got\": ");
+	mr_json_str(out, d->got);
+	mr_buf_puts(out, "}");
 }
 
 void sim_result_json(const sim_result *r, mr_buf *out)
 {
-	mr_buf_puts(out, "{\"alloc_conf\": \"");
+	mr_buf_puts(out, "{\"alloc_conf\": ");
 	mr_buf conf = {0};
 	sim_config_format(&r->config, &conf);
-	if (conf.data)
-		mr_buf_json(out, conf.data, conf.len);
+	mr_json_str(out, conf.data ? conf.data : "");
 	mr_buf_free(&conf);
-	mr_buf_printf(out, "\", \"device\": %d", (int)r->device);
+	mr_buf_printf(out, ", \"device\": %d", (int)r->device);
 	if (r->limit)
 		mr_buf_printf(out, ", \"limit_bytes\": %" PRIu64, r->limit);
 	else

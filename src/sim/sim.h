@@ -34,8 +34,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
+#include "base/error.h"
 #include "model/model.h"
-#include "base/util.h"
 
 typedef struct {
 	uint64_t max_split_size;         /* UINT64_MAX: unlimited */

@@ -2,14 +2,16 @@
 #include "source/input.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "base/error.h"
 
 /* Seconds without a byte on a pipe before standard input counts as stalled. */
 static int stall_seconds(void)

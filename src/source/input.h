@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/util.h"
+#include "base/error.h"
 
 typedef struct {
 	const uint8_t *data;

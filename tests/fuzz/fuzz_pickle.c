@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "decode/pickle.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "decode/snapshot.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

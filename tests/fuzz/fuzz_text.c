@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "decode/evidence.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

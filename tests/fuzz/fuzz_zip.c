@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "load/archive.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

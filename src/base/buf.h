@@ -1,0 +1,25 @@
+/* buf.h: a growable byte buffer, always NUL-terminated after a successful append.
+ *
+ * Ownership: an mr_buf owns its bytes; mr_buf_free releases them. A zeroed mr_buf is empty and
+ * valid. An allocation failure sets `failed`, after which appends do nothing: callers append
+ * freely and check `failed` once at the end. */
+#ifndef MR_BUF_H
+#define MR_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+typedef struct {
+	char *data; /* NULL until the first append */
+	size_t len, cap;
+	int failed; /* set once an allocation failed; later appends are no-ops */
+} mr_buf;
+
+void mr_buf_free(mr_buf *b);
+void mr_buf_append(mr_buf *b, const void *data, size_t len);
+void mr_buf_puts(mr_buf *b, const char *s);
+void mr_buf_putc(mr_buf *b, char c);
+void mr_buf_printf(mr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void mr_buf_vprintf(mr_buf *b, const char *fmt, va_list ap);
+
+#endif

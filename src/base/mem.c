@@ -1,0 +1,49 @@
+/* mem.c: overflow-checked allocation. */
+#include "base/mem.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+void *mr_alloc_array(size_t count, size_t size)
+{
+	if (size && count > SIZE_MAX / size)
+		return NULL;
+	return calloc(count ? count : 1, size ? size : 1);
+}
+
+void *mr_realloc_array(void *ptr, size_t count, size_t size)
+{
+	if (size && count > SIZE_MAX / size)
+		return NULL;
+	size_t bytes = count * size;
+	return realloc(ptr, bytes ? bytes : 1);
+}
+
+char *mr_strndup(const char *s, size_t n)
+{
+	char *p = malloc(n + 1);
+	if (!p)
+		return NULL;
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
+int mr_grow(void **items, size_t *cap, size_t need, size_t size)
+{
+	if (need <= *cap)
+		return 0;
+	size_t ncap = *cap ? *cap : 16;
+	while (ncap < need) {
+		if (ncap > SIZE_MAX / 2)
+			return -1;
+		ncap *= 2;
+	}
+	void *p = mr_realloc_array(*items, ncap, size);
+	if (!p)
+		return -1;
+	*items = p;
+	*cap = ncap;
+	return 0;
+}

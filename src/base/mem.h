@@ -1,0 +1,22 @@
+/* mem.h: allocation helpers that fail by returning NULL (never abort), with every count
+ * checked for overflow before it is multiplied.
+ *
+ * Ownership: what they return is the caller's, released with free(). */
+#ifndef MR_MEM_H
+#define MR_MEM_H
+
+#include <stddef.h>
+
+void *mr_alloc_array(size_t count, size_t size); /* zeroed, like calloc */
+void *mr_realloc_array(void *ptr, size_t count, size_t size);
+char *mr_strndup(const char *s, size_t n); /* n bytes of s and a NUL */
+
+/* Grows *items (element size `size`) so that at least `need` elements fit. Returns 0 or -1
+ * (then *items and *cap are unchanged). */
+int mr_grow(void **items, size_t *cap, size_t need, size_t size);
+#define MR_GROW(arr, cap, need) mr_grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
+
+#define MR_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MR_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#endif
