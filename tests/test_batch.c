@@ -9,6 +9,7 @@
 
 #include "testutil.h"
 
+#include "decode/sniff.h"
 #include "load/archive.h"
 #include "cmd/cache.h"
 #include "cmd/commands.h"
@@ -112,12 +113,13 @@ static void test_sniff_and_names(void **state)
 	const uint8_t json[] = " \n{\"a\": 1}";
 	const uint8_t text[] = "Tried to allocate 2.00 GiB\n";
 	const uint8_t bin[] = {0xfd, '7', 'z', 'X', 'Z', 0, 1, 2};
-	assert_int_equal(ar_sniff(pk, sizeof pk), AR_KIND_PICKLE);
-	assert_int_equal(ar_sniff(old, sizeof old), AR_KIND_OTHER);
-	assert_int_equal(ar_sniff(zip, sizeof zip), AR_KIND_ZIP);
-	assert_int_equal(ar_sniff(json, sizeof json - 1), AR_KIND_JSON);
-	assert_int_equal(ar_sniff(text, sizeof text - 1), AR_KIND_TEXT);
-	assert_int_equal(ar_sniff(bin, sizeof bin), AR_KIND_OTHER);
+	assert_int_equal(dc_sniff(pk, sizeof pk), DC_PICKLE);
+	/* PROTO of a protocol no snapshot uses: not a pickle; without a NUL, text (not evidence) */
+	assert_int_equal(dc_sniff(old, sizeof old), DC_TEXT);
+	assert_int_equal(dc_sniff(zip, sizeof zip), DC_ZIP);
+	assert_int_equal(dc_sniff(json, sizeof json - 1), DC_JSON);
+	assert_int_equal(dc_sniff(text, sizeof text - 1), DC_TEXT);
+	assert_int_equal(dc_sniff(bin, sizeof bin), DC_BINARY);
 
 	assert_int_equal(ar_rank_of("snapshot_3.pickle"), 3);
 	assert_int_equal(ar_rank_of("oom_rank12.pickle"), 12);

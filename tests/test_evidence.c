@@ -12,7 +12,10 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "decode/evidence.h"
+#include "advise/cause.h"
+#include "decode/amount.h"
+#include "decode/stats_json.h"
+#include "decode/text.h"
 #include "base/error.h"
 #include "base/units.h"
 
@@ -255,8 +258,8 @@ static void corpus_oom_one(const char *dir, const char *name, int *count)
 			a--;
 		want_limit = amount_ref(a + 1);
 	}
-	ev_cause want_cause =
-	    strstr(name, "fragmentation") ? EV_CAUSE_FRAGMENTATION : EV_CAUSE_CAPACITY;
+	ad_cause want_cause =
+	    strstr(name, "fragmentation") ? AD_CAUSE_FRAGMENTATION : AD_CAUSE_CAPACITY;
 
 	static const char *files[] = {"oom_message.txt", "train.log"};
 	for (int f = 0; f < 2; f++) {
@@ -280,8 +283,8 @@ static void corpus_oom_one(const char *dir, const char *name, int *count)
 		            o->has_allocated && o->has_reserved_unallocated);
 		assert_int_equal(o->total_capacity, amount_ref("139.80 GiB"));
 		/* the cause of a device that really ran out is issue 13's table-driven test */
-		if (allowed && ev_oom_cause(o) != want_cause)
-			fail_msg("%s: cause %s", path, ev_cause_name(ev_oom_cause(o)));
+		if (allowed && ad_message_cause(o) != want_cause)
+			fail_msg("%s: cause %s", path, ad_cause_name(ad_message_cause(o)));
 		size_t tl = 0;
 		char *text = read_text(path, &tl);
 		assert_int_equal(o->line, f == 0 ? 1 : line_of(text, "OutOfMemoryError"));
@@ -369,7 +372,7 @@ static void test_fixture_legacy_fairseq_2gpu(void **state)
 	assert_int_equal(ev_oom_limit(o), 11553462026ull);
 	/* 400 MiB cached < 10% of 10.76 GiB; the device ran dry (97.56 MiB free < 148 MiB) with
 	 * 9.41 GiB of live tensors */
-	assert_int_equal(ev_oom_cause(o), EV_CAUSE_CAPACITY);
+	assert_int_equal(ad_message_cause(o), AD_CAUSE_CAPACITY);
 	ev_stats_free(&s0);
 	ev_stats_free(&s1);
 	ev_text_free(&t);
@@ -418,7 +421,7 @@ static void test_fixture_wrapped_78(void **state)
 	assert_int_equal(o->requested_bytes, 213909504ull);
 	assert_int_equal(ev_oom_limit(o), 4294967296ull);
 	assert_int_equal(o->reserved_unallocated, amount_ref("1.52 GiB"));
-	assert_int_equal(ev_oom_cause(o), EV_CAUSE_FRAGMENTATION);
+	assert_int_equal(ad_message_cause(o), AD_CAUSE_FRAGMENTATION);
 	ev_stats_free(&st);
 	ev_text_free(&t);
 }
@@ -442,7 +445,7 @@ static void test_fixture_comfy_async(void **state)
 	assert_false(o->has_allowed);
 	assert_false(o->has_reserved_unallocated);
 	assert_int_equal(ev_oom_limit(o), 25759066358ull);
-	assert_int_equal(ev_oom_cause(o), EV_CAUSE_CAPACITY);
+	assert_int_equal(ad_message_cause(o), AD_CAUSE_CAPACITY);
 
 	assert_int_equal(t.summary_count, 1);
 	const ev_summary *sm = &t.summaries[0];
@@ -482,7 +485,7 @@ static void test_fixture_rocm_hip(void **state)
 	assert_true(o->has_reserved_unallocated && o->reserved_unallocated == 0);
 	assert_false(o->has_this_process);
 	/* PyTorch holds nothing, the device is full: something else holds it */
-	assert_int_equal(ev_oom_cause(o), EV_CAUSE_OTHER_PROCESSES);
+	assert_int_equal(ad_message_cause(o), AD_CAUSE_OTHER_PROCESSES);
 	ev_stats_free(&st);
 	ev_text_free(&t);
 }
@@ -554,69 +557,69 @@ typedef struct {
 	int device;
 	uint64_t req, total, free_, allowed, this_proc, alloc, unalloc, priv, restot;
 	size_t nproc;
-	ev_cause cause;
+	ad_cause cause;
 	uint64_t limit;
 } oom_case;
 
 static const oom_case oom_cases[] = {
     {"oom_legacy_cached.log", 0, 1, 7, EV_OOM_ERA_LEGACY_CACHED, "CUDA", 0, 25165824ull,
      4230542787ull, 13044285ull, UNK, UNK, 3081639035ull, 55700357ull, UNK,
-     3081639035ull + 55700357ull, 0, EV_CAUSE_CAPACITY, 4230542787ull},
+     3081639035ull + 55700357ull, 0, AD_CAUSE_CAPACITY, 4230542787ull},
     {"oom_fairseq_cached.log", 0, 1, 2, EV_OOM_ERA_LEGACY_CACHED, "CUDA", 1, 100663296ull,
      8514772664ull, 64487424ull, UNK, UNK, 7462505677ull, 326599967ull, UNK,
-     7462505677ull + 326599967ull, 0, EV_CAUSE_CAPACITY, 8514772664ull},
+     7462505677ull + 326599967ull, 0, AD_CAUSE_CAPACITY, 8514772664ull},
     {"oom_nospace_reserved.txt", 0, 1, 1, EV_OOM_ERA_LEGACY_RESERVED, "CUDA", 1, 536870912ull,
      11553462026ull, 316208579ull, UNK, UNK, 9567039652ull, 10060960891ull - 9567039652ull, UNK,
-     10060960891ull, 0, EV_CAUSE_CAPACITY, 11553462026ull},
+     10060960891ull, 0, AD_CAUSE_CAPACITY, 11553462026ull},
     /* a fraction was set: the limit is the 12 GiB allowed */
     {"oom_legacy_allowed_hint.txt", 0, 1, 1, EV_OOM_ERA_LEGACY_HINT, "CUDA", 0, 1642824991ull,
      25436943811ull, 11832634900ull, 12884901888ull, UNK, 11671573627ull,
-     12713103196ull - 11671573627ull, UNK, 12713103196ull, 0, EV_CAUSE_CAPACITY, 12884901888ull},
+     12713103196ull - 11671573627ull, UNK, 12713103196ull, 0, AD_CAUSE_CAPACITY, 12884901888ull},
     /* starts at "Tried to allocate"; 2.41 GiB reserved-unallocated (15%) could serve 64 MiB */
     {"oom_tried_only.txt", 0, 1, 3, EV_OOM_ERA_LEGACY_RESERVED, "", 0, 67108864ull, 16943645983ull,
      46923776ull, UNK, UNK, 12992276070ull, 15579993866ull - 12992276070ull, UNK, 15579993866ull, 0,
-     EV_CAUSE_FRAGMENTATION, 16943645983ull},
+     AD_CAUSE_FRAGMENTATION, 16943645983ull},
     /* "capacty"; 108 MiB unallocated is < 10% of 7.79 GiB: not fragmentation */
     {"oom_v21_capacty.txt", 0, 1, 1, EV_OOM_ERA_V21_SENTENCE, "CUDA", 0, 2097152ull, 8364448809ull,
-     1373635ull, UNK, 8353711391ull, 8074538516ull, 113917297ull, UNK, UNK, 0, EV_CAUSE_CAPACITY,
+     1373635ull, UNK, 8353711391ull, 8074538516ull, 113917297ull, UNK, UNK, 0, AD_CAUSE_CAPACITY,
      8364448809ull},
     /* two other processes hold 16.6 of 23.65 GiB */
     {"oom_v21_processes.txt", 0, 1, 1, EV_OOM_ERA_V21_SENTENCE, "CUDA", 0, 52428800ull,
      25393994138ull, 3208643ull, UNK, 7537667604ull, 6979321856ull, 125829120ull, UNK, UNK, 2,
-     EV_CAUSE_OTHER_PROCESSES, 25393994138ull},
+     AD_CAUSE_OTHER_PROCESSES, 25393994138ull},
     {"oom_v21_zero_free.txt", 0, 1, 1, EV_OOM_ERA_V21_SENTENCE, "CUDA", 0, 20971520ull,
-     12627203850ull, 0, UNK, UNK, 11789685228ull, 336645325ull, UNK, UNK, 0, EV_CAUSE_CAPACITY,
+     12627203850ull, 0, UNK, UNK, 11789685228ull, 336645325ull, UNK, UNK, 0, AD_CAUSE_CAPACITY,
      12627203850ull},
     /* 8.41 GiB unallocated >= 10% of 79.25 GiB and >= 1 GiB */
     {"oom_private_pools.txt", 0, 1, 1, EV_OOM_ERA_CURRENT, "CUDA", 0, 1073741824ull, 85094039552ull,
      327879229ull, UNK, 84761179587ull, 75183402516ull, 9030168740ull, 4831838208ull, UNK, 0,
-     EV_CAUSE_FRAGMENTATION, 85094039552ull},
+     AD_CAUSE_FRAGMENTATION, 85094039552ull},
     /* "this process has 17179869184.00 GiB" overflows 64 bits: left unknown */
     {"oom_nvml_nonsense.txt", 0, 1, 1, EV_OOM_ERA_CURRENT, "CUDA", 0, 402653184ull, 17169131766ull,
-     0, UNK, UNK, 15902116413ull, 426990633ull, UNK, UNK, 0, EV_CAUSE_CAPACITY, 17169131766ull},
+     0, UNK, UNK, 15902116413ull, 426990633ull, UNK, UNK, 0, AD_CAUSE_CAPACITY, 17169131766ull},
     {"oom_driver_error.txt", 0, 1, 4, EV_OOM_ERA_DRIVER_ERROR, "CUDA", -1, UNK, UNK, UNK, UNK, UNK,
-     UNK, UNK, UNK, UNK, 0, EV_CAUSE_UNKNOWN, 0},
+     UNK, UNK, UNK, UNK, 0, AD_CAUSE_UNKNOWN, 0},
     {"oom_xpu.txt", 0, 1, 1, EV_OOM_ERA_GENERIC, "XPU", 0, 4294967296ull, 16224238961ull, UNK, UNK,
-     UNK, 10791105331ull, 12582912ull, UNK, UNK, 0, EV_CAUSE_CAPACITY, 16224238961ull},
+     UNK, 10791105331ull, 12582912ull, UNK, UNK, 0, AD_CAUSE_CAPACITY, 16224238961ull},
     {"oom_generic_1eb.txt", 0, 1, 1, EV_OOM_ERA_GENERIC, "", -1, 1ull << 60, UNK, UNK, UNK, UNK,
-     UNK, UNK, UNK, UNK, 0, EV_CAUSE_UNKNOWN, 0},
+     UNK, UNK, UNK, UNK, 0, AD_CAUSE_UNKNOWN, 0},
     /* torch_npu's extra "current active" item is skipped */
     {"oom_npu.txt", 0, 1, 2, EV_OOM_ERA_LEGACY_HINT, "NPU", 3, 2147483648ull, 65466039009ull,
      1385126953ull, UNK, UNK, 61310658150ull, 62760209613ull - 61310658150ull, UNK, 62760209613ull,
-     0, EV_CAUSE_CAPACITY, 65466039009ull},
+     0, AD_CAUSE_CAPACITY, 65466039009ull},
     /* wrapped inside "GPU", inside "13.19", inside "PyTorch" and "unallocated"; the figures
      * are inconsistent (13 GiB free) so no cause fits */
     {"oom_split_lines.txt", 0, 1, 1, EV_OOM_ERA_CURRENT, "CUDA", 2, 3758096384ull, 42294690447ull,
      14162654659ull, UNK, 23815593656ull, 20132659200ull, 3124588708ull, UNK, UNK, 1,
-     EV_CAUSE_UNKNOWN, 42294690447ull},
+     AD_CAUSE_UNKNOWN, 42294690447ull},
     {"oom_multi.log", 0, 3, 2, EV_OOM_ERA_CURRENT, "CUDA", 0, 4294967296ull, 84975927951ull,
      3768833802ull, UNK, 80831284511ull, 70920647475ull, 9266391941ull, UNK, UNK, 0,
-     EV_CAUSE_FRAGMENTATION, 84975927951ull},
+     AD_CAUSE_FRAGMENTATION, 84975927951ull},
     {"oom_multi.log", 1, 3, 4, EV_OOM_ERA_CURRENT, "CUDA", 0, 2147483648ull, 84975927951ull,
      1148903752ull, 64424509440ull, 83816286781ull, 64327872676ull, 18371052ull, UNK, UNK, 0,
-     EV_CAUSE_CAPACITY, 64424509440ull},
+     AD_CAUSE_CAPACITY, 64424509440ull},
     {"oom_multi.log", 2, 3, 5, EV_OOM_ERA_DRIVER_ERROR, "CUDA", -1, UNK, UNK, UNK, UNK, UNK, UNK,
-     UNK, UNK, UNK, 0, EV_CAUSE_UNKNOWN, 0},
+     UNK, UNK, UNK, 0, AD_CAUSE_UNKNOWN, 0},
 };
 
 static void expect_field(const char *file, const char *name, int has, uint64_t got, uint64_t want)
@@ -666,9 +669,9 @@ static void test_oom_fixtures(void **state)
 		expect_field(c->file, "reserved_total", o->has_reserved_total, o->reserved_total,
 		             c->restot);
 		assert_int_equal(o->other_process_count, c->nproc);
-		if (ev_oom_cause(o) != c->cause)
+		if (ad_message_cause(o) != c->cause)
 			fail_msg("%s #%zu: cause %s, want %s", c->file, c->index,
-			         ev_cause_name(ev_oom_cause(o)), ev_cause_name(c->cause));
+			         ad_cause_name(ad_message_cause(o)), ad_cause_name(c->cause));
 		assert_int_equal(ev_oom_limit(o), c->limit);
 		ev_text_free(&t);
 	}
@@ -858,14 +861,14 @@ static void test_cause_thresholds(void **state)
 	o.allocated_by_pytorch = 80 * MR_GIB;
 	/* exactly 10% of the limit unallocated: fragmentation */
 	o.reserved_unallocated = 10 * MR_GIB;
-	assert_int_equal(ev_oom_cause(&o), EV_CAUSE_FRAGMENTATION);
+	assert_int_equal(ad_message_cause(&o), AD_CAUSE_FRAGMENTATION);
 	/* just under 10%: not fragmentation; 80 + 1 GiB < 90 GiB: not capacity either */
 	o.reserved_unallocated = 10 * MR_GIB - 1;
-	assert_int_equal(ev_oom_cause(&o), EV_CAUSE_UNKNOWN);
+	assert_int_equal(ad_message_cause(&o), AD_CAUSE_UNKNOWN);
 	/* big, but smaller than the request: cannot serve it */
 	o.requested_bytes = 12 * MR_GIB;
 	o.reserved_unallocated = 11 * MR_GIB;
-	assert_int_equal(ev_oom_cause(&o), EV_CAUSE_CAPACITY); /* 80 + 12 >= 90 */
+	assert_int_equal(ad_message_cause(&o), AD_CAUSE_CAPACITY); /* 80 + 12 >= 90 */
 	/* a fraction: the limit is `allowed`, and 10% of it counts */
 	o.has_allowed = 1;
 	o.allowed = 20 * MR_GIB;
@@ -873,7 +876,7 @@ static void test_cause_thresholds(void **state)
 	o.requested_bytes = 1 * MR_GIB;
 	o.reserved_unallocated = 2 * MR_GIB;
 	assert_int_equal(ev_oom_limit(&o), 20 * MR_GIB);
-	assert_int_equal(ev_oom_cause(&o), EV_CAUSE_FRAGMENTATION);
+	assert_int_equal(ad_message_cause(&o), AD_CAUSE_FRAGMENTATION);
 	/* an `allowed` above the total is ignored */
 	o.allowed = 200 * MR_GIB;
 	assert_int_equal(ev_oom_limit(&o), 100 * MR_GIB);
@@ -884,13 +887,13 @@ static void test_cause_thresholds(void **state)
 	o.allocated_by_pytorch = 30 * MR_GIB;
 	o.reserved_unallocated = 1 * MR_GIB;
 	o.requested_bytes = 2 * MR_GIB;
-	assert_int_equal(ev_oom_cause(&o), EV_CAUSE_OTHER_PROCESSES);
+	assert_int_equal(ad_message_cause(&o), AD_CAUSE_OTHER_PROCESSES);
 	/* no figures at all */
 	memset(&o, 0, sizeof o);
 	o.era = EV_OOM_ERA_DRIVER_ERROR;
-	assert_int_equal(ev_oom_cause(&o), EV_CAUSE_UNKNOWN);
+	assert_int_equal(ad_message_cause(&o), AD_CAUSE_UNKNOWN);
 	assert_int_equal(ev_oom_limit(&o), 0);
-	assert_string_equal(ev_cause_name(EV_CAUSE_OTHER_PROCESSES), "other_processes");
+	assert_string_equal(ad_cause_name(AD_CAUSE_OTHER_PROCESSES), "other_processes");
 }
 
 static const ev_stat *find_stat(const ev_stats *s, const char *key)

@@ -17,19 +17,10 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/units.h"
-#include "decode/evidence.h"
+#include "decode/oom_message.h"
+#include "decode/text.h"
 #include "report/report.h"
 #include "sim/sim.h"
-
-const char *ad_cause_name(ad_cause c)
-{
-	switch (c) {
-	case AD_CAUSE_FRAGMENTATION: return "fragmentation";
-	case AD_CAUSE_CAPACITY: return "capacity";
-	case AD_CAUSE_OTHER_PROCESSES: return "other_processes";
-	default: return "unknown";
-	}
-}
 
 const char *ad_severity_name(ad_severity s)
 {
@@ -526,16 +517,6 @@ static void advise_oom(ctx *c)
 		        o->events_after);
 }
 
-static ad_cause cause_of(ev_cause c)
-{
-	switch (c) {
-	case EV_CAUSE_FRAGMENTATION: return AD_CAUSE_FRAGMENTATION;
-	case EV_CAUSE_CAPACITY: return AD_CAUSE_CAPACITY;
-	case EV_CAUSE_OTHER_PROCESSES: return AD_CAUSE_OTHER_PROCESSES;
-	default: return AD_CAUSE_UNKNOWN;
-	}
-}
-
 /* Only a log: the message's own figures, and what it cannot tell. */
 static void advise_message(ctx *c, const ev_oom *msg)
 {
@@ -550,7 +531,7 @@ static void advise_message(ctx *c, const ev_oom *msg)
 	out->reserved = msg->has_reserved_total
 	                    ? msg->reserved_total
 	                    : msg->allocated_by_pytorch + msg->reserved_unallocated;
-	out->cause = cause_of(ev_oom_cause(msg));
+	out->cause = ad_message_cause(msg);
 	out->largest_unknown = 1;
 	if (msg->era == EV_OOM_ERA_DRIVER_ERROR) {
 		finding(c, "driver_oom", AD_CRITICAL,

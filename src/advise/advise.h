@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "advise/cause.h"
 #include "analyze/analyze.h"
 
 typedef enum { AD_INFO, AD_WARNING, AD_CRITICAL } ad_severity;
@@ -28,13 +29,6 @@ typedef struct {
 	char *reason; /* why, with the numbers */
 	char *change; /* the exact change: an environment line or a code line; may be NULL */
 } ad_recommendation;
-
-typedef enum {
-	AD_CAUSE_UNKNOWN,
-	AD_CAUSE_FRAGMENTATION,
-	AD_CAUSE_CAPACITY,
-	AD_CAUSE_OTHER_PROCESSES,
-} ad_cause;
 
 typedef struct {
 	int present;
@@ -96,7 +90,6 @@ typedef struct {
 	char replay_note[256]; /* why no prediction is shown, or how the limit was chosen */
 } ad_advice;
 
-const char *ad_cause_name(ad_cause c);
 const char *ad_severity_name(ad_severity s);
 const char *ad_category_name(int cat); /* "parameters", "gradients", ... */
 void ad_free(ad_advice *a);

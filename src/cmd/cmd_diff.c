@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/output.h"
 #include "cmd/commands.h"
+#include "decode/sniff.h"
 #include "load/archive.h"
 #include "report/diff.h"
 #include "report/report.h"
@@ -46,7 +47,7 @@ static int needs_discovery(const char *path)
 	uint8_t head[4] = {0};
 	size_t n = fread(head, 1, sizeof head, f);
 	fclose(f);
-	return ar_sniff(head, n) == AR_KIND_ZIP;
+	return dc_sniff(head, n) == DC_ZIP;
 }
 
 static mr_status load_side(const char *path, const rp_options *opt, rp_run *run, mr_error *err)

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/units.h"
+#include "decode/sniff.h"
 
 /* Keys the builder cares about; the decoder shares key strings through the memo, so a small
  * cache keyed by node id avoids comparing bytes for every entry. */
@@ -832,11 +833,6 @@ static const char *type_word(pk_type t)
 	}
 }
 
-int sn_is_pickle(const uint8_t *data, size_t len)
-{
-	return len >= 2 && data[0] == 0x80 && data[1] >= 2 && data[1] <= 5;
-}
-
 static mr_status build(builder *b, pk_val top, mr_error *err)
 {
 	md_snapshot *s = b->s;
@@ -946,7 +942,7 @@ mr_status sn_load(const uint8_t *data, size_t len, md_snapshot *out, pk_progress
 	pk_set_dict_hook(b.d, event_hook, &b);
 	if (progress)
 		pk_set_progress(b.d, progress, progress_ctx);
-	if (!sn_is_pickle(data, len)) {
+	if (dc_sniff(data, len) != DC_PICKLE) {
 		st =
 		    mr_fail(err, MR_EINPUT, "not a pickle (protocol 2 to 5): %s",
 		            len ? "it does not start with the PROTO opcode" : "the input is empty");

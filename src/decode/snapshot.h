@@ -18,7 +18,4 @@
 mr_status sn_load(const uint8_t *data, size_t len, md_snapshot *out, pk_progress_fn progress,
                   void *progress_ctx, mr_error *err);
 
-/* Returns 1 when the bytes look like a pickle (PROTO 2..5 opcode first). */
-int sn_is_pickle(const uint8_t *data, size_t len);
-
 #endif

@@ -15,10 +15,9 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/units.h"
+#include "decode/sniff.h"
 #include "report/report.h"
 #include "source/input.h"
-
-enum { SNIFF_BYTES = 4096 };
 
 void ar_default_limits(ar_limits *lim)
 {
@@ -47,32 +46,6 @@ static int skipped(const ar_limits *lim, const struct stat *st)
 		    lim->skip_ino[i] == (uint64_t)st->st_ino)
 			return 1;
 	return 0;
-}
-
-ar_kind ar_sniff(const uint8_t *data, size_t len)
-{
-	if (len >= 2 && data[0] == 0x80 && data[1] >= 2 && data[1] <= 5)
-		return AR_KIND_PICKLE;
-	if (len >= 4 && data[0] == 'P' && data[1] == 'K' &&
-	    ((data[2] == 3 && data[3] == 4) || (data[2] == 5 && data[3] == 6)))
-		return AR_KIND_ZIP;
-	size_t n = MR_MIN(len, (size_t)SNIFF_BYTES);
-	if (memchr(data, 0, n))
-		return AR_KIND_OTHER;
-	size_t i = 0;
-	if (n >= 3 && data[0] == 0xef && data[1] == 0xbb && data[2] == 0xbf)
-		i = 3;
-	while (i < n && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r' || data[i] == '\n'))
-		i++;
-	if (i < n && data[i] == '{')
-		return AR_KIND_JSON;
-	/* Compressed or other binary formats show control bytes early; text shows almost none. */
-	size_t control = 0;
-	for (size_t j = 0; j < n; j++)
-		if (data[j] < 0x20 && data[j] != '\n' && data[j] != '\r' && data[j] != '\t' &&
-		    data[j] != 0x1b && data[j] != '\f')
-			control++;
-	return control * 50 > n ? AR_KIND_OTHER : AR_KIND_TEXT;
 }
 
 static int is_digits(const char *s, size_t n)
@@ -174,7 +147,7 @@ typedef struct {
 	char *path;      /* file on disk (the zip for members) */
 	int64_t zip_index;
 	uint64_t size;
-	ar_kind kind;
+	dc_kind kind;
 	char *error; /* this file makes its row unusable */
 	mr_status error_status;
 	int single; /* the input was this one file */
@@ -247,7 +220,7 @@ static mr_status add_error_row(finder *fd, const char *name, mr_status status, c
 
 static mr_status add_found(finder *fd, size_t input_no, const char *container, const char *label,
                            const char *rel, const char *path, int64_t zip_index, uint64_t size,
-                           ar_kind kind, mr_error *err)
+                           dc_kind kind, mr_error *err)
 {
 	if (MR_GROW(fd->items, fd->cap, fd->count + 1))
 		return mr_oom(err);
@@ -269,15 +242,15 @@ static mr_status add_found(finder *fd, size_t input_no, const char *container, c
 	return MR_OK;
 }
 
-/* Reads up to SNIFF_BYTES of a plain file. Returns the count, or -1 with errno set. */
+/* Reads up to DC_SNIFF_BYTES of a plain file. Returns the count, or -1 with errno set. */
 static ssize_t read_head(const char *path, uint8_t *buf)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	size_t got = 0;
-	while (got < SNIFF_BYTES) {
-		ssize_t n = read(fd, buf + got, SNIFF_BYTES - got);
+	while (got < DC_SNIFF_BYTES) {
+		ssize_t n = read(fd, buf + got, DC_SNIFF_BYTES - got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -419,7 +392,7 @@ static mr_status scan_zip(finder *fd, size_t input_no, const char *path, const c
 		mr_one_line(rel); /* a name shows in reports and one-line errors */
 		const char *problem = NULL;
 		char problem_buf[256];
-		ar_kind kind = AR_KIND_OTHER;
+		dc_kind kind = DC_BINARY;
 		if ((zs.valid & ZIP_STAT_ENCRYPTION_METHOD) &&
 		    zs.encryption_method != ZIP_EM_NONE) {
 			problem = "encrypted member: not read";
@@ -437,7 +410,7 @@ static mr_status scan_zip(finder *fd, size_t input_no, const char *path, const c
 			         (unsigned long long)comp, (unsigned long long)size);
 			problem = problem_buf;
 		} else {
-			uint8_t head[SNIFF_BYTES];
+			uint8_t head[DC_SNIFF_BYTES];
 			zip_file_t *zf = zip_fopen_index(za, (zip_uint64_t)i, 0);
 			zip_int64_t got = zf ? zip_fread(zf, head, sizeof head) : -1;
 			if (zf)
@@ -445,9 +418,9 @@ static mr_status scan_zip(finder *fd, size_t input_no, const char *path, const c
 			if (got < 0)
 				problem = "member cannot be read (corrupt archive?)";
 			else
-				kind = ar_sniff(head, (size_t)got);
+				kind = dc_sniff(head, (size_t)got);
 		}
-		if (!problem && (kind == AR_KIND_OTHER || kind == AR_KIND_ZIP)) {
+		if (!problem && (kind == DC_BINARY || kind == DC_ZIP)) {
 			free(rel); /* not evidence; archives inside archives are not opened */
 			continue;
 		}
@@ -474,15 +447,15 @@ done:
 static mr_status scan_file(finder *fd, size_t input_no, const char *path, const char *label,
                            const char *rel, int single, mr_error *err)
 {
-	uint8_t head[SNIFF_BYTES];
+	uint8_t head[DC_SNIFF_BYTES];
 	ssize_t got = read_head(path, head);
 	if (got < 0) {
 		char msg[512];
 		snprintf(msg, sizeof msg, "cannot read: %s", strerror(errno));
 		return add_error_row(fd, single ? path : rel, MR_EINPUT, msg, err);
 	}
-	ar_kind kind = ar_sniff(head, (size_t)got);
-	if (kind == AR_KIND_ZIP) {
+	dc_kind kind = dc_sniff(head, (size_t)got);
+	if (kind == DC_ZIP) {
 		char *stem = single ? dup_str("") : mr_strndup(rel, strlen(rel));
 		if (!stem)
 			return mr_oom(err);
@@ -496,7 +469,7 @@ static mr_status scan_file(finder *fd, size_t input_no, const char *path, const 
 		free(stem);
 		return st;
 	}
-	if (kind == AR_KIND_OTHER && !single)
+	if (kind == DC_BINARY && !single)
 		return MR_OK;
 	struct stat st;
 	uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -758,7 +731,6 @@ static mr_status add_row(ar_set *set, size_t *cap, const found_file *items, cons
 		m->path = dup_str(f->path);
 		m->zip_index = f->zip_index;
 		m->size = f->size;
-		m->kind = f->kind;
 		r->member_count++;
 		if (!m->name || !m->path)
 			return mr_oom(err);
@@ -776,11 +748,7 @@ static mr_status add_row(ar_set *set, size_t *cap, const found_file *items, cons
  * or a notes file is not): the loader's own test, on the first 64 MiB. */
 static int found_is_evidence(const found_file *f, const ar_limits *lim)
 {
-	ar_member m = {.name = f->rel,
-	               .path = f->path,
-	               .zip_index = f->zip_index,
-	               .size = f->size,
-	               .kind = f->kind};
+	ar_member m = {.name = f->rel, .path = f->path, .zip_index = f->zip_index, .size = f->size};
 	in_data in;
 	mr_error ignored = {0};
 	mr_status st;
@@ -812,7 +780,7 @@ static mr_status group_bucket(ar_set *set, size_t *cap, const found_file *items,
 {
 	size_t pickles = 0;
 	for (size_t i = 0; i < n; i++)
-		pickles += items[p[i].index].kind == AR_KIND_PICKLE;
+		pickles += items[p[i].index].kind == DC_PICKLE;
 	placed *pick = mr_alloc_array(n, sizeof *pick);
 	if (!pick)
 		return mr_oom(err);
@@ -842,9 +810,9 @@ static mr_status group_bucket(ar_set *set, size_t *cap, const found_file *items,
 	for (size_t i = 0; i < n && !st;) {
 		size_t j = i, rank_pickles = 0;
 		while (j < n && p[j].rank == p[i].rank)
-			rank_pickles += items[p[j++].index].kind == AR_KIND_PICKLE;
+			rank_pickles += items[p[j++].index].kind == DC_PICKLE;
 		for (size_t k = i; k < j && !st; k++) {
-			if (items[p[k].index].kind != AR_KIND_PICKLE)
+			if (items[p[k].index].kind != DC_PICKLE)
 				continue;
 			size_t m = 0;
 			pick[m++] = p[k];
@@ -852,7 +820,7 @@ static mr_status group_bucket(ar_set *set, size_t *cap, const found_file *items,
 			 * join the only pickle of the folder */
 			for (size_t t = 0; t < n; t++) {
 				const found_file *tf = &items[p[t].index];
-				if (tf->kind == AR_KIND_PICKLE)
+				if (tf->kind == DC_PICKLE)
 					continue;
 				int same_rank =
 				    p[t].rank >= 0 && p[t].rank == p[k].rank && rank_pickles == 1;

@@ -26,20 +26,11 @@
 #include "base/hash128.h"
 #include "report/report.h"
 
-typedef enum {
-	AR_KIND_PICKLE, /* 0x80 then protocol 2..5 */
-	AR_KIND_ZIP,    /* "PK\3\4" or an empty archive's "PK\5\6" */
-	AR_KIND_JSON,   /* '{' first (after a BOM and spaces) */
-	AR_KIND_TEXT,   /* no NUL in the first 4 KiB */
-	AR_KIND_OTHER,  /* binary of another kind: skipped */
-} ar_kind;
-
 typedef struct {
 	char *name;        /* "<run label>/<path inside the input>": what reports show */
 	char *path;        /* the file on disk: the member itself, or its zip archive */
 	int64_t zip_index; /* -1 for a plain file, else the member's index in the archive */
 	uint64_t size;     /* bytes (as declared, for zip members) */
-	ar_kind kind;
 } ar_member;
 
 typedef struct {
@@ -114,7 +105,6 @@ mr_status ar_load(ar_reader *rd, const ar_run *run, const ar_limits *lim, const 
                   rp_run *out, mr_error *err);
 
 /* Helpers exposed for the tests. */
-ar_kind ar_sniff(const uint8_t *data, size_t len);
 /* Rank named by a file or folder name ("snapshot_3.pickle", "oom_rank3.pickle", "rank3"):
  * returns it, or -1. */
 int ar_rank_of(const char *name);

@@ -14,7 +14,8 @@
 #include "analyze/analyze.h"
 #include "base/buf.h"
 #include "base/error.h"
-#include "decode/evidence.h"
+#include "decode/stats_json.h"
+#include "decode/text.h"
 #include "model/model.h"
 
 typedef enum {

@@ -12,6 +12,7 @@
 #include "base/mem.h"
 #include "base/units.h"
 #include "decode/snapshot.h"
+#include "decode/sniff.h"
 #include "render/templates.h"
 #include "report/report.h"
 #include "source/input.h"
@@ -79,16 +80,6 @@ static void on_progress(void *ctx, size_t done, size_t total)
 	        pct, (double)total / (1024.0 * 1024.0));
 	if (done >= total)
 		fputc('\n', stderr);
-}
-
-static int looks_like_json(const uint8_t *p, size_t n)
-{
-	size_t i = 0;
-	if (n >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF)
-		i = 3; /* UTF-8 byte order mark */
-	while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'))
-		i++;
-	return i < n && p[i] == '{';
 }
 
 /* Moves the tables and messages of src to the end of dst; src keeps nothing it must free. */
@@ -187,7 +178,8 @@ static mr_status add_buffer(rp_run *run, const char *name, const uint8_t *data, 
 	*used = 0;
 	if (len == 0)
 		return skip_or_fail(ac, err, "the file is empty");
-	if (data[0] == 0x80) {
+	dc_kind kind = dc_sniff(data, len);
+	if (kind == DC_PICKLE) {
 		if (run->has_snapshot)
 			return mr_fail(
 			    err, MR_EINPUT,
@@ -203,7 +195,7 @@ static mr_status add_buffer(rp_run *run, const char *name, const uint8_t *data, 
 		run->show_progress = ps.tty;
 		run->has_snapshot = 1;
 		slot->kind = RP_SNAPSHOT;
-	} else if (looks_like_json(data, len)) {
+	} else if (kind == DC_JSON) {
 		ev_stats stats;
 		mr_error perr = {0};
 		if (ev_parse_stats_json((const char *)data, len, &stats, &perr))
@@ -220,12 +212,10 @@ static mr_status add_buffer(rp_run *run, const char *name, const uint8_t *data, 
 		run->stats = stats;
 		run->has_stats = 1;
 		slot->kind = RP_MEMORY_STATS;
+	} else if (kind != DC_TEXT) {
+		return skip_or_fail(ac, err,
+		                    "binary data that is not a pickle (protocol 2 to 5), nor text");
 	} else {
-		if (memchr(data, 0, MR_MIN(len, (size_t)4096)))
-			return skip_or_fail(
-			    ac, err,
-			    "binary data that is not a pickle (protocol 2 to 5), nor "
-			    "text");
 		ev_text text;
 		mr_error perr = {0};
 		if (ev_parse_text((const char *)data, len, &text, &perr))
@@ -260,7 +250,7 @@ int rp_buffer_kind(const uint8_t *data, size_t len, rp_kind *kind)
 	mr_error err = {0};
 	int used = 0;
 	/* Only cheap checks for pickles: the decoder is not run to classify. */
-	if (sn_is_pickle(data, len)) {
+	if (dc_sniff(data, len) == DC_PICKLE) {
 		*kind = RP_SNAPSHOT;
 		return 1;
 	}

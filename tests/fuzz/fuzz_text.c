@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "advise/cause.h"
 #include "base/error.h"
-#include "decode/evidence.h"
+#include "decode/amount.h"
+#include "decode/stats_json.h"
+#include "decode/text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -59,8 +62,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(nul_terminated(o->backend, sizeof o->backend));
 			CHECK(o->line >= 1);
 			CHECK(ev_oom_era_name(o->era) != NULL);
-			ev_cause c = ev_oom_cause(o);
-			CHECK(ev_cause_name(c) != NULL);
+			ad_cause c = ad_message_cause(o);
+			CHECK(ad_cause_name(c) != NULL);
 			fuzz_text_sink += ev_oom_limit(o) + (uint64_t)c;
 			CHECK(o->other_process_count == 0 || o->other_processes != NULL);
 			for (size_t k = 0; k < o->other_process_count; k++)

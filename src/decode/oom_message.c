@@ -1,0 +1,474 @@
+/* oom_message.c: out-of-memory messages of every era, found anywhere in a text.
+ *
+ * The whole input is "squeezed": every blank and line break is removed, so that
+ * a message hard-wrapped anywhere (even inside a word) reads as one string, e.g.
+ * "CUDAoutofmemory.Triedtoallocate192.00MiB.GPU0hasatotalcapacityof...". Messages are found by
+ * anchors in that string ("Triedtoallocate", "error:outofmemory", "wouldexceedallowedmemory",
+ * "<WORD>outofmemory.") and parsed field by field; a message that stops matching keeps the
+ * fields read so far. A table of line starts maps positions back to line numbers. */
+#include "decode/oom_message.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/mem.h"
+#include "decode/amount.h"
+#include "decode/chars.h"
+
+#define EV_MAX_PROCESSES 4096 /* "Process N has ..." sentences kept per message */
+
+const char *ev_oom_era_name(int era)
+{
+	switch (era) {
+	case EV_OOM_ERA_LEGACY_CACHED: return "legacy_cached";
+	case EV_OOM_ERA_LEGACY_RESERVED: return "legacy_reserved";
+	case EV_OOM_ERA_LEGACY_HINT: return "legacy_hint";
+	case EV_OOM_ERA_V21_SENTENCE: return "v21_sentence";
+	case EV_OOM_ERA_CURRENT: return "current";
+	case EV_OOM_ERA_ASYNC_ALLOCATOR: return "async_allocator";
+	case EV_OOM_ERA_DRIVER_ERROR: return "driver_error";
+	case EV_OOM_ERA_GENERIC: return "generic";
+	default: return "unknown";
+	}
+}
+
+/* The squeezed input: no blanks, and the squeezed offset at which each line starts. */
+typedef struct {
+	char *s;
+	size_t n;
+	size_t *line_at; /* line_at[i]: squeezed offset of the start of line i+1 */
+	size_t lines;
+} ev_squeezed;
+
+static mr_status ev_squeeze(const char *d, size_t len, ev_squeezed *q, mr_error *err)
+{
+	size_t lines = 1;
+	for (size_t i = 0; i < len; i++)
+		if (d[i] == '\n' || (d[i] == '\r' && (i + 1 >= len || d[i + 1] != '\n')))
+			lines++;
+	q->s = malloc(len + 1);
+	q->line_at = mr_alloc_array(lines, sizeof *q->line_at);
+	if (!q->s || !q->line_at)
+		return mr_oom(err);
+	size_t n = 0, l = 0;
+	q->line_at[l++] = 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = d[i];
+		if (c == '\n' || (c == '\r' && (i + 1 >= len || d[i + 1] != '\n'))) {
+			if (l < lines)
+				q->line_at[l++] = n;
+		} else if (!tc_isblank(c)) {
+			q->s[n++] = c;
+		}
+	}
+	q->s[n] = '\0';
+	q->n = n;
+	q->lines = l;
+	return MR_OK;
+}
+
+static size_t ev_squeezed_line(const ev_squeezed *q, size_t pos)
+{
+	size_t lo = 0, hi = q->lines; /* largest i with line_at[i] <= pos */
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (q->line_at[mid] <= pos)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo + 1;
+}
+
+/* An amount at s[*p]; advances *p. Overflowing amounts (NVML nonsense) parse but are reported
+ * through *bad so the caller can leave the field unknown. */
+static int ev_amt(const char *s, size_t n, size_t *p, uint64_t *v, int *bad)
+{
+	if (*p > n)
+		return 0;
+	int ovf = 0;
+	size_t used = ev_parse_amount(s + *p, n - *p, v, &ovf);
+	if (!used)
+		return 0;
+	*p += used;
+	*bad = ovf;
+	return 1;
+}
+
+/* Matches a literal (case-insensitively) at *p and advances. */
+static int ev_lit(const char *s, size_t n, size_t *p, const char *lit)
+{
+	if (!tc_at_ci(s, n, *p, lit))
+		return 0;
+	*p += strlen(lit);
+	return 1;
+}
+
+/* Reads "WORD<digits>" (e.g. "GPU0") at *p: the device word into word[], the number into *dev. */
+static int ev_dev_word(const char *s, size_t n, size_t *p, char *word, size_t wsz, int *dev)
+{
+	size_t q = *p;
+	while (q < n && q - *p < 15 && tc_isalpha(s[q]))
+		q++;
+	if (q == *p)
+		return 0;
+	size_t w = q;
+	if (!tc_read_int(s, n, &q, dev))
+		return 0;
+	tc_copy_word(word, wsz, s + *p, w - *p);
+	*p = q;
+	return 1;
+}
+
+static void ev_oom_init(ev_oom *o)
+{
+	memset(o, 0, sizeof *o);
+	o->device = -1;
+}
+
+/* Stores an amount in a field unless it overflowed. */
+#define EV_SET(o, field, flag, v, bad)                                                             \
+	do {                                                                                       \
+		if (!(bad)) {                                                                      \
+			(o)->field = (v);                                                          \
+			(o)->flag = 1;                                                             \
+		}                                                                                  \
+	} while (0)
+
+/* Legacy tail "(GPU 0; T total capacity; A already allocated; F free; [X allowed;] R reserved in
+ * total by PyTorch)" or "...; C cached)", in any order; p is just after '('. */
+static size_t ev_oom_legacy_tail(const char *s, size_t n, size_t p, ev_oom *o, char *word,
+                                 size_t wsz)
+{
+	int dev, cached = 0, reserved = 0, closed = 0;
+	uint64_t cached_v = 0;
+	if (ev_dev_word(s, n, &p, word, wsz, &dev)) {
+		o->device = dev;
+		if (p < n && s[p] == ';')
+			p++;
+	}
+	for (int guard = 0; guard < 16 && p < n; guard++) {
+		uint64_t v;
+		int bad;
+		if (!ev_amt(s, n, &p, &v, &bad))
+			break;
+		if (ev_lit(s, n, &p, "totalcapacity"))
+			EV_SET(o, total_capacity, has_total_capacity, v, bad);
+		else if (ev_lit(s, n, &p, "alreadyallocated"))
+			EV_SET(o, allocated_by_pytorch, has_allocated, v, bad);
+		else if (ev_lit(s, n, &p, "free"))
+			EV_SET(o, device_free, has_device_free, v, bad);
+		else if (ev_lit(s, n, &p, "allowed"))
+			EV_SET(o, allowed, has_allowed, v, bad);
+		else if (ev_lit(s, n, &p, "reservedintotalbyPyTorch")) {
+			EV_SET(o, reserved_total, has_reserved_total, v, bad);
+			reserved = 1;
+		} else if (ev_lit(s, n, &p, "cached")) {
+			cached = !bad;
+			cached_v = v;
+		} else {
+			/* an item forks add ("57.10 GiB current active"): skip to its end */
+			size_t lim = p + 64 < n ? p + 64 : n;
+			while (p < lim && s[p] != ';' && s[p] != ')')
+				p++;
+		}
+		if (p < n && s[p] == ';') {
+			p++;
+		} else {
+			if (p < n && s[p] == ')') {
+				p++;
+				closed = 1;
+			}
+			break;
+		}
+	}
+	if (cached) {
+		/* <= 1.4 printed cached - allocated: the reserved-but-unallocated bytes */
+		o->reserved_unallocated = cached_v;
+		o->has_reserved_unallocated = 1;
+		if (o->has_allocated && cached_v <= UINT64_MAX - o->allocated_by_pytorch) {
+			o->reserved_total = o->allocated_by_pytorch + cached_v;
+			o->has_reserved_total = 1;
+		}
+		o->era = EV_OOM_ERA_LEGACY_CACHED;
+	} else if (reserved) {
+		if (o->has_allocated) {
+			o->reserved_unallocated = o->reserved_total > o->allocated_by_pytorch
+			                              ? o->reserved_total - o->allocated_by_pytorch
+			                              : 0;
+			o->has_reserved_unallocated = 1;
+		}
+		o->era = EV_OOM_ERA_LEGACY_RESERVED;
+		if (closed && tc_at_ci(s, n, p, "Ifreservedmemoryis>>allocatedmemory")) {
+			o->era = EV_OOM_ERA_LEGACY_HINT;
+			p += strlen("Ifreservedmemoryis>>allocatedmemory");
+		}
+	} else {
+		o->era = EV_OOM_ERA_GENERIC;
+	}
+	return p;
+}
+
+/* Sentence tail (2.1+); p is just after "Tried to allocate X.". */
+static size_t ev_oom_sentence_tail(const char *s, size_t n, size_t p, ev_oom *o, char *word,
+                                   size_t wsz, mr_status *st, mr_error *err)
+{
+	uint64_t v, f;
+	int bad, badf, dev;
+	size_t q = p;
+	if (!ev_dev_word(s, n, &q, word, wsz, &dev) || !ev_lit(s, n, &q, "hasatotalcapac")) {
+		o->era = EV_OOM_ERA_GENERIC;
+		return p;
+	}
+	o->device = dev;
+	int typo = 0;
+	if (ev_lit(s, n, &q, "ty"))
+		typo = 1;
+	else if (!ev_lit(s, n, &q, "ity")) {
+		o->era = EV_OOM_ERA_GENERIC;
+		return q;
+	}
+	o->era = typo ? EV_OOM_ERA_V21_SENTENCE : EV_OOM_ERA_CURRENT;
+	if (!ev_lit(s, n, &q, "of") || !ev_amt(s, n, &q, &v, &bad))
+		return q;
+	EV_SET(o, total_capacity, has_total_capacity, v, bad);
+	if (ev_lit(s, n, &q, "ofwhich")) {
+		if (!ev_amt(s, n, &q, &f, &badf) || !ev_lit(s, n, &q, "isfree."))
+			return q;
+		EV_SET(o, device_free, has_device_free, f, badf);
+	} else if (ev_lit(s, n, &q, ".")) {
+		o->era = EV_OOM_ERA_GENERIC; /* XPU: "GPU 0 has a total capacity of T." */
+	} else {
+		return q;
+	}
+	size_t cap = 0;
+	for (int guard = 0; guard < EV_MAX_PROCESSES + 8 && q < n; guard++) {
+		size_t r = q;
+		int pid;
+		if (ev_lit(s, n, &r, "Process") && tc_read_int(s, n, &r, &pid) &&
+		    ev_lit(s, n, &r, "has") && ev_amt(s, n, &r, &v, &bad) &&
+		    ev_lit(s, n, &r, "memoryinuse.")) {
+			if (!bad && o->other_process_count < EV_MAX_PROCESSES) {
+				if (MR_GROW(o->other_processes, cap, o->other_process_count + 1)) {
+					*st = mr_oom(err);
+					return r;
+				}
+				o->other_processes[o->other_process_count].pid = pid;
+				o->other_processes[o->other_process_count].bytes = v;
+				o->other_process_count++;
+			}
+			q = r;
+			continue;
+		}
+		r = q;
+		if (ev_lit(s, n, &r, "Includingnon-PyTorchmemory,thisprocesshas") &&
+		    ev_amt(s, n, &r, &v, &bad) && ev_lit(s, n, &r, "memoryinuse.")) {
+			EV_SET(o, this_process_in_use, has_this_process, v, bad);
+			q = r;
+			continue;
+		}
+		r = q;
+		if (ev_amt(s, n, &r, &v, &bad) && ev_lit(s, n, &r, "allowed;")) {
+			EV_SET(o, allowed, has_allowed, v, bad);
+			q = r;
+			continue;
+		}
+		break;
+	}
+	if (!ev_lit(s, n, &q, "Oftheallocatedmemory") || !ev_amt(s, n, &q, &v, &bad) ||
+	    !ev_lit(s, n, &q, "isallocatedbyPyTorch,"))
+		return q;
+	EV_SET(o, allocated_by_pytorch, has_allocated, v, bad);
+	size_t r = q;
+	if (ev_lit(s, n, &r, "with") && ev_amt(s, n, &r, &f, &badf) &&
+	    ev_lit(s, n, &r, "allocatedinprivatepools")) {
+		EV_SET(o, private_pools, has_private_pools, f, badf);
+		/* skip "(e.g.,CUDAGraphs)," up to the "and" that follows it */
+		size_t lim = r + 64 < n ? r + 64 : n;
+		size_t a = tc_find_ci(s + r, lim - r, "),and");
+		q = a < lim - r ? r + a + 2 : r;
+	}
+	if (ev_lit(s, n, &q, "and") && ev_amt(s, n, &q, &v, &bad) &&
+	    ev_lit(s, n, &q, "isreservedbyPyTorchbutunallocated."))
+		EV_SET(o, reserved_unallocated, has_reserved_unallocated, v, bad);
+	return q;
+}
+
+/* Uppercase word (2..15 characters) ending at s[end); returns its start or end if none. */
+static size_t ev_upper_word_before(const char *s, size_t end)
+{
+	size_t j = end;
+	while (j > 0 && end - j < 15 && (tc_isupper(s[j - 1]) || tc_isdigit(s[j - 1])))
+		j--;
+	while (j < end && tc_isdigit(s[j])) /* a word starts with a letter */
+		j++;
+	return end - j >= 2 ? j : end;
+}
+
+/* "Tried to allocate" at i. Returns the offset after the message. */
+static size_t ev_oom_tried(const ev_squeezed *q, size_t i, ev_oom *o, mr_status *st, mr_error *err)
+{
+	const char *s = q->s;
+	size_t n = q->n, start = i, p = i + strlen("Triedtoallocate");
+	char word[16] = "";
+	int generic_lead = 0;
+	static const char lead[] = "outofmemory.";
+	if (i >= sizeof lead - 1 && tc_at_ci(s, n, i - (sizeof lead - 1), lead)) {
+		size_t ls = i - (sizeof lead - 1);
+		size_t w = ev_upper_word_before(s, ls);
+		start = w < ls ? w : ls;
+		tc_copy_word(o->backend, sizeof o->backend, s + w, ls - w);
+		generic_lead =
+		    w == ls && s[ls] == 'O'; /* "Out of memory." of the generic allocator */
+	}
+	o->line = ev_squeezed_line(q, start);
+	uint64_t v;
+	int bad;
+	if (ev_lit(s, n, &p, "morethan1EBmemory")) {
+		o->requested_more_than_1eb = 1;
+		o->requested_bytes = (uint64_t)1 << 60;
+		o->has_requested = 1;
+		o->era = EV_OOM_ERA_GENERIC;
+		return p;
+	}
+	if (!ev_amt(s, n, &p, &v, &bad)) {
+		o->era = EV_OOM_ERA_GENERIC;
+		return p;
+	}
+	EV_SET(o, requested_bytes, has_requested, v, bad);
+	if (p < n && s[p] == '(')
+		p = ev_oom_legacy_tail(s, n, p + 1, o, word, sizeof word);
+	else if (p < n && s[p] == '.')
+		p = ev_oom_sentence_tail(s, n, p + 1, o, word, sizeof word, st, err);
+	else
+		o->era = EV_OOM_ERA_GENERIC;
+	if (generic_lead && o->era == EV_OOM_ERA_CURRENT)
+		o->era = EV_OOM_ERA_GENERIC;
+	if (!o->backend[0] && word[0] && strcmp(word, "GPU") != 0)
+		tc_copy_word(o->backend, sizeof o->backend, word, strlen(word));
+	return p;
+}
+
+/* cudaMallocAsync: "Allocation on device D would exceed allowed memory. (out of memory)" followed
+ * by "Label : amount" lines; i is at "wouldexceedallowedmemory". */
+static size_t ev_oom_async(const ev_squeezed *q, size_t i, ev_oom *o)
+{
+	const char *s = q->s;
+	size_t n = q->n, p = i + strlen("wouldexceedallowedmemory"), start = i;
+	static const char alloc[] = "Allocationondevice";
+	size_t d = i;
+	while (d > 0 && i - d < 10 && tc_isdigit(s[d - 1]))
+		d--;
+	if (d < i && d >= sizeof alloc - 1 && tc_at_ci(s, n, d - (sizeof alloc - 1), alloc)) {
+		size_t dp = d;
+		int dev;
+		if (tc_read_int(s, n, &dp, &dev))
+			o->device = dev;
+		start = d - (sizeof alloc - 1);
+	}
+	o->line = ev_squeezed_line(q, start);
+	o->era = EV_OOM_ERA_ASYNC_ALLOCATOR;
+	tc_copy_word(o->backend, sizeof o->backend, "CUDA", 4);
+	(void)ev_lit(s, n, &p, ".");
+	(void)ev_lit(s, n, &p, "(outofmemory)");
+	for (int guard = 0; guard < 8 && p < n; guard++) {
+		int which;
+		if (ev_lit(s, n, &p, "Currentlyallocated"))
+			which = 0;
+		else if (ev_lit(s, n, &p, "Requested"))
+			which = 1;
+		else if (ev_lit(s, n, &p, "Devicelimit"))
+			which = 2;
+		else if (ev_lit(s, n, &p, "Free"))
+			which = 3;
+		else if (ev_lit(s, n, &p, "PyTorchlimit"))
+			which = 4;
+		else
+			break;
+		size_t lim = p + 64 < n ? p + 64 : n; /* skip "(according to CUDA)" etc. to ':' */
+		while (p < lim && s[p] != ':')
+			p++;
+		if (p >= lim)
+			break;
+		p++;
+		uint64_t v;
+		int bad;
+		if (!ev_amt(s, n, &p, &v, &bad))
+			break;
+		switch (which) {
+		case 0: EV_SET(o, allocated_by_pytorch, has_allocated, v, bad); break;
+		case 1: EV_SET(o, requested_bytes, has_requested, v, bad); break;
+		case 2: EV_SET(o, total_capacity, has_total_capacity, v, bad); break;
+		case 3: EV_SET(o, device_free, has_device_free, v, bad); break;
+		default: EV_SET(o, allowed, has_allowed, v, bad); break;
+		}
+	}
+	return p;
+}
+
+mr_status ev_find_ooms(const char *d, size_t len, ev_oom **items, size_t *count, mr_error *err)
+{
+	ev_squeezed q = {0};
+	size_t cap = *count;
+	mr_status st = ev_squeeze(d, len, &q, err);
+	const char *s = q.s;
+	size_t n = q.n;
+	for (size_t i = 0; st == MR_OK && i < n;) {
+		char c = s[i];
+		ev_oom o;
+		ev_oom_init(&o);
+		size_t next = i + 1;
+		int found = 0;
+		if (c == 'T' && tc_at(s, n, i, "Triedtoallocate")) {
+			next = ev_oom_tried(&q, i, &o, &st, err);
+			found = 1;
+		} else if (c == 'w' && tc_at(s, n, i, "wouldexceedallowedmemory")) {
+			next = ev_oom_async(&q, i, &o);
+			found = 1;
+		} else if (c == 'e' && tc_at(s, n, i, "error:outofmemory")) {
+			/* driver/runtime error: "CUDA error: out of memory" (lower-case, unlike
+			 * "OutOfMemoryError: Out of memory.") */
+			size_t w = ev_upper_word_before(s, i);
+			if (w < i) {
+				tc_copy_word(o.backend, sizeof o.backend, s + w, i - w);
+				o.era = EV_OOM_ERA_DRIVER_ERROR;
+				o.line = ev_squeezed_line(&q, w);
+				next = i + strlen("error:outofmemory");
+				found = 1;
+			}
+		} else if ((c == 'o' || c == 'O') && tc_at_ci(s, n, i, "outofmemory.") &&
+		           !tc_at(s, n, i + 12, "Triedtoallocate")) {
+			/* "XPU out of memory." with no recognisable tail */
+			size_t w = ev_upper_word_before(s, i);
+			if (w < i) {
+				tc_copy_word(o.backend, sizeof o.backend, s + w, i - w);
+				o.era = EV_OOM_ERA_GENERIC;
+				o.line = ev_squeezed_line(&q, w);
+				next = i + 12;
+				found = 1;
+			}
+		}
+		if (found && st == MR_OK && MR_GROW(*items, cap, *count + 1))
+			st = mr_oom(err);
+		if (found && st == MR_OK) {
+			(*items)[(*count)++] = o;
+		} else {
+			free(o.other_processes);
+		}
+		i = next > i ? next : i + 1;
+	}
+	free(q.s);
+	free(q.line_at);
+	return st;
+}
+
+uint64_t ev_oom_limit(const ev_oom *o)
+{
+	if (o->has_allowed && o->allowed > 0 &&
+	    (!o->has_total_capacity || o->allowed <= o->total_capacity))
+		return o->allowed;
+	if (o->has_total_capacity)
+		return o->total_capacity;
+	return 0;
+}
