@@ -9,7 +9,9 @@
 #include "testutil.h"
 
 #include "report/report.h"
-#include "sim/sim.h"
+#include "sim/config.h"
+#include "sim/replay.h"
+#include "sim/result_json.h"
 #include "base/error.h"
 #include "base/buf.h"
 

@@ -20,7 +20,8 @@
 #include "decode/oom_message.h"
 #include "decode/text.h"
 #include "report/report.h"
-#include "sim/sim.h"
+#include "sim/config.h"
+#include "sim/replay.h"
 
 const char *ad_severity_name(ad_severity s)
 {

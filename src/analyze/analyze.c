@@ -8,33 +8,9 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/units.h"
+#include "sim/config.h"
 
 /* ---- allocator rules ---- */
-
-uint64_t an_round_size(const md_settings *cfg, uint64_t size)
-{
-	const uint64_t min_block = 512;
-	if (size < min_block)
-		return min_block;
-	uint32_t div = 0;
-	if (cfg) {
-		int log2 = 63 - __builtin_clzll(size);
-		int idx = log2 - 20;
-		idx = idx < 0 ? 0 : idx > 15 ? 15 : idx;
-		div = cfg->roundup_divisions[idx];
-	}
-	if (div > 1 && size > min_block * div) {
-		uint64_t floor = (uint64_t)1 << (63 - __builtin_clzll(size));
-		if (floor == size)
-			return size;
-		int shift = __builtin_ctz(div);
-		uint64_t step = floor >> shift;
-		if (step == 0)
-			return floor * 2;
-		return (size + step - 1) / step * step;
-	}
-	return (size + min_block - 1) / min_block * min_block;
-}
 
 int an_frame_hidden(const md_snapshot *s, const md_frame *f)
 {
@@ -170,7 +146,7 @@ static void add_segment(an_pool *p, const md_snapshot *s, const md_segment *seg)
  * replay of simulate.c): rounded the way the allocator rounds. */
 static uint64_t block_estimate(const md_settings *cfg, uint64_t requested)
 {
-	return an_round_size(cfg, requested);
+	return sim_round_divisions(cfg ? cfg->roundup_divisions : NULL, requested);
 }
 
 static void bucket_add(an_point *p, int first_visit, size_t i, const md_event *e, uint64_t alloc,

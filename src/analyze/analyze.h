@@ -130,9 +130,6 @@ typedef struct {
 mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr_error *err);
 void an_free(an_result *r);
 
-/* Rounds a request the way the caching allocator does (512 B, roundup_power2_divisions). */
-uint64_t an_round_size(const md_settings *cfg, uint64_t size);
-
 /* Category of a stack: optimizer (torch/optim frames) before parameters (module _apply/to/cuda,
  * parameter creation, state-dict loading) before gradients (autograd frames, or no Python frame
  * at all when stacks_recorded says stacks are recorded: the autograd engine runs backward in

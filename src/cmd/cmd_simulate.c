@@ -18,7 +18,9 @@
 #include "base/units.h"
 #include "cmd/commands.h"
 #include "report/report.h"
-#include "sim/sim.h"
+#include "sim/config.h"
+#include "sim/replay.h"
+#include "sim/result_json.h"
 
 static const char sim_usage[] =
     "usage: memreport simulate SNAPSHOT --alloc-conf CONF [--limit SIZE] [--device N]\n"

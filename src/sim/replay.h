@@ -1,15 +1,6 @@
-/* sim.h: "what if" — replays one device's recorded trace through a model of PyTorch's native
- * CUDA caching allocator (../shared/reference/pytorch-memory-formats.md §3), under the recorded
- * allocator settings or other ones.
- *
- * The model: requests rounded to 512 B or by roundup_power2_divisions; a small pool (<= 1 MiB,
- * 2 MiB segments) and a large one (20 MiB segments under 10 MiB, else 2 MiB rounding); best fit
- * by (stream, size, address); the splitting rules, max_split_size and max_non_split_rounding;
- * on a cudaMalloc that would pass the limit: release of oversize blocks, then of every free
- * whole segment, then one retry; garbage_collection_threshold (acts only with a limit, like a
- * memory fraction); expandable segments mapped in 2 MiB / large_segment_size pages and unmapped
- * on release; pending frees (free_requested .. free_completed); private pools (CUDA graphs),
- * which are never released.
+/* replay.h: "what if": replays one device's recorded trace through a model of PyTorch's
+ * native CUDA caching allocator (../shared/reference/pytorch-memory-formats.md §3, engine.h),
+ * under the recorded allocator settings or other ones (config.h).
  *
  * Each recorded `alloc` (requested bytes, stream) goes through the model, which chooses its own
  * block; the trace's block address is then mapped to that block, so the matching
@@ -26,55 +17,17 @@
  * first_divergence; matches_recording is 1 when there is none. Replaying the recorded settings
  * is the validation; with other settings the same fields say where they start to matter.
  *
- * Ownership: sim_config and sim_divergence are plain values. sim_result owns segment_sizes;
+ * Ownership: sim_divergence and sim_oom are plain values. sim_result owns segment_sizes;
  * sim_result_free releases it. Nothing here prints; errors come back in an mr_error. */
-#ifndef MR_SIM_H
-#define MR_SIM_H
+#ifndef MR_SIM_REPLAY_H
+#define MR_SIM_REPLAY_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/buf.h"
 #include "base/error.h"
 #include "model/model.h"
-
-typedef struct {
-	uint64_t max_split_size;         /* UINT64_MAX: unlimited */
-	uint64_t max_non_split_rounding; /* default 20 MiB */
-	uint64_t large_segment_size;     /* default 20 MiB (large_segment_size_mb) */
-	double gc_threshold;             /* 0: off; acts only with a limit */
-	int expandable_segments;
-	uint32_t roundup_divisions[16]; /* entry i: requests in [2^i MiB, 2^(i+1) MiB); 0 = off */
-} sim_config;
-
-/* PyTorch's defaults (nothing set). */
-void sim_config_default(sim_config *cfg);
-
-/* The settings a snapshot recorded (defaults where it recorded none): max_split_size,
- * garbage_collection_threshold, expandable_segments and roundup_power2_divisions from
- * allocator_settings, max_non_split_rounding_mb and large_segment_size_mb from the recorded
- * PYTORCH_CUDA_ALLOC_CONF string. */
-void sim_config_from_settings(const md_snapshot *s, sim_config *cfg);
-
-/* Parses a PYTORCH_CUDA_ALLOC_CONF string ("expandable_segments:True,max_split_size_mb:128,
- * roundup_power2_divisions:[256:1,512:2,>:4],garbage_collection_threshold:0.6,...") on top of
- * *base (out = base with the keys the string sets; an empty string or "recorded" changes
- * nothing). Unknown keys and bad values fail with PyTorch's wording and MR_EINPUT. Keys that do
- * not affect the device allocator (pinned_*, release_lock_on_*,
- * graph_capture_record_stream_reuse) are accepted and ignored. base may be NULL (defaults). */
-mr_status sim_parse_conf(const char *conf, const sim_config *base, sim_config *out, mr_error *err);
-
-int sim_config_equal(const sim_config *a, const sim_config *b);
-
-/* Writes the config as an alloc-conf string of the keys that differ from the defaults
- * ("" when none). */
-void sim_config_format(const sim_config *cfg, mr_buf *out);
-
-/* The caching allocator's rounding of a request (512 B, roundup_power2_divisions). */
-uint64_t sim_round_size(const sim_config *cfg, uint64_t size);
-/* The cudaMalloc size for a rounded request: 2 MiB (<= 1 MiB), large_segment_size (< 10 MiB),
- * else rounded up to 2 MiB. */
-uint64_t sim_allocation_size(const sim_config *cfg, uint64_t rounded);
+#include "sim/config.h"
 
 typedef struct {
 	int present;
@@ -125,11 +78,5 @@ typedef struct {
 mr_status sim_replay(const md_snapshot *s, int32_t device, const sim_config *cfg, uint64_t limit,
                      sim_result *out, mr_error *err);
 void sim_result_free(sim_result *r);
-
-/* JSON: the whole result as one object; or only the "oom" / "first_divergence" values
- * (null when absent). */
-void sim_result_json(const sim_result *r, mr_buf *out);
-void sim_oom_json(const sim_result *r, mr_buf *out);
-void sim_divergence_json(const sim_result *r, mr_buf *out);
 
 #endif
