@@ -4,22 +4,23 @@
  * memory_stats.json, the OOM message), never from memreport. */
 #include "testutil.h"
 
+#include "render/redact.h"
 #include "report/report.h"
 
-static int load2(const char *a, const char *b, rp_run *run)
+static int load2(const char *a, const char *b, rp_report *run)
 {
 	const char *paths[] = {a, b};
 	return tu_load(paths, b ? 2 : 1, run);
 }
 
-static int load_sample(const char *sample, const char *file, rp_run *run)
+static int load_sample(const char *sample, const char *file, rp_report *run)
 {
 	char path[1024];
 	snprintf(path, sizeof path, "%s/corpus/%s/%s", tu_shared(), sample, file);
 	return load2(path, NULL, run);
 }
 
-static const ad_finding *find(const rp_run *run, const char *id)
+static const ad_finding *find(const rp_report *run, const char *id)
 {
 	for (size_t i = 0; i < run->advice.finding_count; i++)
 		if (strcmp(run->advice.findings[i].id, id) == 0)
@@ -28,7 +29,7 @@ static const ad_finding *find(const rp_run *run, const char *id)
 }
 
 /* Rank of a recommendation, or 0 when absent. */
-static int rank_of(const rp_run *run, const char *id)
+static int rank_of(const rp_report *run, const char *id)
 {
 	for (size_t i = 0; i < run->advice.rec_count; i++)
 		if (strcmp(run->advice.recs[i].id, id) == 0)
@@ -36,7 +37,7 @@ static int rank_of(const rp_run *run, const char *id)
 	return 0;
 }
 
-static int has_critical(const rp_run *run)
+static int has_critical(const rp_report *run)
 {
 	for (size_t i = 0; i < run->advice.finding_count; i++)
 		if (run->advice.findings[i].severity == AD_CRITICAL)
@@ -47,7 +48,7 @@ static int has_critical(const rp_run *run)
 static void test_oom_fragmentation(void **state)
 {
 	(void)state;
-	rp_run run;
+	rp_report run;
 	assert_int_equal(load_sample("oom_fragmentation", "oom_snapshot.pickle", &run), 0);
 	const ad_advice *a = &run.advice;
 	assert_true(a->oom.present);
@@ -67,7 +68,7 @@ static void test_oom_fragmentation(void **state)
 static void test_oom_capacity(void **state)
 {
 	(void)state;
-	rp_run run;
+	rp_report run;
 	assert_int_equal(load_sample("oom_capacity", "oom_snapshot.pickle", &run), 0);
 	const ad_advice *a = &run.advice;
 	assert_int_equal(a->oom.cause, AD_CAUSE_CAPACITY);
@@ -89,7 +90,7 @@ static void test_oom_capacity(void **state)
 static void test_oom_capacity_params(void **state)
 {
 	(void)state;
-	rp_run run;
+	rp_report run;
 	assert_int_equal(load_sample("oom_capacity_params", "oom_snapshot.pickle", &run), 0);
 	const ad_advice *a = &run.advice;
 	assert_int_equal(a->oom.cause, AD_CAUSE_CAPACITY);
@@ -107,7 +108,7 @@ static void test_oom_capacity_params(void **state)
 static void test_fragmentation_without_oom(void **state)
 {
 	(void)state;
-	rp_run run;
+	rp_report run;
 	assert_int_equal(load_sample("gpt_varlen", "snapshot.pickle", &run), 0);
 	assert_false(run.advice.oom.present);
 	assert_non_null(find(&run, "high_fragmentation"));
@@ -134,7 +135,7 @@ static void test_expandable_never_recommended(void **state)
 	(void)state;
 	const char *samples[] = {"gpt_varlen_expandable", "oom_fragmentation_expandable"};
 	for (size_t i = 0; i < 2; i++) {
-		rp_run run;
+		rp_report run;
 		assert_int_equal(load_sample(samples[i], "snapshot.pickle", &run), 0);
 		assert_int_equal(rank_of(&run, "expandable_segments"), 0);
 		assert_int_equal(rank_of(&run, "max_split_size_mb"), 0);
@@ -145,7 +146,7 @@ static void test_expandable_never_recommended(void **state)
 static void test_growth(void **state)
 {
 	(void)state;
-	rp_run run;
+	rp_report run;
 	char path[1024];
 	snprintf(path, sizeof path, "%s/corpus/leak_val_graph/facts.json", tu_shared());
 	size_t len;
@@ -207,7 +208,7 @@ static void test_evidence_findings(void **state)
 	    {"no_history", "snapshot.pickle", "no_history"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-		rp_run run;
+		rp_report run;
 		assert_int_equal(load_sample(cases[i].sample, cases[i].file, &run), 0);
 		if (!find(&run, cases[i].finding)) {
 			print_error("%s: no %s finding\n", cases[i].sample, cases[i].finding);
@@ -215,7 +216,7 @@ static void test_evidence_findings(void **state)
 		}
 		rp_free(&run);
 	}
-	rp_run run;
+	rp_report run;
 	assert_int_equal(load_sample("no_history", "snapshot.pickle", &run), 0);
 	assert_true(rank_of(&run, "record_history") > 0);
 	rp_free(&run);
@@ -237,9 +238,9 @@ static void test_logs(void **state)
 	for (size_t i = 0; i < 3; i++) {
 		const char *files[] = {"train.log", "oom_message.txt"};
 		for (size_t k = 0; k < 2; k++) {
-			rp_run run;
+			rp_report run;
 			assert_int_equal(load_sample(samples[i], files[k], &run), 0);
-			assert_int_equal(run.inputs[0].kind, RP_OOM_MESSAGE);
+			assert_int_equal(run.ev.inputs[0].kind, LD_OOM_MESSAGE);
 			const ad_oom *o = &run.advice.oom;
 			assert_true(o->present);
 			/* "Tried to allocate 204.00 MiB": the rounded request the observer saw */
@@ -255,15 +256,43 @@ static void test_logs(void **state)
 	char snap[1024], log[1024];
 	snprintf(snap, sizeof snap, "%s/corpus/oom_fragmentation/oom_snapshot.pickle", tu_shared());
 	snprintf(log, sizeof log, "%s/corpus/oom_fragmentation/train.log", tu_shared());
-	rp_run run;
+	rp_report run;
 	assert_int_equal(load2(snap, log, &run), 0);
-	assert_int_equal(run.input_count, 2);
+	assert_int_equal(run.ev.input_count, 2);
 	assert_int_equal(run.advice.oom.limit,
 	                 tu_corpus_int("oom_fragmentation", "facts.json", "device_alloc"));
 	assert_int_equal(run.advice.oom.largest_free,
 	                 tu_corpus_int("oom_fragmentation", "facts.json", "largest_hole"));
 	assert_int_equal(run.advice.oom.cause, AD_CAUSE_FRAGMENTATION);
 	assert_null(find(&run, "evidence_disagrees"));
+	rp_free(&run);
+}
+
+/* The diagnosis keeps quoted paths as recorded and marks them; only a renderer redacts. */
+static void test_quoted_paths(void **state)
+{
+	(void)state;
+	rp_report run;
+	if (load_sample("leak_val_graph", "snapshot.pickle", &run))
+		skip();
+	const ad_finding *f = find(&run, "memory_growth");
+	assert_non_null(f);
+	assert_int_equal(f->paths.count, 1);
+	const ad_span *sp = &f->paths.at[0];
+	assert_true(sp->offset + sp->len <= strlen(f->message));
+	char path[256];
+	snprintf(path, sizeof path, "%.*s", (int)sp->len, f->message + sp->offset);
+	assert_string_equal(path, "/workspace/train.py");
+	assert_null(strstr(f->message, "<redacted>"));
+	rd_options off = {.device = -1}, on = {.device = -1, .redact_paths = 1};
+	mr_buf plain = {0}, redacted = {0};
+	rd_prose(&plain, &off, f->message, &f->paths);
+	rd_prose(&redacted, &on, f->message, &f->paths);
+	assert_string_equal(plain.data, f->message);
+	assert_non_null(strstr(redacted.data, "val_loop (<redacted>/train.py:273)"));
+	assert_null(strstr(redacted.data, "/workspace"));
+	mr_buf_free(&plain);
+	mr_buf_free(&redacted);
 	rp_free(&run);
 }
 
@@ -278,6 +307,7 @@ int main(void)
 	    cmocka_unit_test(test_growth),
 	    cmocka_unit_test(test_evidence_findings),
 	    cmocka_unit_test(test_logs),
+	    cmocka_unit_test(test_quoted_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,7 @@
 #include "decode/sniff.h"
 #include "load/archive.h"
 #include "cmd/cache.h"
-#include "cmd/commands.h"
+#include "cmd/cmd_batch.h"
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/buf.h"
@@ -214,12 +214,11 @@ static void test_discover_conventions(void **state)
 			assert_true(strcasecmp(set.runs[i].slug, set.runs[k].slug) != 0);
 	}
 	/* a row loads */
-	rp_options opt = {.device = -1, .quiet = 1};
-	rp_run run;
+	ld_evidence run;
 	r = find_run(&set, "jobs/single");
-	assert_int_equal(ar_load(NULL, r, &lim, &opt, &run, &err), MR_OK);
+	assert_int_equal(ar_load(NULL, r, &lim, &run, &err), MR_OK);
 	assert_true(run.has_snapshot);
-	rp_free(&run);
+	ld_free(&run);
 	ar_set_free(&set);
 	rm_tree(tmp);
 	free(tmp);
@@ -297,16 +296,15 @@ static void test_hostile_zip(void **state)
 	}
 	assert_int_equal(unsafe, 2);
 	/* a member cut short fails to load, with its name, and nothing crashes */
-	rp_options opt = {.device = -1, .quiet = 1};
-	rp_run run;
+	ld_evidence run;
 	const ar_run *trunc = find_run(&set, "trunc");
 	assert_non_null(trunc);
-	assert_int_equal(ar_load(NULL, trunc, &lim, &opt, &run, &err), MR_EINPUT);
+	assert_int_equal(ar_load(NULL, trunc, &lim, &run, &err), MR_EINPUT);
 	assert_non_null(strstr(err.msg, "trunc/snapshot.pickle"));
 	/* the good one loads from the archive */
 	memset(&err, 0, sizeof err);
-	assert_int_equal(ar_load(NULL, good, &lim, &opt, &run, &err), MR_OK);
-	rp_free(&run);
+	assert_int_equal(ar_load(NULL, good, &lim, &run, &err), MR_OK);
+	ld_free(&run);
 	/* a member limit below the member's size refuses it at discovery */
 	ar_set_free(&set);
 	lim.max_member_bytes = 1000;

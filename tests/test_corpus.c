@@ -61,7 +61,7 @@ static void check_sample(const char *dir, const char *name)
 	size_t len;
 	char *stats = (char *)tu_read(stats_path, &len);
 	assert_non_null(stats);
-	rp_run run;
+	rp_report run;
 	assert_int_equal(tu_load((const char *[]){snap}, 1, &run), 0);
 	assert_true(run.an.device_count >= 1);
 	const an_device *dv = &run.an.devices[0];
@@ -143,11 +143,11 @@ static void test_corpus_features(void **state)
 {
 	(void)state;
 	char path[1024];
-	rp_run run;
+	rp_report run;
 	snprintf(path, sizeof path, "%s/corpus/multi_stream/snapshot.pickle", tu_shared());
 	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
 	assert_true(run.an.devices[0].pool[AN_POOL_ALL].pending_free_blocks > 0);
-	assert_true(run.snap.stream_count >= 2);
+	assert_true(run.ev.snap.stream_count >= 2);
 	rp_free(&run);
 
 	snprintf(path, sizeof path, "%s/corpus/cuda_graph/snapshot.pickle", tu_shared());
@@ -157,7 +157,7 @@ static void test_corpus_features(void **state)
 
 	snprintf(path, sizeof path, "%s/corpus/gpt_varlen_expandable/snapshot.pickle", tu_shared());
 	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
-	assert_true(run.snap.settings.expandable_segments);
+	assert_true(run.ev.snap.settings.expandable_segments);
 	assert_true(run.an.devices[0].expandable);
 	rp_free(&run);
 
@@ -165,20 +165,20 @@ static void test_corpus_features(void **state)
 	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
 	const an_device *dv = &run.an.devices[0];
 	assert_int_equal(dv->oom_events, 1);
-	const md_event *oom = &run.snap.devices[0].events[dv->last_oom_event];
+	const md_event *oom = &run.ev.snap.devices[0].events[dv->last_oom_event];
 	assert_int_equal(oom->action, MD_ACT_OOM);
 	assert_int_equal(oom->size, 213909504);    /* facts.json ask_bytes */
 	assert_int_equal(oom->addr, 145468030976); /* oom_observer device_free */
 	assert_int_equal(dv->pool[AN_POOL_ALL].largest_free, 60817408);  /* facts largest_hole */
 	assert_int_equal(dv->pool[AN_POOL_ALL].free_cached, 1635778560); /* holes_bytes */
-	assert_false(run.snap.settings.expandable_segments);
-	assert_int_equal(run.snap.settings.max_split_size, UINT64_MAX);
+	assert_false(run.ev.snap.settings.expandable_segments);
+	assert_int_equal(run.ev.snap.settings.max_split_size, UINT64_MAX);
 	rp_free(&run);
 
 	snprintf(path, sizeof path, "%s/corpus/oom_fragmentation_maxsplit/snapshot.pickle",
 	         tu_shared());
 	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
-	assert_int_equal(run.snap.settings.max_split_size, 100 * 1024 * 1024);
+	assert_int_equal(run.ev.snap.settings.max_split_size, 100 * 1024 * 1024);
 	rp_free(&run);
 }
 
@@ -243,7 +243,7 @@ static void test_third_party(void **state)
 			continue;
 		char path[2048];
 		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-		rp_run run;
+		rp_report run;
 		assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
 		unsigned long long segs, res, act;
 		if (measured(sources, e->d_name, &segs, &res, &act)) {
@@ -253,13 +253,13 @@ static void test_third_party(void **state)
 			assert_int_equal(all->active, act);
 			compared++;
 		}
-		assert_int_equal(run.snap.inconsistent_segments, 0);
+		assert_int_equal(run.ev.snap.inconsistent_segments, 0);
 		uint64_t sum = 0, reserved = 0;
-		for (size_t i = 0; i < run.snap.segment_count; i++) {
-			const md_segment *seg = &run.snap.segments[i];
+		for (size_t i = 0; i < run.ev.snap.segment_count; i++) {
+			const md_segment *seg = &run.ev.snap.segments[i];
 			reserved += seg->total_size;
 			for (size_t j = 0; j < seg->block_count; j++)
-				sum += run.snap.blocks[seg->first_block + j].size;
+				sum += run.ev.snap.blocks[seg->first_block + j].size;
 		}
 		assert_int_equal(sum, reserved);
 		assert_int_equal(run.an.devices[0].pool[AN_POOL_ALL].reserved, reserved);

@@ -4,7 +4,8 @@
 
 #include "testutil.h"
 
-#include "cmd/commands.h"
+#include "cmd/cmd_diff.h"
+#include "render/options.h"
 #include "report/diff.h"
 #include "report/report.h"
 #include "base/error.h"
@@ -31,7 +32,7 @@ static void test_leak_diff(void **state)
 	         tu_shared());
 	if (!tu_exists(before_path) || !tu_exists(after_path))
 		skip();
-	rp_run before, after;
+	rp_report before, after;
 	assert_int_equal(tu_load((const char *[]){before_path}, 1, &before), 0);
 	assert_int_equal(tu_load((const char *[]){after_path}, 1, &after), 0);
 	df_result d;
@@ -72,7 +73,7 @@ static void test_leak_diff(void **state)
 	assert_true(through_forward);
 
 	/* the JSON document */
-	rp_options opt = {.device = -1, .quiet = 1};
+	rd_options opt = {.device = -1};
 	mr_buf json = {0};
 	assert_int_equal(df_render_json(&d, &before, &after, &opt, 0, &json, &err), MR_OK);
 	char want_text[128];

@@ -2,31 +2,29 @@
  * tests/fixtures/gen_era_fixtures.py; the numbers below are the ones designed in there). */
 #include "testutil.h"
 
+#include "render/render_html.h"
+#include "render/render_json.h"
 #include "report/report.h"
 #include "base/error.h"
 #include "base/buf.h"
 
 #define MiB (1024ull * 1024)
 
-static void load(const char *name, rp_run *run)
+static void load(const char *name, rp_report *run)
 {
 	char path[512];
 	snprintf(path, sizeof path, "tests/fixtures/eras/%s", name);
-	rp_options opt = {.device = -1, .quiet = 1};
-	mr_error err = {0};
 	const char *paths[] = {path};
-	if (rp_load(run, paths, 1, &opt, &err)) {
-		print_error("%s: %s\n", path, err.msg);
+	if (tu_load(paths, 1, run))
 		fail();
-	}
 }
 
 static void test_v1_segment_list(void **state)
 {
 	(void)state;
-	rp_run run;
+	rp_report run;
 	load("v1_segment_list.pickle", &run);
-	assert_int_equal(run.snap.era, MD_ERA_SEGMENT_LIST);
+	assert_int_equal(run.ev.snap.era, MD_ERA_SEGMENT_LIST);
 	assert_int_equal(run.an.device_count, 1);
 	const an_device *dv = &run.an.devices[0];
 	const an_pool *all = &dv->pool[AN_POOL_ALL];
@@ -36,35 +34,35 @@ static void test_v1_segment_list(void **state)
 	assert_int_equal(all->inactive_split_blocks, 2);
 	assert_int_equal(dv->pool[AN_POOL_SMALL].segments, 1);
 	/* block addresses are rebuilt from the segment address */
-	assert_int_equal(run.snap.blocks[1].address, (1ull << 40) + 8 * MiB);
+	assert_int_equal(run.ev.snap.blocks[1].address, (1ull << 40) + 8 * MiB);
 	assert_false(dv->has_trace);
-	assert_int_equal(run.snap.inconsistent_segments, 0);
+	assert_int_equal(run.ev.snap.inconsistent_segments, 0);
 	rp_free(&run);
 }
 
 static void test_v20_history(void **state)
 {
 	(void)state;
-	rp_run run;
+	rp_report run;
 	load("v20_history.pickle", &run);
-	assert_int_equal(run.snap.era, MD_ERA_HISTORY);
+	assert_int_equal(run.ev.snap.era, MD_ERA_HISTORY);
 	const an_device *dv = &run.an.devices[0];
 	assert_int_equal(dv->pool[AN_POOL_ALL].requested, 6 * MiB - 100); /* history real_size */
 	assert_int_equal(dv->trace_events, 2);
-	assert_int_equal(run.snap.devices[0].events[0].time_us, MD_TIME_NONE);
+	assert_int_equal(run.ev.snap.devices[0].events[0].time_us, MD_TIME_NONE);
 	/* the block's stack comes from its history */
-	const md_block *b = &run.snap.blocks[0];
+	const md_block *b = &run.ev.snap.blocks[0];
 	assert_int_not_equal(b->stack, MD_NO_STACK);
-	const md_stack *st = &run.snap.stacks[b->stack];
+	const md_stack *st = &run.ev.snap.stacks[b->stack];
 	assert_int_equal(st->count, 2);
-	assert_string_equal(md_str(&run.snap, run.snap.frames[st->first].name), "forward");
+	assert_string_equal(md_str(&run.ev.snap, run.ev.snap.frames[st->first].name), "forward");
 	rp_free(&run);
 }
 
 static void test_multi_device(void **state)
 {
 	(void)state;
-	rp_run run;
+	rp_report run;
 	load("multi_device.pickle", &run);
 	assert_int_equal(run.an.device_count, 2);
 	const an_device *d0 = &run.an.devices[0], *d1 = &run.an.devices[1];
@@ -73,7 +71,7 @@ static void test_multi_device(void **state)
 	assert_int_equal(d0->pool[AN_POOL_ALL].requested, 4 * MiB - 1);
 	assert_int_equal(d0->pool[AN_POOL_ALL].inactive_split, 16 * MiB);
 	assert_int_equal(d0->trace_events, 3); /* the unknown action is kept, and ignored */
-	assert_int_equal(run.snap.unknown_actions, 1);
+	assert_int_equal(run.ev.snap.unknown_actions, 1);
 	assert_int_equal(d0->peak_allocated, 4 * MiB);
 	/* "active_awaiting_free" is the pending-free state */
 	assert_int_equal(d1->pool[AN_POOL_ALL].allocated, 10 * MiB);
@@ -81,11 +79,11 @@ static void test_multi_device(void **state)
 	assert_int_equal(d1->pool[AN_POOL_ALL].pending_free_blocks, 1);
 	assert_int_equal(d1->trace_events, 4);
 	assert_int_equal(d1->peak_allocated, 20 * MiB);
-	assert_int_equal(run.snap.devices[1].events[0].time_us, MD_TIME_NONE);
+	assert_int_equal(run.ev.snap.devices[1].events[0].time_us, MD_TIME_NONE);
 	/* 2^64-1 written as a 9-byte LONG1 means unlimited */
-	assert_int_equal(run.snap.settings.max_split_size, UINT64_MAX);
-	assert_int_equal(run.snap.settings.roundup_divisions[8], 4);
-	assert_int_equal(run.snap.streams[run.snap.devices[1].events[0].stream], 77);
+	assert_int_equal(run.ev.snap.settings.max_split_size, UINT64_MAX);
+	assert_int_equal(run.ev.snap.settings.roundup_divisions[8], 4);
+	assert_int_equal(run.ev.snap.streams[run.ev.snap.devices[1].events[0].stream], 77);
 	rp_free(&run);
 }
 
@@ -93,19 +91,16 @@ static void test_multi_device(void **state)
 static void test_device_option(void **state)
 {
 	(void)state;
-	rp_run run;
-	rp_options opt = {.device = 1, .quiet = 1};
-	mr_error err = {0};
+	rp_report run;
 	const char *paths[] = {"tests/fixtures/eras/multi_device.pickle"};
-	assert_int_equal(rp_load(&run, paths, 1, &opt, &err), 0);
+	assert_int_equal(tu_build(paths, 1, 1, &run), 0);
 	assert_int_equal(run.advice.device, 1);
 	int pending = 0;
 	for (size_t i = 0; i < run.advice.finding_count; i++)
 		pending |= strcmp(run.advice.findings[i].id, "pending_free_blocks") == 0;
 	assert_true(pending);
 	rp_free(&run);
-	opt.device = 0;
-	assert_int_equal(rp_load(&run, paths, 1, &opt, &err), 0);
+	assert_int_equal(tu_build(paths, 1, 0, &run), 0);
 	assert_int_equal(run.advice.device, 0);
 	for (size_t i = 0; i < run.advice.finding_count; i++)
 		assert_string_not_equal(run.advice.findings[i].id, "pending_free_blocks");
@@ -115,18 +110,18 @@ static void test_device_option(void **state)
 static void test_empty(void **state)
 {
 	(void)state;
-	rp_run run;
+	rp_report run;
 	load("empty.pickle", &run);
-	assert_int_equal(run.snap.segment_count, 0);
+	assert_int_equal(run.ev.snap.segment_count, 0);
 	assert_int_equal(run.an.device_count, 0);
 	assert_non_null(run.advice.verdict);
 	mr_buf b = {0};
-	rp_options opt = {.device = -1};
+	rd_options opt = {.device = -1};
 	mr_error err = {0};
-	assert_int_equal(rp_render_json(&run, &opt, &b, &err), 0);
+	assert_int_equal(rd_render_json(&run, &opt, &b, &err), 0);
 	assert_non_null(strstr(b.data, "\"devices\": []"));
 	mr_buf_free(&b);
-	assert_int_equal(rp_render_html(&run, &opt, &b, &err), 0);
+	assert_int_equal(rd_render_html(&run, &opt, &b, &err), 0);
 	assert_non_null(strstr(b.data, "</html>"));
 	mr_buf_free(&b);
 	rp_free(&run);

@@ -14,6 +14,11 @@
 #include "base/sha256.h"
 #include "render/html_util.h"
 #include "render/png_map.h"
+#include "render/redact.h"
+#include "render/render_html.h"
+#include "render/render_json.h"
+#include "render/render_md.h"
+#include "render/render_text.h"
 #include "report/report.h"
 #include "base/error.h"
 #include "base/buf.h"
@@ -40,22 +45,20 @@ static int sample_path(const char *name, char *out, size_t outsz)
 typedef enum { F_HTML, F_MD, F_JSON, F_TEXT } fmt;
 
 /* Loads path and renders it; returns the report (caller frees with mr_buf_free). */
-static mr_buf render(const char *path, fmt f, int redact, rp_run *keep)
+static mr_buf render(const char *path, fmt f, int redact, rp_report *keep)
 {
-	rp_options opt = {.device = -1, .quiet = 1, .redact_paths = redact};
+	rd_options opt = {.device = -1, .redact_paths = redact};
 	mr_error err = {0};
-	rp_run run;
+	rp_report run;
 	mr_buf out = {0};
 	const char *paths[] = {path};
-	mr_status st = rp_load(&run, paths, 1, &opt, &err);
-	if (st)
-		print_error("%s: %s\n", path, err.msg);
+	mr_status st = (mr_status)tu_load(paths, 1, &run);
 	assert_int_equal(st, MR_OK);
 	switch (f) {
-	case F_HTML: st = rp_render_html(&run, &opt, &out, &err); break;
-	case F_MD: st = rp_render_md(&run, &opt, &out, &err); break;
-	case F_JSON: st = rp_render_json(&run, &opt, &out, &err); break;
-	default: st = rp_render_text(&run, &opt, &out, &err);
+	case F_HTML: st = rd_render_html(&run, &opt, &out, &err); break;
+	case F_MD: st = rd_render_md(&run, &opt, &out, &err); break;
+	case F_JSON: st = rd_render_json(&run, &opt, &out, &err); break;
+	default: st = rd_render_text(&run, &opt, &out, &err);
 	}
 	if (st)
 		print_error("%s: %s\n", path, err.msg);
@@ -135,7 +138,7 @@ static void test_corpus_html(void **state)
 		char path[2048];
 		if (!sample_path(samples[i], path, sizeof path))
 			continue;
-		rp_run run;
+		rp_report run;
 		mr_buf a = render(path, F_HTML, 0, &run);
 		int has_trace = 0;
 		for (size_t d = 0; d < run.an.device_count; d++)
@@ -278,26 +281,26 @@ static void test_redact_paths(void **state)
 static void test_rp_path_rules(void **state)
 {
 	(void)state;
-	rp_options on = {.device = -1, .redact_paths = 1}, off = {.device = -1};
+	rd_options on = {.device = -1, .redact_paths = 1}, off = {.device = -1};
 	char buf[512];
-	assert_string_equal(rp_path(&off, "/home/alice/x.py", buf, sizeof buf), "/home/alice/x.py");
-	const char *r = rp_path(&on, "/home/alice/proj/alice_utils/train.py", buf, sizeof buf);
+	assert_string_equal(rd_path(&off, "/home/alice/x.py", buf, sizeof buf), "/home/alice/x.py");
+	const char *r = rd_path(&on, "/home/alice/proj/alice_utils/train.py", buf, sizeof buf);
 	assert_null(strstr(r, "alice"));
 	assert_non_null(strstr(r, "train.py"));
-	r = rp_path(&on, "/opt/torch/.venv/lib/python3.12/site-packages/torch/nn/functional.py",
+	r = rd_path(&on, "/opt/torch/.venv/lib/python3.12/site-packages/torch/nn/functional.py",
 	            buf, sizeof buf);
 	assert_string_equal(r, "<site-packages>/torch/nn/functional.py");
-	r = rp_path(&on, "C:\\Users\\bob\\proj\\train.py", buf, sizeof buf);
+	r = rd_path(&on, "C:\\Users\\bob\\proj\\train.py", buf, sizeof buf);
 	assert_null(strstr(r, "bob"));
 	assert_non_null(strstr(r, "train.py"));
-	r = rp_path(&on, "/Users/carol/code/model.py", buf, sizeof buf);
+	r = rd_path(&on, "/Users/carol/code/model.py", buf, sizeof buf);
 	assert_null(strstr(r, "carol"));
-	r = rp_path(&on, "/workspace/train.py", buf, sizeof buf);
+	r = rd_path(&on, "/workspace/train.py", buf, sizeof buf);
 	assert_null(strstr(r, "workspace"));
 	assert_non_null(strstr(r, "train.py"));
 	/* Relative and synthetic names are not paths on a machine: kept. */
-	assert_string_equal(rp_path(&on, "<frozen runpy>", buf, sizeof buf), "<frozen runpy>");
-	assert_string_equal(rp_path(&on, "CUDACachingAllocator.cpp", buf, sizeof buf),
+	assert_string_equal(rd_path(&on, "<frozen runpy>", buf, sizeof buf), "<frozen runpy>");
+	assert_string_equal(rd_path(&on, "CUDACachingAllocator.cpp", buf, sizeof buf),
 	                    "CUDACachingAllocator.cpp");
 }
 

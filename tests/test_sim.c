@@ -554,15 +554,15 @@ static void replay_sample(const char *sample, const char *file, const char *conf
                           sim_result *r)
 {
 	char path[1024];
-	rp_run run;
+	rp_report run;
 	if (corpus_path(path, sizeof path, sample, file))
 		skip();
 	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
 	sim_config base, cfg;
 	mr_error err = {0};
-	sim_config_from_settings(&run.snap, &base);
+	sim_config_from_settings(&run.ev.snap, &base);
 	assert_int_equal(sim_parse_conf(conf, &base, &cfg, &err), MR_OK);
-	mr_status st = sim_replay(&run.snap, run.snap.devices[0].id, &cfg, limit, r, &err);
+	mr_status st = sim_replay(&run.ev.snap, run.ev.snap.devices[0].id, &cfg, limit, r, &err);
 	if (st)
 		print_error("%s: %s\n", sample, err.msg);
 	assert_int_equal(st, MR_OK);
@@ -740,7 +740,7 @@ static void test_corpus_all_validate(void **state)
 static void test_corpus_large_trace(void **state)
 {
 	(void)state;
-	rp_run run;
+	rp_report run;
 	FILE *f = fopen("build/gpt_large_trace.pickle", "rb");
 	if (!f)
 		skip();
@@ -749,10 +749,11 @@ static void test_corpus_large_trace(void **state)
 	sim_config cfg;
 	sim_result r;
 	mr_error err = {0};
-	sim_config_from_settings(&run.snap, &cfg);
+	sim_config_from_settings(&run.ev.snap, &cfg);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	assert_int_equal(sim_replay(&run.snap, run.snap.devices[0].id, &cfg, 0, &r, &err), MR_OK);
+	assert_int_equal(sim_replay(&run.ev.snap, run.ev.snap.devices[0].id, &cfg, 0, &r, &err),
+	                 MR_OK);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	assert_true(r.events >= 1000000);

@@ -14,6 +14,7 @@
 
 #include <sys/stat.h>
 
+#include "load/load.h"
 #include "report/report.h"
 #include "base/error.h"
 
@@ -90,16 +91,24 @@ static inline long long tu_corpus_int(const char *sample, const char *file, cons
 	return v;
 }
 
-/* Loads one run from count inputs with default options; prints the error and returns its
- * status on failure. */
-static inline int tu_load(const char *const *paths, size_t count, rp_run *run)
+/* Loads one run from count inputs and runs the pipeline, diagnosing `device` (-1: the
+ * default); prints the error and returns its status on failure. */
+static inline int tu_build(const char *const *paths, size_t count, int device, rp_report *run)
 {
-	rp_options opt = {.device = -1, .quiet = 1};
 	mr_error err = {0};
-	mr_status st = rp_load(run, paths, count, &opt, &err);
+	ld_evidence ev;
+	mr_status st = ld_load(&ev, paths, count, NULL, NULL, &err);
+	if (!st)
+		st = rp_build(run, &ev, device, &err);
 	if (st)
 		print_error("%s: %s\n", paths[0], err.msg);
 	return (int)st;
+}
+
+/* The same with the default device. */
+static inline int tu_load(const char *const *paths, size_t count, rp_report *run)
+{
+	return tu_build(paths, count, -1, run);
 }
 
 #endif

@@ -4,6 +4,8 @@
  * writes DIR/<run>.html for each, DIR/index.html (one sortable row per run or rank, readable
  * without JavaScript) and DIR/index.json (schema memreport-batch/1, embedding each run's
  * memreport/1 document). A broken run is listed with its error and the others go on. */
+#include "cmd/cmd_batch.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -13,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analyze/text_devices.h"
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/escape.h"
@@ -20,8 +23,10 @@
 #include "base/output.h"
 #include "base/units.h"
 #include "cmd/cache.h"
-#include "cmd/commands.h"
+#include "cmd/options.h"
 #include "load/archive.h"
+#include "render/render_html.h"
+#include "render/render_json.h"
 #include "render/templates.h"
 #include "report/report.h"
 #include "source/input.h"
@@ -43,7 +48,7 @@ typedef struct {
 typedef struct {
 	const ar_set *set;
 	const ar_limits *lim;
-	const rp_options *opt;
+	const cmd_shared *opt;
 	const char *out_dir;
 	const char *cache_dir;
 	row_result *results;
@@ -55,12 +60,12 @@ typedef struct {
 
 /* ---- one run ------------------------------------------------------------------------------- */
 
-static char *settings_text(const rp_run *run)
+static char *settings_text(const rp_report *run)
 {
-	if (!run->has_snapshot || !run->snap.settings.present)
+	if (!run->ev.has_snapshot || !run->ev.snap.settings.present)
 		return mr_strndup("", 0);
-	const md_settings *cfg = &run->snap.settings;
-	const char *conf = md_str(&run->snap, cfg->conf);
+	const md_settings *cfg = &run->ev.snap.settings;
+	const char *conf = md_str(&run->ev.snap, cfg->conf);
 	if (conf[0])
 		return mr_strndup(conf, strlen(conf));
 	mr_buf b = {0};
@@ -87,16 +92,16 @@ static char *opt_dup(const char *s)
 }
 
 /* The index-row facts and both documents of a loaded run. */
-static mr_status fill_entry(const rp_run *run, const rp_options *opt, ca_entry *e, mr_error *err)
+static mr_status fill_entry(const rp_report *run, const cmd_shared *opt, ca_entry *e, mr_error *err)
 {
 	memset(e, 0, sizeof *e);
 	mr_status st;
 	e->settings = settings_text(run);
 	if (!e->settings)
 		goto oom;
-	e->has_snapshot = run->has_snapshot;
+	e->has_snapshot = run->ev.has_snapshot;
 	const an_device *best = NULL;
-	for (size_t i = 0; run->has_snapshot && i < run->an.device_count; i++) {
+	for (size_t i = 0; run->ev.has_snapshot && i < run->an.device_count; i++) {
 		const an_device *dv = &run->an.devices[i];
 		if (opt->device >= 0 && dv->device != opt->device)
 			continue;
@@ -111,11 +116,11 @@ static mr_status fill_entry(const rp_run *run, const rp_options *opt, ca_entry *
 		e->peak_allocated =
 		    best->has_trace ? best->peak_allocated : best->pool[AN_POOL_ALL].allocated;
 		e->fragmentation = best->fragmentation;
-	} else if (!run->has_snapshot) {
+	} else if (!run->ev.has_snapshot) {
 		/* Text evidence only: memory_stats() is exact, a memory_summary() table close. */
-		rp_numbers nums[16];
-		size_t n = rp_text_devices(run, nums, sizeof nums / sizeof *nums);
-		const rp_numbers *top = NULL;
+		an_numbers nums[16];
+		size_t n = an_text_devices(&run->ev, nums, sizeof nums / sizeof *nums);
+		const an_numbers *top = NULL;
 		for (size_t i = 0; i < n; i++) {
 			if (opt->device >= 0 && nums[i].device != opt->device)
 				continue;
@@ -139,8 +144,9 @@ static mr_status fill_entry(const rp_run *run, const rp_options *opt, ca_entry *
 	if (a->verdict && !(e->verdict = opt_dup(a->verdict)))
 		goto oom;
 	mr_buf json = {0}, html = {0};
-	if ((st = rp_render_json(run, opt, &json, err)) ||
-	    (st = rp_render_html(run, opt, &html, err))) {
+	rd_options ropt = {opt->device, opt->redact_paths};
+	if ((st = rd_render_json(run, &ropt, &json, err)) ||
+	    (st = rd_render_html(run, &ropt, &html, err))) {
 		mr_buf_free(&json);
 		mr_buf_free(&html);
 		ca_entry_free(e);
@@ -221,8 +227,10 @@ static void process_row(batch_job *job, ar_reader *rd, size_t i)
 		res->cached = hit;
 	}
 	if (!res->cached) {
-		rp_run loaded;
-		if ((st = ar_load(rd, run, job->lim, job->opt, &loaded, &err)))
+		ld_evidence ev;
+		rp_report loaded;
+		if ((st = ar_load(rd, run, job->lim, &ev, &err)) ||
+		    (st = rp_build(&loaded, &ev, job->opt->device, &err)))
 			goto done;
 		st = fill_entry(&loaded, job->opt, &res->entry, &err);
 		rp_free(&loaded);
@@ -342,7 +350,7 @@ static void render_index_json(const ar_set *set, const row_result *res, mr_buf *
 		mr_buf_puts(b, ", \"first_recommendation\": ");
 		mr_json_str(b, e->rec_id);
 		mr_buf_puts(b, "},\n \"result\": ");
-		/* The run's own memreport/1 document, as written by rp_render_json. */
+		/* The run's own memreport/1 document, as written by rd_render_json. */
 		size_t n = e->json_len;
 		while (n && (e->json[n - 1] == '\n' || e->json[n - 1] == ' '))
 			n--;
@@ -527,7 +535,7 @@ static int parse_count(const char *s, long lo, long hi, long *out)
 
 int cmd_batch(int argc, char **argv)
 {
-	rp_options opt = {.device = -1};
+	cmd_shared opt = {.device = -1};
 	const char *out_dir = NULL, *cache_dir = NULL;
 	long jobs = 0;
 	const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
@@ -545,7 +553,7 @@ int cmd_batch(int argc, char **argv)
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		long v;
 		mr_error oerr = {0};
-		int used = rp_parse_option(&opt, argc, argv, &i, &oerr);
+		int used = cmd_parse_shared(&opt, argc, argv, &i, &oerr);
 		if (used < 0) {
 			rc = batch_usage_error("%s", oerr.msg);
 			goto done;

@@ -3,6 +3,8 @@
  *
  * BEFORE and AFTER are each one run: a snapshot (or any single input the report command takes),
  * or a run folder or zip archive holding exactly one run. */
+#include "cmd/cmd_diff.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +14,7 @@
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/output.h"
-#include "cmd/commands.h"
+#include "cmd/options.h"
 #include "decode/sniff.h"
 #include "load/archive.h"
 #include "report/diff.h"
@@ -38,7 +40,7 @@ static int needs_discovery(const char *path)
 		return 0;
 	struct stat st;
 	if (stat(path, &st) != 0)
-		return 0; /* rp_load reports the error */
+		return 0; /* ld_load reports the error */
 	if (S_ISDIR(st.st_mode))
 		return 1;
 	FILE *f = fopen(path, "rb");
@@ -50,11 +52,12 @@ static int needs_discovery(const char *path)
 	return dc_sniff(head, n) == DC_ZIP;
 }
 
-static mr_status load_side(const char *path, const rp_options *opt, rp_run *run, mr_error *err)
+/* One side's evidence: a plain input, or the only run of a folder or an archive. */
+static mr_status load_evidence(const char *path, ld_evidence *ev, mr_error *err)
 {
 	if (!needs_discovery(path)) {
 		const char *paths[] = {path};
-		return rp_load(run, paths, 1, opt, err);
+		return ld_load(ev, paths, 1, NULL, NULL, err);
 	}
 	ar_limits lim;
 	ar_default_limits(&lim);
@@ -75,21 +78,28 @@ static mr_status load_side(const char *path, const rp_options *opt, rp_run *run,
 		                           : "");
 		mr_buf_free(&names);
 	} else {
-		st = ar_load(NULL, &set.runs[0], &lim, opt, run, err);
+		st = ar_load(NULL, &set.runs[0], &lim, ev, err);
 	}
 	ar_set_free(&set);
 	return st;
 }
 
+static mr_status load_side(const char *path, int device, rp_report *run, mr_error *err)
+{
+	ld_evidence ev;
+	mr_status st = load_evidence(path, &ev, err);
+	return st ? st : rp_build(run, &ev, device, err);
+}
+
 int cmd_diff(int argc, char **argv)
 {
-	rp_options opt = {.device = -1};
+	cmd_shared opt = {.device = -1};
 	const char *out_path = NULL, *paths[2] = {NULL, NULL};
 	int json = 0, n_paths = 0, rc = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		mr_error oerr = {0};
-		int used = rp_parse_option(&opt, argc, argv, &i, &oerr);
+		int used = cmd_parse_shared(&opt, argc, argv, &i, &oerr);
 		if (used < 0)
 			return diff_usage_error("%s", oerr.msg);
 		if (used)
@@ -124,7 +134,7 @@ int cmd_diff(int argc, char **argv)
 	if (n_paths != 2)
 		return diff_usage_error("%s", "give exactly two runs: BEFORE and AFTER");
 
-	rp_run runs[2];
+	rp_report runs[2];
 	int loaded = 0;
 	df_result d = {0};
 	mr_buf buf = {0};
@@ -133,8 +143,8 @@ int cmd_diff(int argc, char **argv)
 	mr_status st = MR_OK;
 	for (; loaded < 2; loaded++) {
 		mr_error local = {0};
-		if ((st = load_side(paths[loaded], &opt, &runs[loaded], &local))) {
-			/* rp_load names the file; discovery errors name it too */
+		if ((st = load_side(paths[loaded], opt.device, &runs[loaded], &local))) {
+			/* ld_load names the file; discovery errors name it too */
 			fprintf(stderr, "memreport: %s\n", local.msg);
 			rc = (int)st;
 			goto done;
@@ -142,8 +152,9 @@ int cmd_diff(int argc, char **argv)
 	}
 	if ((st = df_compute(&runs[0], &runs[1], opt.device, &d, &err)))
 		goto fail;
-	st = json ? df_render_json(&d, &runs[0], &runs[1], &opt, 1000, &buf, &err)
-	          : df_render_html(&d, &runs[0], &runs[1], &opt, 200, &buf, &err);
+	rd_options ropt = {opt.device, opt.redact_paths};
+	st = json ? df_render_json(&d, &runs[0], &runs[1], &ropt, 1000, &buf, &err)
+	          : df_render_html(&d, &runs[0], &runs[1], &ropt, 200, &buf, &err);
 	if (st)
 		goto fail;
 	if (!out_path) {

@@ -5,6 +5,8 @@
  * (replay_matches_recording, first_divergence). When CONF changes anything, a second replay
  * gives the prediction. CONF is applied on top of the recorded settings; "" or "recorded"
  * replays them unchanged. */
+#include "cmd/cmd_simulate.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,8 +18,7 @@
 #include "base/escape.h"
 #include "base/output.h"
 #include "base/units.h"
-#include "cmd/commands.h"
-#include "report/report.h"
+#include "load/load.h"
 #include "sim/config.h"
 #include "sim/replay.h"
 #include "sim/result_json.h"
@@ -282,11 +283,10 @@ int cmd_simulate(int argc, char **argv)
 	int rc = parse_args(argc, argv, &a);
 	if (rc)
 		return rc < 0 ? 0 : rc;
-	rp_run run;
-	rp_options opt = {.device = -1, .quiet = 1};
+	ld_evidence run;
 	mr_error err = {0};
 	const char *paths[] = {a.snapshot};
-	mr_status st = rp_load(&run, paths, 1, &opt, &err);
+	mr_status st = ld_load(&run, paths, 1, NULL, NULL, &err);
 	if (st) {
 		fprintf(stderr, "memreport: %s\n", err.msg);
 		return (int)st;
@@ -344,6 +344,6 @@ done:
 	mr_buf_free(&out);
 	sim_result_free(&rec);
 	sim_result_free(&pred);
-	rp_free(&run);
+	ld_free(&run);
 	return rc;
 }

@@ -1,15 +1,15 @@
-/* main.c: the command line. The only place that prints errors. */
+/* main.c: the command line: which command runs, and the one exit that checks standard output
+ * was written. Each command prints its own errors (only src/cmd/ prints). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/buf.h"
 #include "base/error.h"
-#include "base/output.h"
-#include "cmd/commands.h"
-#include "render/templates.h"
-#include "report/report.h"
+#include "cmd/cmd_batch.h"
+#include "cmd/cmd_diff.h"
+#include "cmd/cmd_report.h"
+#include "cmd/cmd_simulate.h"
 
 #define MEMREPORT_VERSION "0.1.0"
 
@@ -37,129 +37,6 @@ static const char usage[] =
     "Exit status: 0 success; 2 unusable input (the message names the file and, for\n"
     "pickles, the byte offset and opcode); 1 any other failure.\n";
 
-typedef enum { FMT_HTML, FMT_JSON, FMT_MD, FMT_TEXT } out_format;
-
-static const char *format_ext(out_format f)
-{
-	switch (f) {
-	case FMT_JSON: return "json";
-	case FMT_MD: return "md";
-	case FMT_TEXT: return "txt";
-	default: return "html";
-	}
-}
-
-static int usage_error(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "memreport: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n(see memreport --help)\n");
-	return MR_EINPUT;
-}
-
-static int report_main(int argc, char **argv)
-{
-	rp_options opt = {.device = -1};
-	out_format fmt = FMT_HTML;
-	const char *out_path = NULL;
-	const char **inputs = calloc((size_t)argc, sizeof *inputs);
-	size_t n_inputs = 0;
-	int rc = 0;
-	if (!inputs) {
-		fprintf(stderr, "memreport: out of memory\n");
-		return MR_EFAIL;
-	}
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		mr_error oerr = {0};
-		int used = rp_parse_option(&opt, argc, argv, &i, &oerr);
-		if (used < 0) {
-			rc = usage_error("%s", oerr.msg);
-			goto done;
-		}
-		if (used)
-			continue;
-		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-			if (!val) {
-				rc = usage_error("%s needs a file name", a);
-				goto done;
-			}
-			out_path = val;
-			i++;
-		} else if (strcmp(a, "--format") == 0 || strncmp(a, "--format=", 9) == 0) {
-			const char *f = a[8] == '=' ? a + 9 : val;
-			if (a[8] != '=')
-				i++;
-			if (!f) {
-				rc = usage_error("%s needs html, json, md or text", a);
-				goto done;
-			}
-			if (strcmp(f, "html") == 0)
-				fmt = FMT_HTML;
-			else if (strcmp(f, "json") == 0)
-				fmt = FMT_JSON;
-			else if (strcmp(f, "md") == 0 || strcmp(f, "markdown") == 0)
-				fmt = FMT_MD;
-			else if (strcmp(f, "text") == 0 || strcmp(f, "txt") == 0)
-				fmt = FMT_TEXT;
-			else {
-				rc = usage_error("unknown format '%s' (html, json, md, text)", f);
-				goto done;
-			}
-		} else if (a[0] == '-' && a[1] != '\0') {
-			rc = usage_error("unknown option '%s'", a);
-			goto done;
-		} else {
-			inputs[n_inputs++] = a;
-		}
-	}
-	if (n_inputs == 0) {
-		rc = usage_error("%s", "no input given");
-		goto done;
-	}
-
-	rp_run run;
-	mr_error err = {0};
-	mr_status st = rp_load(&run, inputs, n_inputs, &opt, &err);
-	if (st) {
-		fprintf(stderr, "memreport: %s\n", err.msg);
-		rc = (int)st;
-		goto done;
-	}
-	mr_buf buf = {0};
-	if (run.show_progress)
-		fprintf(stderr, "writing the %s report...\n", format_ext(fmt));
-	switch (fmt) {
-	case FMT_JSON: st = rp_render_json(&run, &opt, &buf, &err); break;
-	case FMT_MD: st = rp_render_md(&run, &opt, &buf, &err); break;
-	case FMT_TEXT: st = rp_render_text(&run, &opt, &buf, &err); break;
-	default: st = rp_render_html(&run, &opt, &buf, &err);
-	}
-	char *default_path = NULL;
-	if (!st && !out_path) {
-		default_path = out_default_path(inputs[0], format_ext(fmt));
-		if (!default_path)
-			st = mr_oom(&err);
-		out_path = default_path;
-	}
-	if (!st)
-		st = out_write(out_path, buf.data ? buf.data : "", buf.len, &err);
-	if (st) {
-		fprintf(stderr, "memreport: %s%s%s\n", out_path ? out_path : "",
-		        out_path ? ": " : "", err.msg);
-		rc = (int)st;
-	} else if (default_path && !opt.quiet) {
-		fprintf(stderr, "memreport: wrote %s\n", default_path);
-	}
-	free(default_path);
-	mr_buf_free(&buf);
-	rp_free(&run);
-done:
-	free(inputs);
-	return rc;
-}
-
 int main(int argc, char **argv)
 {
 	int rc;
@@ -176,7 +53,7 @@ int main(int argc, char **argv)
 	} else if (argc >= 2 && strcmp(argv[1], "simulate") == 0) {
 		rc = cmd_simulate(argc - 1, argv + 1);
 	} else {
-		rc = report_main(argc, argv);
+		rc = cmd_report(argc, argv);
 	}
 	/* A full disk shows up here at the latest: a report cut short is an error. */
 	if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {

@@ -16,7 +16,7 @@
 #include "base/mem.h"
 #include "base/units.h"
 #include "decode/sniff.h"
-#include "report/report.h"
+#include "load/load.h"
 #include "source/input.h"
 
 void ar_default_limits(ar_limits *lim)
@@ -767,8 +767,8 @@ static int found_is_evidence(const found_file *f, const ar_limits *lim)
 	}
 	if (st)
 		return 1; /* unreadable: listed with the loader's error */
-	rp_kind kind;
-	int yes = rp_buffer_kind(in.data, in.len, &kind);
+	ld_kind kind;
+	int yes = ld_buffer_kind(in.data, in.len, &kind);
 	in_release(&in);
 	return yes;
 }
@@ -1293,8 +1293,8 @@ mr_status ar_digest(ar_reader *rd, const ar_run *run, const ar_limits *lim, h128
 	return st;
 }
 
-mr_status ar_load(ar_reader *rd, const ar_run *run, const ar_limits *lim, const rp_options *opt,
-                  rp_run *out, mr_error *err)
+mr_status ar_load(ar_reader *rd, const ar_run *run, const ar_limits *lim, ld_evidence *out,
+                  mr_error *err)
 {
 	ar_contents c;
 	memset(out, 0, sizeof *out);
@@ -1303,7 +1303,7 @@ mr_status ar_load(ar_reader *rd, const ar_run *run, const ar_limits *lim, const 
 		mr_one_line(err->msg);
 		return st;
 	}
-	st = rp_load_buffers(out, c.names, c.data, c.lens, c.count, opt, err);
+	st = ld_load_buffers(out, c.names, c.data, c.lens, c.count, err);
 	ar_contents_free(&c);
 	mr_one_line(err->msg); /* member names come from the archive */
 	return st;

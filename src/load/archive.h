@@ -24,7 +24,7 @@
 
 #include "base/error.h"
 #include "base/hash128.h"
-#include "report/report.h"
+#include "load/load.h"
 
 typedef struct {
 	char *name;        /* "<run label>/<path inside the input>": what reports show */
@@ -100,9 +100,9 @@ void ar_contents_free(ar_contents *c);
 mr_status ar_digest(ar_reader *rd, const ar_run *run, const ar_limits *lim, h128_state *h,
                     mr_error *err);
 
-/* Reads and loads a row into *out (see rp_load_buffers). */
-mr_status ar_load(ar_reader *rd, const ar_run *run, const ar_limits *lim, const rp_options *opt,
-                  rp_run *out, mr_error *err);
+/* Reads and loads a row into *out (see ld_load_buffers). */
+mr_status ar_load(ar_reader *rd, const ar_run *run, const ar_limits *lim, ld_evidence *out,
+                  mr_error *err);
 
 /* Helpers exposed for the tests. */
 /* Rank named by a file or folder name ("snapshot_3.pickle", "oom_rank3.pickle", "rank3"):

@@ -9,7 +9,6 @@
 #include <stdint.h>
 
 #include "base/buf.h"
-#include "report/report.h"
 
 /* Appends s escaped for HTML text or attribute values, cut to at most max bytes (at a UTF-8
  * boundary) with "…" appended when it was cut. */
@@ -19,11 +18,6 @@ void hu_text(mr_buf *b, const char *s, size_t max);
  * the inline Markdown punctuation (\\ ` * _ [ ] | ~) is backslash-escaped, so text from a snapshot
  * can neither start markup nor raw HTML. Newlines become spaces. Cut like hu_text. */
 void hu_md_text(mr_buf *b, const char *s, size_t max);
-
-/* Appends text with every absolute file path in it (a word starting with '/', '~/' or a drive
- * letter) passed through rp_path, so prose that quotes a frame ("in /home/u/x.py:12") obeys
- * --redact-paths like the frames themselves. Without redaction, text is copied unchanged. */
-void hu_redact_text(mr_buf *b, const rp_options *opt, const char *text);
 
 /* A template placeholder: {{name}} in the template becomes value (inserted verbatim). */
 typedef struct {

@@ -8,11 +8,14 @@
  * goes through mr_buf_html (hu_text). Output is deterministic: no time, stable orders, fixed
  * number formats. Sections are capped so the page stays under RP_HTML_MAX whatever the input;
  * what was left out is said in the notes. */
+#include "render/render_html.h"
+
 #include <cmark.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/text_devices.h"
 #include "base/base64.h"
 #include "base/buf.h"
 #include "base/error.h"
@@ -21,9 +24,9 @@
 #include "base/units.h"
 #include "render/html_util.h"
 #include "render/png_map.h"
+#include "render/redact.h"
 #include "render/svg_timeline.h"
 #include "render/templates.h"
-#include "report/report.h"
 
 enum {
 	RP_HTML_MAX = 3000000,    /* the promise: never more than this */
@@ -41,8 +44,8 @@ enum {
 };
 
 typedef struct {
-	const rp_run *run;
-	const rp_options *opt;
+	const rp_report *run;
+	const rd_options *opt;
 	const md_snapshot *s;
 	mr_buf *b;       /* the page body */
 	mr_buf left_out; /* <li> notes about capped sections */
@@ -57,14 +60,17 @@ static void text(hr_ctx *c, const char *s)
 	hu_text(c->b, s ? s : "", HR_TEXT_CAP);
 }
 
-/* Prose from the diagnosis may quote frames: paths in it obey --redact-paths too. */
-static void advice_text(hr_ctx *c, const char *s, size_t cap)
+/* Prose from the diagnosis may quote frames: paths in it obey --redact-paths too, the ones it
+ * marks (paths, may be NULL) and, as a guard, anything else that looks like a path. */
+static void advice_text(hr_ctx *c, const char *s, const ad_paths *paths, size_t cap)
 {
-	mr_buf tmp = {0};
-	hu_redact_text(&tmp, c->opt, s ? s : "");
-	if (tmp.failed)
+	mr_buf marked = {0}, tmp = {0};
+	rd_prose(&marked, c->opt, s ? s : "", paths);
+	rd_redact_text(&tmp, c->opt, marked.data ? marked.data : "");
+	if (tmp.failed || marked.failed)
 		c->b->failed = 1;
 	hu_text(c->b, tmp.data ? tmp.data : "", cap);
+	mr_buf_free(&marked);
 	mr_buf_free(&tmp);
 }
 
@@ -98,7 +104,7 @@ static int over_budget(const hr_ctx *c)
 static void path_text(hr_ctx *c, const char *path)
 {
 	char buf[4096];
-	text(c, rp_path(c->opt, path ? path : "", buf, sizeof buf));
+	text(c, rd_path(c->opt, path ? path : "", buf, sizeof buf));
 }
 
 static void frame_html(hr_ctx *c, const md_frame *f)
@@ -128,7 +134,7 @@ typedef struct {
 	int largest_unknown; /* a log alone: the free blocks' layout was not recorded */
 } hr_oom;
 
-static hr_oom oom_facts(const rp_run *run, const rp_options *opt)
+static hr_oom oom_facts(const rp_report *run, const rd_options *opt)
 {
 	hr_oom o = {0};
 	const ad_oom *a = &run->advice.oom;
@@ -148,9 +154,9 @@ static hr_oom oom_facts(const rp_run *run, const rp_options *opt)
 			o.cause = ad_cause_name(a->cause);
 		return o;
 	}
-	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
+	for (size_t d = 0; run->ev.has_snapshot && d < run->an.device_count; d++) {
 		const an_device *dv = &run->an.devices[d];
-		const md_device *md = md_find_device(&run->snap, dv->device);
+		const md_device *md = md_find_device(&run->ev.snap, dv->device);
 		if (!dv->oom_events || !md || dv->last_oom_event >= md->event_count ||
 		    (opt->device >= 0 && opt->device != dv->device))
 			continue;
@@ -175,7 +181,7 @@ static hr_oom oom_facts(const rp_run *run, const rp_options *opt)
 
 static void verdict(hr_ctx *c, const hr_oom *oom)
 {
-	const rp_run *run = c->run;
+	const rp_report *run = c->run;
 	const ad_advice *ad = &run->advice;
 	int worst = -1;
 	for (size_t i = 0; i < ad->finding_count; i++)
@@ -185,7 +191,7 @@ static void verdict(hr_ctx *c, const hr_oom *oom)
 	                                                       : "ok";
 	mr_buf_printf(c->b, "<p class=\"verdict %s\" id=verdict>", cls);
 	if (ad->verdict && ad->verdict[0]) {
-		advice_text(c, ad->verdict, 1000);
+		advice_text(c, ad->verdict, NULL, 1000);
 		mr_buf_puts(c->b, "</p>");
 		return;
 	}
@@ -201,7 +207,7 @@ static void verdict(hr_ctx *c, const hr_oom *oom)
 		    oom->free_pieces == 1 ? "" : "s");
 	} else {
 		const an_device *dv = NULL;
-		for (size_t d = 0; run->has_snapshot && d < run->an.device_count && !dv; d++)
+		for (size_t d = 0; run->ev.has_snapshot && d < run->an.device_count && !dv; d++)
 			if (want_device(c, run->an.devices[d].device))
 				dv = &run->an.devices[d];
 		if (!dv) {
@@ -259,8 +265,8 @@ static void pool_row(hr_ctx *c, const char *name, const an_pool *p)
  * table of each device; table cells are truncated to their unit, so they read "at least". */
 static void text_device_cards(hr_ctx *c)
 {
-	rp_numbers nums[64];
-	size_t n = rp_text_devices(c->run, nums, 64);
+	an_numbers nums[64];
+	size_t n = an_text_devices(&c->run->ev, nums, 64);
 	if (!n) {
 		mr_buf_puts(c->b, "<p class=muted>No snapshot, memory_summary() table or "
 		                  "memory_stats() dump among the inputs: no per-device numbers to "
@@ -268,13 +274,13 @@ static void text_device_cards(hr_ctx *c)
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		const rp_numbers *d = &nums[i];
+		const an_numbers *d = &nums[i];
 		const char *hint = d->precision > 1 ? "at least (table cell)" : NULL;
 		if (!want_device(c, d->device))
 			continue;
 		mr_buf_printf(c->b, "<h3>Device %d <span class=muted>from the %s</span></h3>",
 		              d->device,
-		              d->source == RP_MEMORY_STATS ? "memory_stats() dump"
+		              d->source == LD_MEMORY_STATS ? "memory_stats() dump"
 		                                           : "last memory_summary() table");
 		mr_buf_puts(c->b, "<div class=cards>");
 		card(c, "reserved", d->reserved, hint ? hint : "held from CUDA");
@@ -295,14 +301,14 @@ static void text_device_cards(hr_ctx *c)
 
 static void device_cards(hr_ctx *c)
 {
-	const rp_run *run = c->run;
+	const rp_report *run = c->run;
 	mr_buf_puts(c->b, "<section id=devices><h2>Memory by device</h2>");
-	if (!run->has_snapshot)
+	if (!run->ev.has_snapshot)
 		text_device_cards(c);
 	else if (!run->an.device_count)
 		mr_buf_puts(c->b, "<p class=muted>The snapshot holds no segments: nothing was "
 		                  "allocated.</p>");
-	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
+	for (size_t d = 0; run->ev.has_snapshot && d < run->an.device_count; d++) {
 		const an_device *dv = &run->an.devices[d];
 		if (!want_device(c, dv->device))
 			continue;
@@ -441,7 +447,7 @@ static void findings(hr_ctx *c)
 		const ad_finding *f = &ad->findings[i];
 		mr_buf_printf(c->b, "<li class=%s><span class=sev>%s</span> ",
 		              ad_severity_name(f->severity), ad_severity_name(f->severity));
-		advice_text(c, f->message, 2000);
+		advice_text(c, f->message, &f->paths, 2000);
 		mr_buf_puts(c->b, " <code class=id>");
 		text(c, f->id);
 		mr_buf_puts(c->b, "</code></li>");
@@ -503,18 +509,18 @@ static void recommendations(hr_ctx *c)
 		mr_buf_printf(c->b,
 		              "<li class=rec><div class=rec-head><span class=rank>%d</span><h3>",
 		              r->rank > 0 ? r->rank : (int)i + 1);
-		advice_text(c, r->title ? r->title : r->id, HR_TEXT_CAP);
+		advice_text(c, r->title ? r->title : r->id, NULL, HR_TEXT_CAP);
 		mr_buf_puts(c->b, "</h3><code class=id>");
 		text(c, r->id);
 		mr_buf_puts(c->b, "</code></div>");
 		if (r->reason && r->reason[0]) {
 			mr_buf_puts(c->b, "<p class=reason>");
-			advice_text(c, r->reason, 2000);
+			advice_text(c, r->reason, &r->reason_paths, 2000);
 			mr_buf_puts(c->b, "</p>");
 		}
 		if (r->change && r->change[0]) {
 			mr_buf_puts(c->b, "<pre class=change><code>");
-			advice_text(c, r->change, 2000);
+			advice_text(c, r->change, NULL, 2000);
 			mr_buf_puts(c->b, "</code></pre>");
 		}
 		rec_prose(c, r->id);
@@ -773,8 +779,8 @@ static void legend(hr_ctx *c)
 
 static void segment_maps(hr_ctx *c)
 {
-	const rp_run *run = c->run;
-	if (!run->has_snapshot || !c->s->segment_count)
+	const rp_report *run = c->run;
+	if (!run->ev.has_snapshot || !c->s->segment_count)
 		return;
 	mr_buf_puts(c->b,
 	            "<section id=maps><h2>Segment maps</h2>"
@@ -826,8 +832,8 @@ static void segment_maps(hr_ctx *c)
 
 static void timelines(hr_ctx *c)
 {
-	const rp_run *run = c->run;
-	if (!run->has_snapshot)
+	const rp_report *run = c->run;
+	if (!run->ev.has_snapshot)
 		return;
 	mr_buf_puts(c->b, "<section id=timeline><h2>Memory over the trace</h2>");
 	int any = 0;
@@ -1059,8 +1065,8 @@ done:
 
 static void sites(hr_ctx *c, const hr_oom *oom)
 {
-	const rp_run *run = c->run;
-	if (!run->has_snapshot)
+	const rp_report *run = c->run;
+	if (!run->ev.has_snapshot)
 		return;
 	mr_buf_puts(c->b,
 	            "<section id=sites><h2>Where the live memory was allocated</h2>"
@@ -1102,8 +1108,8 @@ static void sites(hr_ctx *c, const hr_oom *oom)
 
 static void settings(hr_ctx *c)
 {
-	const rp_run *run = c->run;
-	if (!run->has_snapshot)
+	const rp_report *run = c->run;
+	if (!run->ev.has_snapshot)
 		return;
 	const md_settings *cfg = &c->s->settings;
 	mr_buf_puts(c->b, "<section id=settings><h2>Allocator settings</h2>");
@@ -1141,26 +1147,26 @@ static void settings(hr_ctx *c)
 
 static void notes(hr_ctx *c)
 {
-	const rp_run *run = c->run;
+	const rp_report *run = c->run;
 	const md_snapshot *s = c->s;
 	mr_buf n = {0};
 	mr_buf *save = c->b;
 	c->b = &n;
-	if (run->has_snapshot && !s->has_history)
+	if (run->ev.has_snapshot && !s->has_history)
 		mr_buf_puts(
 		    &n, "<li><b>No allocation history was recorded</b>: there are no stacks "
 		        "and no trace, so no timeline, no peaks and no allocation sites. Call "
 		        "<code>torch.cuda.memory._record_memory_history(max_entries=100000)</code> "
 		        "at the start of the run and dump the snapshot with "
 		        "<code>torch.cuda.memory._dump_snapshot(\"snapshot.pickle\")</code>.</li>");
-	if (run->has_snapshot && s->era != MD_ERA_CURRENT)
+	if (run->ev.has_snapshot && s->era != MD_ERA_CURRENT)
 		mr_buf_printf(
 		    &n,
 		    "<li>The snapshot is in an older format (%s): some numbers (requested "
 		    "bytes, stacks of free blocks) were not recorded.</li>",
 		    s->era == MD_ERA_HISTORY ? "PyTorch 2.0, per-block history"
 		                             : "a bare segment list");
-	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
+	for (size_t d = 0; run->ev.has_snapshot && d < run->an.device_count; d++) {
 		const an_device *dv = &run->an.devices[d];
 		char b1[32], b2[32];
 		if (!want_device(c, dv->device))
@@ -1195,13 +1201,13 @@ static void notes(hr_ctx *c)
 			    dv->device, fmt_bytes(b1, pp->reserved), pp->segments,
 			    pp->segments == 1 ? "" : "s");
 	}
-	if (run->has_snapshot && s->inconsistent_segments)
+	if (run->ev.has_snapshot && s->inconsistent_segments)
 		mr_buf_printf(&n,
 		              "<li>%zu segment%s whose blocks do not tile them exactly; their maps "
 		              "are drawn from the blocks as recorded.</li>",
 		              s->inconsistent_segments,
 		              s->inconsistent_segments == 1 ? " has" : "s have");
-	if (run->has_snapshot && (s->unknown_states || s->unknown_actions || s->dropped_events))
+	if (run->ev.has_snapshot && (s->unknown_states || s->unknown_actions || s->dropped_events))
 		mr_buf_printf(&n,
 		              "<li>Unrecognised content was ignored: %zu block states, %zu trace "
 		              "actions, %zu events dropped.</li>",
@@ -1232,12 +1238,12 @@ static void header(hr_ctx *c)
 {
 	mr_buf_puts(c->b, "<header><h1>memreport <span class=muted>CUDA memory report</span></h1>"
 	                  "<p class=inputs>");
-	for (size_t i = 0; i < c->run->input_count; i++) {
+	for (size_t i = 0; i < c->run->ev.input_count; i++) {
 		mr_buf_puts(c->b, i ? ", " : "");
 		mr_buf_puts(c->b, "<code>");
-		path_text(c, c->run->inputs[i].path);
+		path_text(c, c->run->ev.inputs[i].path);
 		mr_buf_printf(c->b, "</code> <span class=muted>(%s)</span>",
-		              rp_kind_name(c->run->inputs[i].kind));
+		              ld_kind_name(c->run->ev.inputs[i].kind));
 	}
 	if (c->opt->device >= 0)
 		mr_buf_printf(c->b, " <span class=muted>\xc2\xb7 device %d only</span>",
@@ -1256,10 +1262,10 @@ static const char fallback_page[] =
     "<style>{{css}}</style></head><body><main>{{body}}</main><script>{{script}}</script>"
     "</body></html>\n";
 
-mr_status rp_render_html(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err)
+mr_status rd_render_html(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
 {
 	mr_buf body = {0}, title = {0}, csp = {0};
-	hr_ctx c = {run, opt, &run->snap, &body, {0}, err, MR_OK};
+	hr_ctx c = {run, opt, &run->ev.snap, &body, {0}, err, MR_OK};
 	size_t page_len = 0, css_len = 0, js_len = 0;
 	char *page = tp_get("report.html", &page_len);
 	char *css = tp_get("report.css", &css_len);
@@ -1291,9 +1297,9 @@ mr_status rp_render_html(const rp_run *run, const rp_options *opt, mr_buf *out, 
 	}
 
 	mr_buf_puts(&title, "memreport: ");
-	if (run->input_count) {
+	if (run->ev.input_count) {
 		char pbuf[4096];
-		const char *p = rp_path(opt, run->inputs[0].path, pbuf, sizeof pbuf);
+		const char *p = rd_path(opt, run->ev.inputs[0].path, pbuf, sizeof pbuf);
 		const char *base = strrchr(p, '/');
 		hu_text(&title, base ? base + 1 : p, 120);
 	}

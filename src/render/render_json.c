@@ -1,11 +1,14 @@
 /* render_json.c: the memreport/1 JSON document of ../shared/CONTRACT.md. */
+#include "render/render_json.h"
+
 #include <inttypes.h>
 #include <string.h>
 
+#include "analyze/text_devices.h"
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/escape.h"
-#include "report/report.h"
+#include "render/redact.h"
 
 static void json_u64(mr_buf *b, const char *key, uint64_t v, int comma)
 {
@@ -28,7 +31,7 @@ static void pool_json(mr_buf *b, const an_pool *p)
 	mr_buf_puts(b, "}");
 }
 
-static void device_json(mr_buf *b, const rp_run *run, const an_device *dv)
+static void device_json(mr_buf *b, const rp_report *run, const an_device *dv)
 {
 	const an_pool *all = &dv->pool[AN_POOL_ALL];
 	mr_buf_printf(b, "{\"device\": %d", dv->device);
@@ -50,7 +53,7 @@ static void device_json(mr_buf *b, const rp_run *run, const an_device *dv)
 	} else {
 		mr_buf_puts(b, ", \"peak_allocated_bytes\": null, \"peak_reserved_bytes\": null");
 	}
-	const md_device *md = md_find_device(&run->snap, dv->device);
+	const md_device *md = md_find_device(&run->ev.snap, dv->device);
 	if (md && md->has_trace_list)
 		json_u64(b, "trace_events", dv->trace_events, 1);
 	else
@@ -69,7 +72,7 @@ static void device_json(mr_buf *b, const rp_run *run, const an_device *dv)
 }
 
 /* A device described by a table or a memory_stats() dump: no layout, so no free-block numbers. */
-static void numbers_json(mr_buf *b, const rp_numbers *d)
+static void numbers_json(mr_buf *b, const an_numbers *d)
 {
 	mr_buf_printf(b, "{\"device\": %d", d->device);
 	json_u64(b, "reserved_bytes", d->reserved, 1);
@@ -94,7 +97,7 @@ static void numbers_json(mr_buf *b, const rp_numbers *d)
 		mr_buf_puts(b, ", \"peak_allocated_bytes\": null, \"peak_reserved_bytes\": null");
 	}
 	mr_buf_puts(b, ", \"trace_events\": null, \"trace_truncated\": null");
-	mr_buf_printf(b, ", \"source\": \"%s\"", rp_kind_name(d->source));
+	mr_buf_printf(b, ", \"source\": \"%s\"", ld_kind_name(d->source));
 	/* table cells are truncated to their unit: the true value is in [v, v + precision) */
 	json_u64(b, "precision_bytes", d->precision, 1);
 	mr_buf_printf(b, ", \"lower_bound\": %s}", d->precision > 1 ? "true" : "false");
@@ -137,7 +140,19 @@ static void field_str(mr_buf *b, const char *key, const char *value, int comma)
 	mr_json_str(b, value);
 }
 
-static void advice_json(mr_buf *b, const ad_advice *a)
+/* Prose of the diagnosis, with the paths it quotes redacted when asked. */
+static void prose_field(mr_buf *b, const char *key, const char *text, const ad_paths *paths,
+                        const rd_options *opt)
+{
+	mr_buf tmp = {0};
+	rd_prose(&tmp, opt, text, paths);
+	if (tmp.failed)
+		b->failed = 1;
+	field_str(b, key, tmp.data ? tmp.data : "", 1);
+	mr_buf_free(&tmp);
+}
+
+static void advice_json(mr_buf *b, const ad_advice *a, const rd_options *opt)
 {
 	mr_buf_puts(b, ",\n  \"verdict\": ");
 	mr_json_str(b, a->verdict ? a->verdict : "");
@@ -187,7 +202,7 @@ static void advice_json(mr_buf *b, const ad_advice *a)
 		mr_buf_puts(b, i ? ",\n    {" : "\n    {");
 		field_str(b, "id", f->id, 0);
 		field_str(b, "severity", ad_severity_name(f->severity), 1);
-		field_str(b, "message", f->message, 1);
+		prose_field(b, "message", f->message, &f->paths, opt);
 		mr_buf_puts(b, "}");
 	}
 	mr_buf_puts(b, a->finding_count ? "\n  ],\n  \"recommendations\": ["
@@ -198,28 +213,28 @@ static void advice_json(mr_buf *b, const ad_advice *a)
 		field_str(b, "id", r->id, 0);
 		mr_buf_printf(b, ", \"rank\": %d", r->rank);
 		field_str(b, "title", r->title, 1);
-		field_str(b, "reason", r->reason, 1);
+		prose_field(b, "reason", r->reason, &r->reason_paths, opt);
 		field_str(b, "change", r->change, 1);
 		mr_buf_puts(b, "}");
 	}
 	mr_buf_puts(b, a->rec_count ? "\n  ]\n" : "]\n");
 }
 
-mr_status rp_render_json(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err)
+mr_status rd_render_json(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
 {
 	mr_buf *b = out;
 	char pbuf[4096];
 	mr_buf_puts(b, "{\n  \"schema\": \"memreport/1\",\n  \"inputs\": [");
-	for (size_t i = 0; i < run->input_count; i++) {
+	for (size_t i = 0; i < run->ev.input_count; i++) {
 		mr_buf_puts(b, i ? ", {\"path\": " : "{\"path\": ");
-		mr_json_str(b, rp_path(opt, run->inputs[i].path, pbuf, sizeof pbuf));
+		mr_json_str(b, rd_path(opt, run->ev.inputs[i].path, pbuf, sizeof pbuf));
 		mr_buf_puts(b, ", \"kind\": ");
-		mr_json_str(b, rp_kind_name(run->inputs[i].kind));
+		mr_json_str(b, ld_kind_name(run->ev.inputs[i].kind));
 		mr_buf_puts(b, "}");
 	}
 	mr_buf_puts(b, "],\n  \"devices\": [");
 	int first = 1;
-	for (size_t i = 0; run->has_snapshot && i < run->an.device_count; i++) {
+	for (size_t i = 0; run->ev.has_snapshot && i < run->an.device_count; i++) {
 		const an_device *dv = &run->an.devices[i];
 		if (opt->device >= 0 && dv->device != opt->device)
 			continue;
@@ -227,8 +242,8 @@ mr_status rp_render_json(const rp_run *run, const rp_options *opt, mr_buf *out, 
 		device_json(b, run, dv);
 		first = 0;
 	}
-	rp_numbers text_devices[64];
-	size_t nt = run->has_snapshot ? 0 : rp_text_devices(run, text_devices, 64);
+	an_numbers text_devices[64];
+	size_t nt = run->ev.has_snapshot ? 0 : an_text_devices(&run->ev, text_devices, 64);
 	for (size_t i = 0; i < nt; i++) {
 		if (opt->device >= 0 && text_devices[i].device != opt->device)
 			continue;
@@ -238,11 +253,11 @@ mr_status rp_render_json(const rp_run *run, const rp_options *opt, mr_buf *out, 
 	}
 	mr_buf_puts(b, first ? "],\n" : "\n  ],\n");
 	mr_buf_puts(b, "  \"allocator_settings\": ");
-	if (run->has_snapshot)
-		settings_json(b, &run->snap);
+	if (run->ev.has_snapshot)
+		settings_json(b, &run->ev.snap);
 	else
 		mr_buf_puts(b, "null");
-	advice_json(b, &run->advice);
+	advice_json(b, &run->advice, opt);
 	mr_buf_puts(b, "}\n");
 	return b->failed ? mr_oom(err) : MR_OK;
 }

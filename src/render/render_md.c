@@ -4,15 +4,18 @@
  * the top three recommendations and the top allocation sites. Every string from the inputs is
  * escaped with hu_md_text (entities for HTML, backslashes for Markdown), so a hostile frame
  * name can neither open an HTML tag nor break the table. */
+#include "render/render_md.h"
+
 #include <inttypes.h>
 #include <string.h>
 
+#include "analyze/text_devices.h"
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/units.h"
 #include "render/html_util.h"
-#include "report/report.h"
+#include "render/redact.h"
 
 enum {
 	RP_MD_MAX_LINES = 60,
@@ -29,24 +32,28 @@ static const char *md_bytes(char out[32], uint64_t v)
 	return out;
 }
 
-/* Diagnosis prose, with the paths it quotes redacted like frames, escaped for Markdown. */
-static void md_advice(mr_buf *b, const rp_options *opt, const char *text, size_t cap)
+/* Diagnosis prose, with the paths it quotes redacted like frames (the marked ones, and as a
+ * guard anything that looks like a path), escaped for Markdown. */
+static void md_advice(mr_buf *b, const rd_options *opt, const char *text, const ad_paths *paths,
+                      size_t cap)
 {
-	mr_buf tmp = {0};
-	hu_redact_text(&tmp, opt, text ? text : "");
-	if (tmp.failed)
+	mr_buf marked = {0}, tmp = {0};
+	rd_prose(&marked, opt, text ? text : "", paths);
+	rd_redact_text(&tmp, opt, marked.data ? marked.data : "");
+	if (tmp.failed || marked.failed)
 		b->failed = 1;
 	hu_md_text(b, tmp.data ? tmp.data : "", cap);
+	mr_buf_free(&marked);
 	mr_buf_free(&tmp);
 }
 
-static int md_want(const rp_options *opt, int32_t device)
+static int md_want(const rd_options *opt, int32_t device)
 {
 	return opt->device < 0 || opt->device == device;
 }
 
 /* The neutral sentence used when the diagnosis has no verdict. */
-static void fallback_verdict(mr_buf *b, const rp_run *run, const rp_options *opt)
+static void fallback_verdict(mr_buf *b, const rp_report *run, const rd_options *opt)
 {
 	char a[32], r[32], f[32], l[32];
 	const ad_oom *o = &run->advice.oom;
@@ -59,7 +66,7 @@ static void fallback_verdict(mr_buf *b, const rp_run *run, const rp_options *opt
 		    md_bytes(f, o->free_cached), o->free_pieces);
 		return;
 	}
-	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
+	for (size_t d = 0; run->ev.has_snapshot && d < run->an.device_count; d++) {
 		const an_device *dv = &run->an.devices[d];
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
 		if (!md_want(opt, dv->device))
@@ -90,10 +97,10 @@ static void fallback_verdict(mr_buf *b, const rp_run *run, const rp_options *opt
 }
 
 /* The exact change as a fenced block when it is plain text, else escaped inline. */
-static void md_change(mr_buf *b, const rp_options *opt, const char *text)
+static void md_change(mr_buf *b, const rd_options *opt, const char *text)
 {
 	mr_buf redacted = {0};
-	hu_redact_text(&redacted, opt, text ? text : "");
+	rd_redact_text(&redacted, opt, text ? text : "");
 	const char *change = redacted.data;
 	if (!change || !change[0]) {
 		mr_buf_free(&redacted);
@@ -125,10 +132,10 @@ static void md_change(mr_buf *b, const rp_options *opt, const char *text)
 	mr_buf_free(&redacted);
 }
 
-static void md_frame_text(mr_buf *b, const rp_options *opt, const md_snapshot *s, const md_frame *f)
+static void md_frame_text(mr_buf *b, const rd_options *opt, const md_snapshot *s, const md_frame *f)
 {
 	char pbuf[4096];
-	const char *path = rp_path(opt, md_str(s, f->filename), pbuf, sizeof pbuf);
+	const char *path = rd_path(opt, md_str(s, f->filename), pbuf, sizeof pbuf);
 	const char *base = strrchr(path, '/');
 	hu_md_text(b, md_str(s, f->name), MD_TEXT_CAP);
 	mr_buf_puts(b, " (");
@@ -161,21 +168,21 @@ static void cap_lines(mr_buf *b, size_t max)
 	}
 }
 
-mr_status rp_render_md(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err)
+mr_status rd_render_md(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
 {
 	mr_buf b = {0};
 	const ad_advice *ad = &run->advice;
-	const md_snapshot *s = &run->snap;
+	const md_snapshot *s = &run->ev.snap;
 	char v[10][32];
 
 	mr_buf_puts(&b, "### memreport\n\n**");
 	if (ad->verdict && ad->verdict[0])
-		md_advice(&b, opt, ad->verdict, 600);
+		md_advice(&b, opt, ad->verdict, NULL, 600);
 	else
 		fallback_verdict(&b, run, opt);
 	mr_buf_puts(&b, "**\n\n");
 
-	if (run->has_snapshot && run->an.device_count) {
+	if (run->ev.has_snapshot && run->an.device_count) {
 		mr_buf_puts(
 		    &b, "| device | reserved | allocated | active | free cached | non-releasable "
 		        "| largest free block | fragmentation | peak allocated | peak reserved |\n"
@@ -204,16 +211,16 @@ mr_status rp_render_md(const rp_run *run, const rp_options *opt, mr_buf *out, mr
 		mr_buf_puts(&b, "\n");
 	}
 
-	if (!run->has_snapshot) {
-		rp_numbers nums[MD_MAX_DEVICES];
-		size_t nt = rp_text_devices(run, nums, MD_MAX_DEVICES);
+	if (!run->ev.has_snapshot) {
+		an_numbers nums[MD_MAX_DEVICES];
+		size_t nt = an_text_devices(&run->ev, nums, MD_MAX_DEVICES);
 		if (nt)
 			mr_buf_puts(&b,
 			            "| device | reserved | allocated | active | non-releasable | "
 			            "peak allocated | peak reserved | source |\n"
 			            "|---:|---:|---:|---:|---:|---:|---:|---|\n");
 		for (size_t i = 0; i < nt; i++) {
-			const rp_numbers *d = &nums[i];
+			const an_numbers *d = &nums[i];
 			if (!md_want(opt, d->device))
 				continue;
 			mr_buf_printf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", d->device,
@@ -252,13 +259,13 @@ mr_status rp_render_md(const rp_run *run, const rp_options *opt, mr_buf *out, mr
 		for (size_t i = 0; i < ad->rec_count && i < MD_MAX_RECS; i++) {
 			const ad_recommendation *r = &ad->recs[i];
 			mr_buf_printf(&b, "%zu. **", i + 1);
-			md_advice(&b, opt, r->title ? r->title : r->id, MD_TEXT_CAP);
+			md_advice(&b, opt, r->title ? r->title : r->id, NULL, MD_TEXT_CAP);
 			mr_buf_puts(&b, "** (");
 			hu_md_text(&b, r->id, 40);
 			mr_buf_puts(&b, ")");
 			if (r->reason && r->reason[0]) {
 				mr_buf_puts(&b, ": ");
-				md_advice(&b, opt, r->reason, 400);
+				md_advice(&b, opt, r->reason, &r->reason_paths, 400);
 			}
 			mr_buf_puts(&b, "\n");
 			md_change(&b, opt, r->change);
@@ -270,7 +277,7 @@ mr_status rp_render_md(const rp_run *run, const rp_options *opt, mr_buf *out, mr
 	}
 
 	/* Sites of the first device shown that has any. */
-	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
+	for (size_t d = 0; run->ev.has_snapshot && d < run->an.device_count; d++) {
 		const an_device *dv = &run->an.devices[d];
 		if (!md_want(opt, dv->device) || !dv->site_count)
 			continue;

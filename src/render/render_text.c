@@ -1,17 +1,31 @@
 /* render_text.c: a terminal summary. */
+#include "render/render_text.h"
+
 #include <inttypes.h>
 #include <string.h>
 
+#include "analyze/text_devices.h"
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/escape.h"
 #include "base/units.h"
-#include "report/report.h"
+#include "render/redact.h"
 
 /* Strings from a snapshot or log, made harmless for a terminal. */
 static void safe(mr_buf *b, const char *s)
 {
 	mr_buf_plain(b, s, strlen(s));
+}
+
+/* Prose of the diagnosis: its paths redacted when asked, then made harmless. */
+static void prose(mr_buf *b, const rd_options *opt, const char *text, const ad_paths *paths)
+{
+	mr_buf tmp = {0};
+	rd_prose(&tmp, opt, text, paths);
+	if (tmp.failed)
+		b->failed = 1;
+	safe(b, tmp.data ? tmp.data : "");
+	mr_buf_free(&tmp);
 }
 
 static void line_bytes(mr_buf *b, const char *label, uint64_t v)
@@ -22,7 +36,7 @@ static void line_bytes(mr_buf *b, const char *label, uint64_t v)
 }
 
 /* Up to `max` frames of a stack that PyTorch's viewer would show, innermost first. */
-static void short_stack(mr_buf *b, const md_snapshot *s, const rp_options *opt, uint32_t stack,
+static void short_stack(mr_buf *b, const md_snapshot *s, const rd_options *opt, uint32_t stack,
                         size_t max)
 {
 	const md_stack *st = &s->stacks[stack];
@@ -35,7 +49,7 @@ static void short_stack(mr_buf *b, const md_snapshot *s, const rp_options *opt, 
 		mr_buf_puts(b, "        ");
 		safe(b, md_str(s, f->name));
 		mr_buf_puts(b, " (");
-		safe(b, rp_path(opt, md_str(s, f->filename), pbuf, sizeof pbuf));
+		safe(b, rd_path(opt, md_str(s, f->filename), pbuf, sizeof pbuf));
 		mr_buf_printf(b, ":%d)\n", f->line);
 		shown++;
 	}
@@ -43,15 +57,15 @@ static void short_stack(mr_buf *b, const md_snapshot *s, const rp_options *opt, 
 		mr_buf_puts(b, "        (no stack recorded)\n");
 }
 
-mr_status rp_render_text(const rp_run *run, const rp_options *opt, mr_buf *out, mr_error *err)
+mr_status rd_render_text(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
 {
 	mr_buf *b = out;
 	mr_buf_puts(b, "memreport: ");
-	for (size_t i = 0; i < run->input_count; i++) {
+	for (size_t i = 0; i < run->ev.input_count; i++) {
 		char pbuf[4096];
 		mr_buf_puts(b, i ? ", " : "");
-		safe(b, rp_path(opt, run->inputs[i].path, pbuf, sizeof pbuf));
-		mr_buf_printf(b, " (%s)", rp_kind_name(run->inputs[i].kind));
+		safe(b, rd_path(opt, run->ev.inputs[i].path, pbuf, sizeof pbuf));
+		mr_buf_printf(b, " (%s)", ld_kind_name(run->ev.inputs[i].kind));
 	}
 	mr_buf_puts(b, "\n");
 	const ad_advice *a = &run->advice;
@@ -75,7 +89,7 @@ mr_status rp_render_text(const rp_run *run, const rp_options *opt, mr_buf *out, 
 	for (size_t i = 0; i < a->finding_count; i++) {
 		mr_buf_printf(b, "  [%s] %s: ", ad_severity_name(a->findings[i].severity),
 		              a->findings[i].id);
-		safe(b, a->findings[i].message);
+		prose(b, opt, a->findings[i].message, &a->findings[i].paths);
 		mr_buf_puts(b, "\n");
 	}
 	if (a->rec_count)
@@ -83,7 +97,7 @@ mr_status rp_render_text(const rp_run *run, const rp_options *opt, mr_buf *out, 
 	for (size_t i = 0; i < a->rec_count; i++) {
 		const ad_recommendation *r = &a->recs[i];
 		mr_buf_printf(b, "  %d. %s [%s]\n     ", r->rank, r->title, r->id);
-		safe(b, r->reason);
+		prose(b, opt, r->reason, &r->reason_paths);
 		mr_buf_puts(b, "\n");
 		if (r->change) {
 			mr_buf_puts(b, "     change: ");
@@ -95,13 +109,13 @@ mr_status rp_render_text(const rp_run *run, const rp_options *opt, mr_buf *out, 
 			mr_buf_puts(b, "\n");
 		}
 	}
-	rp_numbers nums[64];
-	size_t nt = run->has_snapshot ? 0 : rp_text_devices(run, nums, 64);
+	an_numbers nums[64];
+	size_t nt = run->ev.has_snapshot ? 0 : an_text_devices(&run->ev, nums, 64);
 	for (size_t i = 0; i < nt; i++) {
-		const rp_numbers *d = &nums[i];
+		const an_numbers *d = &nums[i];
 		if (opt->device >= 0 && d->device != opt->device)
 			continue;
-		mr_buf_printf(b, "\nDevice %d (from %s%s):\n", d->device, rp_kind_name(d->source),
+		mr_buf_printf(b, "\nDevice %d (from %s%s):\n", d->device, ld_kind_name(d->source),
 		              d->precision > 1 ? "; table cells are lower bounds" : "");
 		line_bytes(b, "reserved", d->reserved);
 		line_bytes(b, "allocated", d->allocated);
@@ -112,8 +126,8 @@ mr_status rp_render_text(const rp_run *run, const rp_options *opt, mr_buf *out, 
 			line_bytes(b, "peak reserved", d->peak_reserved);
 		}
 	}
-	const md_snapshot *s = &run->snap;
-	for (size_t d = 0; run->has_snapshot && d < run->an.device_count; d++) {
+	const md_snapshot *s = &run->ev.snap;
+	for (size_t d = 0; run->ev.has_snapshot && d < run->an.device_count; d++) {
 		const an_device *dv = &run->an.devices[d];
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
 		if (opt->device >= 0 && dv->device != opt->device)

@@ -10,6 +10,7 @@
 #include "base/escape.h"
 #include "base/mem.h"
 #include "base/units.h"
+#include "render/redact.h"
 
 static const char *const metric_keys[DF_METRIC_COUNT] = {
     "reserved_bytes",       "allocated_bytes",     "active_bytes",        "requested_bytes",
@@ -124,11 +125,11 @@ static int device_selected(int32_t dev, int device)
 }
 
 /* Adds one run's allocated blocks to the table. */
-static mr_status add_run(site_table *t, const rp_run *run, int side, int device, mr_error *err)
+static mr_status add_run(site_table *t, const rp_report *run, int side, int device, mr_error *err)
 {
-	if (!run->has_snapshot)
+	if (!run->ev.has_snapshot)
 		return MR_OK;
-	const md_snapshot *s = &run->snap;
+	const md_snapshot *s = &run->ev.snap;
 	/* site index + 1 per stack, so each stack is resolved once; bytes per stack */
 	size_t ns = s->stack_count ? s->stack_count : 1;
 	uint32_t *site_of = calloc(ns, sizeof *site_of);
@@ -205,10 +206,10 @@ static mr_status copy_frame(const md_snapshot *s, const md_frame *f, df_frame *o
 }
 
 /* Fills the change's strings from the site's example stack. */
-static mr_status describe(const site *x, const rp_run *const runs[2], size_t max_frames,
+static mr_status describe(const site *x, const rp_report *const runs[2], size_t max_frames,
                           df_change *c, mr_error *err)
 {
-	const md_snapshot *s = &runs[x->ex_side]->snap;
+	const md_snapshot *s = &runs[x->ex_side]->ev.snap;
 	mr_status st;
 	if (x->ex_frame == UINT32_MAX) {
 		c->where.filename = mr_strndup("", 0);
@@ -252,14 +253,14 @@ static mr_status describe(const site *x, const rp_run *const runs[2], size_t max
 	return MR_OK;
 }
 
-static void side_totals(const rp_run *run, int device, uint64_t *v, int *known)
+static void side_totals(const rp_report *run, int device, uint64_t *v, int *known)
 {
 	for (int m = 0; m < DF_METRIC_COUNT; m++) {
 		v[m] = 0;
 		known[m] = 1;
 	}
 	int any = 0;
-	for (size_t i = 0; run->has_snapshot && i < run->an.device_count; i++) {
+	for (size_t i = 0; run->ev.has_snapshot && i < run->an.device_count; i++) {
 		const an_device *dv = &run->an.devices[i];
 		if (!device_selected(dv->device, device))
 			continue;
@@ -279,15 +280,15 @@ static void side_totals(const rp_run *run, int device, uint64_t *v, int *known)
 	}
 	if (!any)
 		for (int m = 0; m < DF_METRIC_COUNT; m++)
-			known[m] = run->has_snapshot && m < DF_PEAK_RESERVED;
+			known[m] = run->ev.has_snapshot && m < DF_PEAK_RESERVED;
 }
 
-mr_status df_compute(const rp_run *before, const rp_run *after, int device, df_result *out,
+mr_status df_compute(const rp_report *before, const rp_report *after, int device, df_result *out,
                      mr_error *err)
 {
 	memset(out, 0, sizeof *out);
 	out->max_frames = 32;
-	const rp_run *const runs[2] = {before, after};
+	const rp_report *const runs[2] = {before, after};
 	site_table t = {0};
 	mr_status st = MR_OK;
 	for (int side = 0; side < 2; side++) {
@@ -345,17 +346,17 @@ void df_free(df_result *d)
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
 
-static void side_json(mr_buf *b, const rp_run *run, const rp_options *opt)
+static void side_json(mr_buf *b, const rp_report *run, const rd_options *opt)
 {
 	char pbuf[4096];
 	mr_buf_puts(b, "{\"inputs\": [");
-	for (size_t i = 0; i < run->input_count; i++) {
+	for (size_t i = 0; i < run->ev.input_count; i++) {
 		mr_buf_puts(b, i ? ", " : "");
-		mr_json_str(b, rp_path(opt, run->inputs[i].path, pbuf, sizeof pbuf));
+		mr_json_str(b, rd_path(opt, run->ev.inputs[i].path, pbuf, sizeof pbuf));
 	}
 	mr_buf_puts(b, "], \"devices\": [");
 	int first = 1;
-	for (size_t i = 0; run->has_snapshot && i < run->an.device_count; i++) {
+	for (size_t i = 0; run->ev.has_snapshot && i < run->an.device_count; i++) {
 		const an_device *dv = &run->an.devices[i];
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
 		if (!device_selected(dv->device, opt->device))
@@ -381,25 +382,25 @@ static void side_json(mr_buf *b, const rp_run *run, const rp_options *opt)
 	mr_buf_puts(b, "]}");
 }
 
-static void frame_json(mr_buf *b, const df_frame *f, const rp_options *opt)
+static void frame_json(mr_buf *b, const df_frame *f, const rd_options *opt)
 {
 	char pbuf[4096];
 	mr_buf_puts(b, "{\"filename\": ");
-	mr_json_str(b, rp_path(opt, f->filename, pbuf, sizeof pbuf));
+	mr_json_str(b, rd_path(opt, f->filename, pbuf, sizeof pbuf));
 	mr_buf_printf(b, ", \"line\": %d, \"name\": ", (int)f->line);
 	mr_json_str(b, f->name);
 	mr_buf_puts(b, "}");
 }
 
 /* The shown site text, with the file name redacted when asked. */
-static void site_text(mr_buf *b, const df_change *c, const rp_options *opt, int html)
+static void site_text(mr_buf *b, const df_change *c, const rd_options *opt, int html)
 {
 	char pbuf[4096];
 	if (!c->where.filename[0] && !c->where.name[0]) {
 		mr_buf_puts(b, c->site);
 		return;
 	}
-	const char *file = rp_path(opt, c->where.filename, pbuf, sizeof pbuf);
+	const char *file = rd_path(opt, c->where.filename, pbuf, sizeof pbuf);
 	mr_buf tmp = {0};
 	mr_buf_printf(&tmp, "%s:%d in %s", file, (int)c->where.line, c->where.name);
 	if (html)
@@ -416,8 +417,8 @@ static int64_t delta_of(const df_result *d, int m)
 	return (int64_t)(d->value[1][m] - d->value[0][m]);
 }
 
-mr_status df_render_json(const df_result *d, const rp_run *before, const rp_run *after,
-                         const rp_options *opt, size_t max_changes, mr_buf *out, mr_error *err)
+mr_status df_render_json(const df_result *d, const rp_report *before, const rp_report *after,
+                         const rd_options *opt, size_t max_changes, mr_buf *out, mr_error *err)
 {
 	mr_buf *b = out;
 	mr_buf_puts(b, "{\n  \"schema\": \"memreport-diff/1\",\n  \"before\": ");
@@ -494,12 +495,12 @@ static void delta_cell(mr_buf *b, int64_t v, int known)
 	              s);
 }
 
-static void inputs_html(mr_buf *b, const rp_run *run, const rp_options *opt)
+static void inputs_html(mr_buf *b, const rp_report *run, const rd_options *opt)
 {
 	char pbuf[4096];
-	for (size_t i = 0; i < run->input_count; i++) {
+	for (size_t i = 0; i < run->ev.input_count; i++) {
 		mr_buf_puts(b, i ? ", <code>" : "<code>");
-		esc(b, rp_path(opt, run->inputs[i].path, pbuf, sizeof pbuf));
+		esc(b, rd_path(opt, run->ev.inputs[i].path, pbuf, sizeof pbuf));
 		mr_buf_puts(b, "</code>");
 	}
 }
@@ -514,8 +515,8 @@ static const char diff_css[] =
     ".muted{color:#667}code{font-size:12px;word-break:break-all}"
     "details summary{cursor:pointer}ol.frames{margin:4px 0;padding-left:22px;font-size:12px}";
 
-mr_status df_render_html(const df_result *d, const rp_run *before, const rp_run *after,
-                         const rp_options *opt, size_t max_changes, mr_buf *out, mr_error *err)
+mr_status df_render_html(const df_result *d, const rp_report *before, const rp_report *after,
+                         const rd_options *opt, size_t max_changes, mr_buf *out, mr_error *err)
 {
 	static const char *const labels[DF_METRIC_COUNT] = {"reserved",
 	                                                    "allocated",
@@ -566,7 +567,7 @@ mr_status df_render_html(const df_result *d, const rp_run *before, const rp_run 
 				mr_buf_puts(b, "<li><code>");
 				esc(b, c->frames[k].name);
 				mr_buf_puts(b, "</code> <span class=muted>");
-				esc(b, rp_path(opt, c->frames[k].filename, pbuf, sizeof pbuf));
+				esc(b, rd_path(opt, c->frames[k].filename, pbuf, sizeof pbuf));
 				mr_buf_printf(b, ":%d</span></li>", (int)c->frames[k].line);
 			}
 			mr_buf_puts(b, "</ol></details></td>");

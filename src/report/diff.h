@@ -18,6 +18,7 @@
 
 #include "base/buf.h"
 #include "base/error.h"
+#include "render/options.h"
 #include "report/report.h"
 
 typedef struct {
@@ -58,15 +59,15 @@ typedef struct {
 const char *df_metric_key(int metric); /* "reserved_bytes", ..., "peak_allocated_bytes" */
 
 /* Compares two loaded runs. device < 0: every device. */
-mr_status df_compute(const rp_run *before, const rp_run *after, int device, df_result *out,
+mr_status df_compute(const rp_report *before, const rp_report *after, int device, df_result *out,
                      mr_error *err);
 void df_free(df_result *d);
 
 /* memreport-diff/1 JSON, and a self-contained HTML page. max_changes limits the listed
  * changes (0: all). */
-mr_status df_render_json(const df_result *d, const rp_run *before, const rp_run *after,
-                         const rp_options *opt, size_t max_changes, mr_buf *out, mr_error *err);
-mr_status df_render_html(const df_result *d, const rp_run *before, const rp_run *after,
-                         const rp_options *opt, size_t max_changes, mr_buf *out, mr_error *err);
+mr_status df_render_json(const df_result *d, const rp_report *before, const rp_report *after,
+                         const rd_options *opt, size_t max_changes, mr_buf *out, mr_error *err);
+mr_status df_render_html(const df_result *d, const rp_report *before, const rp_report *after,
+                         const rd_options *opt, size_t max_changes, mr_buf *out, mr_error *err);
 
 #endif

@@ -1,8 +1,9 @@
 /* fuzz_pipeline.c: the whole pipeline on arbitrary bytes, as the command line runs it:
- * input detection and loading (rp_load: snapshot, text evidence, ...), analysis, advice, and
- * every renderer (html, json, md, text), with and without --redact-paths and --device.
+ * input detection and loading (ld_load: snapshot, text evidence, ...), the pipeline (rp_build:
+ * analysis, replays, advice), and every renderer (html, json, md, text), with and without
+ * --redact-paths and --device.
  *
- * rp_load reads paths, so the bytes go into an in-memory file (memfd) opened through
+ * ld_load reads paths, so the bytes go into an in-memory file (memfd) opened through
  * /proc/self/fd. A loaded run must render in every format; the JSON must parse and every
  * report must be valid UTF-8 whatever the snapshot held. */
 #include <fcntl.h>
@@ -15,6 +16,11 @@
 
 #include "base/buf.h"
 #include "base/error.h"
+#include "load/load.h"
+#include "render/render_html.h"
+#include "render/render_json.h"
+#include "render/render_md.h"
+#include "render/render_text.h"
 #include "report/report.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -210,9 +216,9 @@ static int put_input(const uint8_t *data, size_t size)
 	return 0;
 }
 
-typedef mr_status (*renderer)(const rp_run *, const rp_options *, mr_buf *, mr_error *);
+typedef mr_status (*renderer)(const rp_report *, const rd_options *, mr_buf *, mr_error *);
 
-static void render(const rp_run *run, renderer fn, const rp_options *opt, int is_json)
+static void render(const rp_report *run, renderer fn, const rd_options *opt, int is_json)
 {
 	mr_buf out = {0};
 	mr_error err = {0};
@@ -233,25 +239,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (put_input(data, size))
 		return 0;
 	const char *paths[1] = {input_path};
-	rp_options opt = {.device = -1, .redact_paths = 0, .quiet = 1};
-	rp_run run;
+	rd_options opt = {.device = -1, .redact_paths = 0};
+	ld_evidence ev;
+	rp_report run;
 	mr_error err = {0};
-	mr_status st = rp_load(&run, paths, 1, &opt, &err);
+	mr_status st = ld_load(&ev, paths, 1, NULL, NULL, &err);
 	if (st != MR_OK) {
 		CHECK(st == MR_EINPUT || st == MR_EFAIL);
 		CHECK(err.status == st && err.msg[0] && !strchr(err.msg, '\n'));
 		CHECK(strstr(err.msg, input_path) != NULL); /* the message names the input */
 		return 0;
 	}
-	render(&run, rp_render_html, &opt, 0);
-	render(&run, rp_render_json, &opt, 1);
-	render(&run, rp_render_md, &opt, 0);
-	render(&run, rp_render_text, &opt, 0);
-	rp_options other = {.device = 0, .redact_paths = 1, .quiet = 1};
-	render(&run, rp_render_html, &other, 0);
-	render(&run, rp_render_json, &other, 1);
-	render(&run, rp_render_md, &other, 0);
-	render(&run, rp_render_text, &other, 0);
+	st = rp_build(&run, &ev, -1, &err);
+	if (st != MR_OK) {
+		CHECK(st == MR_EFAIL && err.msg[0]); /* only memory can run out */
+		return 0;
+	}
+	render(&run, rd_render_html, &opt, 0);
+	render(&run, rd_render_json, &opt, 1);
+	render(&run, rd_render_md, &opt, 0);
+	render(&run, rd_render_text, &opt, 0);
+	rd_options other = {.device = 0, .redact_paths = 1};
+	render(&run, rd_render_html, &other, 0);
+	render(&run, rd_render_json, &other, 1);
+	render(&run, rd_render_md, &other, 0);
+	render(&run, rd_render_text, &other, 0);
 	rp_free(&run);
 	return 0;
 }

@@ -1,6 +1,7 @@
 /* fuzz_zip.c: batch input discovery and reading on an arbitrary zip archive: the central
  * directory, member names (absolute, "..", odd bytes), sizes, compression ratios, and every run
- * found loaded through rp_load_buffers. The archive is handed over as an in-memory file. */
+ * found loaded through ld_load_buffers and the pipeline. The archive is handed over as an in-memory
+ * file. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "base/error.h"
 #include "load/archive.h"
+#include "report/report.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -48,7 +50,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	ar_reader *rd = ar_reader_new();
 	CHECK(rd != NULL);
-	rp_options opt = {.device = -1, .quiet = 1};
 	for (size_t i = 0; i < set.count; i++) {
 		const ar_run *run = &set.runs[i];
 		CHECK(run->slug && run->slug[0] && strcmp(run->slug, "index") != 0);
@@ -57,9 +58,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			      (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-');
 		if (run->error)
 			continue;
-		rp_run loaded;
+		ld_evidence ev;
+		rp_report loaded;
 		mr_error lerr = {0};
-		if (ar_load(rd, run, &lim, &opt, &loaded, &lerr) == MR_OK)
+		if (ar_load(rd, run, &lim, &ev, &lerr) == MR_OK &&
+		    rp_build(&loaded, &ev, -1, &lerr) == MR_OK)
 			rp_free(&loaded);
 		else
 			CHECK(lerr.msg[0] != '\0' && strchr(lerr.msg, '\n') == NULL);

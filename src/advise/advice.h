@@ -1,25 +1,44 @@
-/* advise.h: findings and ranked recommendations, from the analysis and the recorded settings.
+/* advice.h: what the diagnosis says about a run: its verdict, the OOM facts, findings, ranked
+ * recommendations and the allocator replays that test them; and the few functions every rule
+ * uses to add to it.
  *
- * Rules read numbers, never sample or file names. Prose lives in
- * templates/recommendations/<id>.md; what is here are the facts and the short reason with its
- * numbers, which every output format shows.
+ * Text is data: the short reason with its numbers, which every output format shows (longer
+ * prose lives in templates/recommendations/<id>.md). File paths that a text quotes are kept as
+ * recorded and marked (ad_paths), so that renderers can apply --redact-paths: nothing below
+ * render/ knows about redaction.
  *
- * Ownership: ad_advice owns its strings and arrays; ad_free releases them. */
-#ifndef MR_ADVISE_H
-#define MR_ADVISE_H
+ * Ownership: ad_advice owns its strings and arrays; ad_free releases them (and is safe on a
+ * zeroed ad_advice). An ad_text owns its buffer until a finding or a recommendation takes it. */
+#ifndef MR_ADVICE_H
+#define MR_ADVICE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "advise/cause.h"
 #include "analyze/analyze.h"
+#include "base/buf.h"
 
 typedef enum { AD_INFO, AD_WARNING, AD_CRITICAL } ad_severity;
+
+/* A file path inside a text: text[offset, offset + len). */
+typedef struct {
+	uint32_t offset, len;
+} ad_span;
+
+enum { AD_MAX_PATHS = 2 };
+
+/* The paths a text quotes, in text order. */
+typedef struct {
+	ad_span at[AD_MAX_PATHS];
+	uint32_t count;
+} ad_paths;
 
 typedef struct {
 	char id[40]; /* contract id: oom_fragmentation, memory_growth, ... */
 	ad_severity severity;
-	char *message; /* one or two sentences with the numbers */
+	char *message;  /* one or two sentences with the numbers */
+	ad_paths paths; /* file paths the message quotes */
 } ad_finding;
 
 typedef struct {
@@ -27,6 +46,7 @@ typedef struct {
 	int rank;     /* 1 = do this first */
 	char *title;  /* short imperative: "Turn on expandable segments" */
 	char *reason; /* why, with the numbers */
+	ad_paths reason_paths;
 	char *change; /* the exact change: an environment line or a code line; may be NULL */
 } ad_recommendation;
 
@@ -82,9 +102,9 @@ typedef struct {
 	ad_oom oom;
 	ad_categories categories;
 	ad_finding *findings;
-	size_t finding_count;
+	size_t finding_count, finding_cap;
 	ad_recommendation *recs; /* sorted by rank */
-	size_t rec_count;
+	size_t rec_count, rec_cap;
 	ad_replay replays[4]; /* empty unless an allocator setting is recommended */
 	size_t replay_count;
 	char replay_note[256]; /* why no prediction is shown, or how the limit was chosen */
@@ -93,5 +113,37 @@ typedef struct {
 const char *ad_severity_name(ad_severity s);
 const char *ad_category_name(int cat); /* "parameters", "gradients", ... */
 void ad_free(ad_advice *a);
+
+/* A category "dominates" live memory from half of it (the rules and the verdict agree). */
+enum { AD_DOMINANT_PERCENT = 50 };
+/* part as a rounded percentage of whole (0 when whole is 0). */
+int ad_pct(uint64_t part, uint64_t whole);
+/* Live bytes over every category. */
+uint64_t ad_live_total(const uint64_t cat[AN_CAT_COUNT]);
+
+/* ---- adding to the advice ---------------------------------------------------------------- */
+
+/* Text being written: printf pieces, and the paths it quotes. A zeroed ad_text is empty. */
+typedef struct {
+	mr_buf b;
+	ad_paths paths;
+} ad_text;
+
+void ad_text_printf(ad_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends a file path as recorded, and marks it. */
+void ad_text_path(ad_text *t, const char *path);
+void ad_text_free(ad_text *t);
+
+/* Appends a finding made of t (taken over, left empty). Returns 0, -1 when memory ran out. */
+int ad_add_finding(ad_advice *a, const char *id, ad_severity sev, ad_text *t);
+int ad_add_findingf(ad_advice *a, const char *id, ad_severity sev, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Appends a recommendation (rank 0 until ranked) with the reason t (taken over); change may be
+ * NULL. Returns 0, -1 when memory ran out. */
+int ad_add_rec(ad_advice *a, const char *id, const char *title, const char *change, ad_text *t);
+/* Appends more to a recommendation's reason (its marked paths stay where they are). */
+int ad_append_reason(ad_recommendation *r, const char *more);
+/* Removes recommendation k; the others keep their order. */
+void ad_remove_rec(ad_advice *a, size_t k);
 
 #endif

@@ -1,0 +1,28 @@
+/* replay.h: the recorded trace through the allocator model (sim/replay.h), for the report.
+ * Replays far longer than AD_EXACT_REPLAY_EVENTS are left to `memreport simulate`: a report
+ * stays fast. The jobs of one call run in parallel (base/pool.h).
+ *
+ * Ownership: ad_replay_recorded allocates the per-device array it returns (free it with
+ * free()); ad_replay_settings writes into the caller's ad_advice. */
+#ifndef MR_ADVISE_REPLAY_H
+#define MR_ADVISE_REPLAY_H
+
+#include "advise/advice.h"
+#include "analyze/analyze.h"
+#include "base/error.h"
+#include "load/load.h"
+
+/* Replays each device's trace under its recorded settings, before the diagnosis: *recorded
+ * gets one ad_replay per device of an (conf "" when not run: no trace, or too long). Where the
+ * replay reproduces a complete trace, the device's peaks in an become exact (peak_exact). */
+mr_status ad_replay_recorded(const ld_evidence *ev, an_result *an, ad_replay **recorded,
+                             mr_error *err);
+
+/* After ad_advise: replays the diagnosed device's trace under each recommended allocator
+ * setting, quotes the result in the recommendation's reason, and withdraws (as a finding) a
+ * setting the replay shows to fail or to cost memory. recorded is ad_replay_recorded's array
+ * (may be NULL). */
+mr_status ad_replay_settings(const ld_evidence *ev, const an_result *an, const ad_replay *recorded,
+                             ad_advice *a, mr_error *err);
+
+#endif

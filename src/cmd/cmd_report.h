@@ -1,0 +1,10 @@
+/* cmd_report.h: `memreport INPUT...`: one run, read, analysed and written as a report.
+ *
+ * Takes the arguments after the program name (argv[0] is the command's name) and returns the
+ * exit status; prints its own errors and progress on standard error. */
+#ifndef MR_CMD_REPORT_H
+#define MR_CMD_REPORT_H
+
+int cmd_report(int argc, char **argv);
+
+#endif
