@@ -6,6 +6,7 @@
 
 #include "cmd/cmd_diff.h"
 #include "render/options.h"
+#include "render/render_diff.h"
 #include "report/diff.h"
 #include "report/report.h"
 #include "base/error.h"
@@ -75,7 +76,7 @@ static void test_leak_diff(void **state)
 	/* the JSON document */
 	rd_options opt = {.device = -1};
 	mr_buf json = {0};
-	assert_int_equal(df_render_json(&d, &before, &after, &opt, 0, &json, &err), MR_OK);
+	assert_int_equal(rd_diff_json(&d, &before, &after, &opt, 0, &json, &err), MR_OK);
 	char want_text[128];
 	snprintf(want_text, sizeof want_text, "\"allocated_bytes\": %lld,", want);
 	assert_non_null(strstr(json.data, "\"schema\": \"memreport-diff/1\""));
@@ -85,7 +86,7 @@ static void test_leak_diff(void **state)
 	assert_non_null(strstr(tc, "val_loop"));
 	mr_buf_free(&json);
 	mr_buf html = {0};
-	assert_int_equal(df_render_html(&d, &before, &after, &opt, 0, &html, &err), MR_OK);
+	assert_int_equal(rd_diff_html(&d, &before, &after, &opt, 0, &html, &err), MR_OK);
 	assert_non_null(strstr(html.data, "</html>"));
 	assert_null(strstr(html.data, "<module>")); /* escaped */
 	mr_buf_free(&html);

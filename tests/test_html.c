@@ -304,6 +304,36 @@ static void test_rp_path_rules(void **state)
 	                    "CUDACachingAllocator.cpp");
 }
 
+/* One device view for every renderer: --device N on a table of another device shows no device
+ * (and no empty Markdown table), the same in every format. */
+static void test_device_view(void **state)
+{
+	(void)state;
+	char path[1024];
+	snprintf(path, sizeof path, "%s/corpus/mlp_healthy/memory_summary.txt", tu_shared());
+	if (!tu_exists(path))
+		skip();
+	rp_report run;
+	const char *paths[] = {path};
+	assert_int_equal(tu_load(paths, 1, &run), 0);
+	rd_options all = {.device = -1}, other = {.device = 7};
+	mr_buf b = {0};
+	mr_error err = {0};
+	assert_int_equal(rd_render_md(&run, &all, &b, &err), MR_OK);
+	assert_non_null(strstr(b.data, "| device | reserved |"));
+	mr_buf_free(&b);
+	assert_int_equal(rd_render_md(&run, &other, &b, &err), MR_OK);
+	assert_null(strstr(b.data, "| device |"));
+	mr_buf_free(&b);
+	assert_int_equal(rd_render_json(&run, &other, &b, &err), MR_OK);
+	assert_non_null(strstr(b.data, "\"devices\": []"));
+	mr_buf_free(&b);
+	assert_int_equal(rd_render_text(&run, &other, &b, &err), MR_OK);
+	assert_null(strstr(b.data, "Device "));
+	mr_buf_free(&b);
+	rp_free(&run);
+}
+
 static void test_helpers(void **state)
 {
 	(void)state;
@@ -352,9 +382,10 @@ static void test_helpers(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_helpers),         cmocka_unit_test(test_rp_path_rules),
-	    cmocka_unit_test(test_corpus_html),     cmocka_unit_test(test_many_segments),
-	    cmocka_unit_test(test_hostile_strings), cmocka_unit_test(test_redact_paths),
+	    cmocka_unit_test(test_helpers),       cmocka_unit_test(test_rp_path_rules),
+	    cmocka_unit_test(test_device_view),   cmocka_unit_test(test_corpus_html),
+	    cmocka_unit_test(test_many_segments), cmocka_unit_test(test_hostile_strings),
+	    cmocka_unit_test(test_redact_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

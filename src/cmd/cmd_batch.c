@@ -29,6 +29,7 @@
 #include "render/render_json.h"
 #include "render/templates.h"
 #include "report/report.h"
+#include "report/view.h"
 #include "source/input.h"
 
 static const char batch_usage[] =
@@ -100,11 +101,14 @@ static mr_status fill_entry(const rp_report *run, const cmd_shared *opt, ca_entr
 	if (!e->settings)
 		goto oom;
 	e->has_snapshot = run->ev.has_snapshot;
+	rp_view view;
+	if ((st = rp_view_init(&view, run, opt->device, err))) {
+		ca_entry_free(e);
+		return st;
+	}
 	const an_device *best = NULL;
-	for (size_t i = 0; run->ev.has_snapshot && i < run->an.device_count; i++) {
-		const an_device *dv = &run->an.devices[i];
-		if (opt->device >= 0 && dv->device != opt->device)
-			continue;
+	for (size_t i = 0; i < view.device_count; i++) {
+		const an_device *dv = view.devices[i];
 		e->device_count++;
 		if (!best || dv->pool[AN_POOL_ALL].reserved > best->pool[AN_POOL_ALL].reserved)
 			best = dv;
@@ -118,15 +122,11 @@ static mr_status fill_entry(const rp_report *run, const cmd_shared *opt, ca_entr
 		e->fragmentation = best->fragmentation;
 	} else if (!run->ev.has_snapshot) {
 		/* Text evidence only: memory_stats() is exact, a memory_summary() table close. */
-		an_numbers nums[16];
-		size_t n = an_text_devices(&run->ev, nums, sizeof nums / sizeof *nums);
 		const an_numbers *top = NULL;
-		for (size_t i = 0; i < n; i++) {
-			if (opt->device >= 0 && nums[i].device != opt->device)
-				continue;
+		for (size_t i = 0; i < view.number_count; i++) {
 			e->device_count++;
-			if (!top || nums[i].reserved > top->reserved)
-				top = &nums[i];
+			if (!top || view.numbers[i].reserved > top->reserved)
+				top = &view.numbers[i];
 		}
 		if (top) {
 			e->has_peaks = top->has_peaks;
@@ -135,6 +135,7 @@ static mr_status fill_entry(const rp_report *run, const cmd_shared *opt, ca_entr
 		}
 		e->fragmentation = -1.0; /* needs the blocks of a snapshot */
 	}
+	rp_view_free(&view);
 	const ad_advice *a = &run->advice;
 	if (a->oom.present && !(e->oom_cause = opt_dup(ad_cause_name(a->oom.cause))))
 		goto oom;

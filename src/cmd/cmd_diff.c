@@ -17,6 +17,7 @@
 #include "cmd/options.h"
 #include "decode/sniff.h"
 #include "load/archive.h"
+#include "render/render_diff.h"
 #include "report/diff.h"
 #include "report/report.h"
 
@@ -153,8 +154,8 @@ int cmd_diff(int argc, char **argv)
 	if ((st = df_compute(&runs[0], &runs[1], opt.device, &d, &err)))
 		goto fail;
 	rd_options ropt = {opt.device, opt.redact_paths};
-	st = json ? df_render_json(&d, &runs[0], &runs[1], &ropt, 1000, &buf, &err)
-	          : df_render_html(&d, &runs[0], &runs[1], &ropt, 200, &buf, &err);
+	st = json ? rd_diff_json(&d, &runs[0], &runs[1], &ropt, 1000, &buf, &err)
+	          : rd_diff_html(&d, &runs[0], &runs[1], &ropt, 200, &buf, &err);
 	if (st)
 		goto fail;
 	if (!out_path) {

@@ -27,6 +27,7 @@
 #include "render/redact.h"
 #include "render/svg_timeline.h"
 #include "render/templates.h"
+#include "report/view.h"
 
 enum {
 	RP_HTML_MAX = 3000000,    /* the promise: never more than this */
@@ -46,6 +47,7 @@ enum {
 typedef struct {
 	const rp_report *run;
 	const rd_options *opt;
+	const rp_view *view; /* the devices shown */
 	const md_snapshot *s;
 	mr_buf *b;       /* the page body */
 	mr_buf left_out; /* <li> notes about capped sections */
@@ -78,11 +80,6 @@ static const char *fmt_bytes(char out[32], uint64_t v)
 {
 	mr_format_bytes(out, 32, v);
 	return out;
-}
-
-static int want_device(const hr_ctx *c, int32_t device)
-{
-	return c->opt->device < 0 || c->opt->device == device;
 }
 
 static void left_out(hr_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -134,11 +131,11 @@ typedef struct {
 	int largest_unknown; /* a log alone: the free blocks' layout was not recorded */
 } hr_oom;
 
-static hr_oom oom_facts(const rp_report *run, const rd_options *opt)
+static hr_oom oom_facts(const rp_report *run, const rp_view *view)
 {
 	hr_oom o = {0};
 	const ad_oom *a = &run->advice.oom;
-	if (a->present && (opt->device < 0 || opt->device == a->device)) {
+	if (a->present && rp_view_shows(view, a->device)) {
 		o = (hr_oom){1,
 		             a->device,
 		             a->requested,
@@ -154,11 +151,10 @@ static hr_oom oom_facts(const rp_report *run, const rd_options *opt)
 			o.cause = ad_cause_name(a->cause);
 		return o;
 	}
-	for (size_t d = 0; run->ev.has_snapshot && d < run->an.device_count; d++) {
-		const an_device *dv = &run->an.devices[d];
+	for (size_t d = 0; d < view->device_count; d++) {
+		const an_device *dv = view->devices[d];
 		const md_device *md = md_find_device(&run->ev.snap, dv->device);
-		if (!dv->oom_events || !md || dv->last_oom_event >= md->event_count ||
-		    (opt->device >= 0 && opt->device != dv->device))
+		if (!dv->oom_events || !md || dv->last_oom_event >= md->event_count)
 			continue;
 		/* The snapshot's layout is the one the failed request met when the snapshot was
 		 * taken at the OOM (the usual observer); the large pool serves requests over 1 MiB.
@@ -206,10 +202,7 @@ static void verdict(hr_ctx *c, const hr_oom *oom)
 		    fmt_bytes(f, oom->free_cached), oom->free_pieces,
 		    oom->free_pieces == 1 ? "" : "s");
 	} else {
-		const an_device *dv = NULL;
-		for (size_t d = 0; run->ev.has_snapshot && d < run->an.device_count && !dv; d++)
-			if (want_device(c, run->an.devices[d].device))
-				dv = &run->an.devices[d];
+		const an_device *dv = c->view->device_count ? c->view->devices[0] : NULL;
 		if (!dv) {
 			mr_buf_puts(c->b, "No device memory was recorded in the inputs.");
 		} else if (dv->has_trace) {
@@ -265,19 +258,16 @@ static void pool_row(hr_ctx *c, const char *name, const an_pool *p)
  * table of each device; table cells are truncated to their unit, so they read "at least". */
 static void text_device_cards(hr_ctx *c)
 {
-	an_numbers nums[64];
-	size_t n = an_text_devices(&c->run->ev, nums, 64);
-	if (!n) {
+	const rp_view *v = c->view;
+	if (!v->numbers_in_evidence) {
 		mr_buf_puts(c->b, "<p class=muted>No snapshot, memory_summary() table or "
 		                  "memory_stats() dump among the inputs: no per-device numbers to "
 		                  "show.</p>");
 		return;
 	}
-	for (size_t i = 0; i < n; i++) {
-		const an_numbers *d = &nums[i];
+	for (size_t i = 0; i < v->number_count; i++) {
+		const an_numbers *d = &v->numbers[i];
 		const char *hint = d->precision > 1 ? "at least (table cell)" : NULL;
-		if (!want_device(c, d->device))
-			continue;
 		mr_buf_printf(c->b, "<h3>Device %d <span class=muted>from the %s</span></h3>",
 		              d->device,
 		              d->source == LD_MEMORY_STATS ? "memory_stats() dump"
@@ -308,10 +298,8 @@ static void device_cards(hr_ctx *c)
 	else if (!run->an.device_count)
 		mr_buf_puts(c->b, "<p class=muted>The snapshot holds no segments: nothing was "
 		                  "allocated.</p>");
-	for (size_t d = 0; run->ev.has_snapshot && d < run->an.device_count; d++) {
-		const an_device *dv = &run->an.devices[d];
-		if (!want_device(c, dv->device))
-			continue;
+	for (size_t d = 0; d < c->view->device_count; d++) {
+		const an_device *dv = c->view->devices[d];
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
 		char frag[48];
 		mr_buf_printf(c->b,
@@ -788,9 +776,9 @@ static void segment_maps(hr_ctx *c)
 	            "address order, coloured by state; a thin dark line separates blocks. Bar "
 	            "length is proportional to the segment's size.</p>");
 	legend(c);
-	for (size_t d = 0; d < run->an.device_count; d++) {
-		const an_device *dv = &run->an.devices[d];
-		if (!want_device(c, dv->device) || !dv->segment_count)
+	for (size_t d = 0; d < c->view->device_count; d++) {
+		const an_device *dv = c->view->devices[d];
+		if (!dv->segment_count)
 			continue;
 		if (over_budget(c)) {
 			left_out(c, "Segment maps of device %d (the page reached its size limit).",
@@ -837,10 +825,8 @@ static void timelines(hr_ctx *c)
 		return;
 	mr_buf_puts(c->b, "<section id=timeline><h2>Memory over the trace</h2>");
 	int any = 0;
-	for (size_t d = 0; d < run->an.device_count; d++) {
-		const an_device *dv = &run->an.devices[d];
-		if (!want_device(c, dv->device))
-			continue;
+	for (size_t d = 0; d < c->view->device_count; d++) {
+		const an_device *dv = c->view->devices[d];
 		if (!dv->has_trace || !dv->timeline_count) {
 			mr_buf_printf(
 			    c->b,
@@ -1076,9 +1062,9 @@ static void sites(hr_ctx *c, const hr_oom *oom)
 	            "type=search placeholder=\"filter by function or file\" aria-label=\"filter "
 	            "sites\"><button type=button data-sort=bytes>sort by bytes</button><button "
 	            "type=button data-sort=count>sort by blocks</button></div>");
-	for (size_t d = 0; d < run->an.device_count; d++) {
-		const an_device *dv = &run->an.devices[d];
-		if (!want_device(c, dv->device) || !dv->site_count)
+	for (size_t d = 0; d < c->view->device_count; d++) {
+		const an_device *dv = c->view->devices[d];
+		if (!dv->site_count)
 			continue;
 		if (over_budget(c)) {
 			left_out(c,
@@ -1166,11 +1152,9 @@ static void notes(hr_ctx *c)
 		    "bytes, stacks of free blocks) were not recorded.</li>",
 		    s->era == MD_ERA_HISTORY ? "PyTorch 2.0, per-block history"
 		                             : "a bare segment list");
-	for (size_t d = 0; run->ev.has_snapshot && d < run->an.device_count; d++) {
-		const an_device *dv = &run->an.devices[d];
+	for (size_t d = 0; d < c->view->device_count; d++) {
+		const an_device *dv = c->view->devices[d];
 		char b1[32], b2[32];
-		if (!want_device(c, dv->device))
-			continue;
 		if (dv->has_trace && dv->truncated)
 			mr_buf_printf(
 			    &n,
@@ -1245,9 +1229,9 @@ static void header(hr_ctx *c)
 		mr_buf_printf(c->b, "</code> <span class=muted>(%s)</span>",
 		              ld_kind_name(c->run->ev.inputs[i].kind));
 	}
-	if (c->opt->device >= 0)
+	if (c->view->device >= 0)
 		mr_buf_printf(c->b, " <span class=muted>\xc2\xb7 device %d only</span>",
-		              c->opt->device);
+		              c->view->device);
 	mr_buf_puts(c->b, "</p><nav><a href=\"#devices\">devices</a> <a href=\"#recommendations\">"
 	                  "what to change</a> <a href=\"#maps\">segment maps</a> <a "
 	                  "href=\"#timeline\">timeline</a> <a href=\"#sites\">allocation sites</a> "
@@ -1265,14 +1249,17 @@ static const char fallback_page[] =
 mr_status rd_render_html(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
 {
 	mr_buf body = {0}, title = {0}, csp = {0};
-	hr_ctx c = {run, opt, &run->ev.snap, &body, {0}, err, MR_OK};
+	rp_view view;
+	mr_status st = rp_view_init(&view, run, opt->device, err);
+	if (st)
+		return st;
+	hr_ctx c = {run, opt, &view, &run->ev.snap, &body, {0}, err, MR_OK};
 	size_t page_len = 0, css_len = 0, js_len = 0;
 	char *page = tp_get("report.html", &page_len);
 	char *css = tp_get("report.css", &css_len);
 	char *js = tp_get("report.js", &js_len);
-	mr_status st = MR_OK;
 
-	hr_oom oom = oom_facts(run, opt);
+	hr_oom oom = oom_facts(run, &view);
 	header(&c);
 	verdict(&c, &oom);
 	device_cards(&c);
@@ -1341,5 +1328,6 @@ done:
 	mr_buf_free(&title);
 	mr_buf_free(&csp);
 	mr_buf_free(&c.left_out);
+	rp_view_free(&view);
 	return st;
 }

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/escape.h"
 #include "render/redact.h"
+#include "report/view.h"
 
 static void json_u64(mr_buf *b, const char *key, uint64_t v, int comma)
 {
@@ -224,6 +225,10 @@ mr_status rd_render_json(const rp_report *run, const rd_options *opt, mr_buf *ou
 {
 	mr_buf *b = out;
 	char pbuf[4096];
+	rp_view view;
+	mr_status st = rp_view_init(&view, run, opt->device, err);
+	if (st)
+		return st;
 	mr_buf_puts(b, "{\n  \"schema\": \"memreport/1\",\n  \"inputs\": [");
 	for (size_t i = 0; i < run->ev.input_count; i++) {
 		mr_buf_puts(b, i ? ", {\"path\": " : "{\"path\": ");
@@ -233,25 +238,15 @@ mr_status rd_render_json(const rp_report *run, const rd_options *opt, mr_buf *ou
 		mr_buf_puts(b, "}");
 	}
 	mr_buf_puts(b, "],\n  \"devices\": [");
-	int first = 1;
-	for (size_t i = 0; run->ev.has_snapshot && i < run->an.device_count; i++) {
-		const an_device *dv = &run->an.devices[i];
-		if (opt->device >= 0 && dv->device != opt->device)
-			continue;
-		mr_buf_puts(b, first ? "\n    " : ",\n    ");
-		device_json(b, run, dv);
-		first = 0;
+	for (size_t i = 0; i < view.device_count; i++) {
+		mr_buf_puts(b, i ? ",\n    " : "\n    ");
+		device_json(b, run, view.devices[i]);
 	}
-	an_numbers text_devices[64];
-	size_t nt = run->ev.has_snapshot ? 0 : an_text_devices(&run->ev, text_devices, 64);
-	for (size_t i = 0; i < nt; i++) {
-		if (opt->device >= 0 && text_devices[i].device != opt->device)
-			continue;
-		mr_buf_puts(b, first ? "\n    " : ",\n    ");
-		numbers_json(b, &text_devices[i]);
-		first = 0;
+	for (size_t i = 0; i < view.number_count; i++) {
+		mr_buf_puts(b, i ? ",\n    " : "\n    ");
+		numbers_json(b, &view.numbers[i]);
 	}
-	mr_buf_puts(b, first ? "],\n" : "\n  ],\n");
+	mr_buf_puts(b, view.device_count || view.number_count ? "\n  ],\n" : "],\n");
 	mr_buf_puts(b, "  \"allocator_settings\": ");
 	if (run->ev.has_snapshot)
 		settings_json(b, &run->ev.snap);
@@ -259,5 +254,6 @@ mr_status rd_render_json(const rp_report *run, const rd_options *opt, mr_buf *ou
 		mr_buf_puts(b, "null");
 	advice_json(b, &run->advice, opt);
 	mr_buf_puts(b, "}\n");
+	rp_view_free(&view);
 	return b->failed ? mr_oom(err) : MR_OK;
 }

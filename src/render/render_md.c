@@ -16,6 +16,7 @@
 #include "base/units.h"
 #include "render/html_util.h"
 #include "render/redact.h"
+#include "report/view.h"
 
 enum {
 	RP_MD_MAX_LINES = 60,
@@ -47,13 +48,8 @@ static void md_advice(mr_buf *b, const rd_options *opt, const char *text, const 
 	mr_buf_free(&tmp);
 }
 
-static int md_want(const rd_options *opt, int32_t device)
-{
-	return opt->device < 0 || opt->device == device;
-}
-
 /* The neutral sentence used when the diagnosis has no verdict. */
-static void fallback_verdict(mr_buf *b, const rp_report *run, const rd_options *opt)
+static void fallback_verdict(mr_buf *b, const rp_report *run, const rp_view *view)
 {
 	char a[32], r[32], f[32], l[32];
 	const ad_oom *o = &run->advice.oom;
@@ -66,11 +62,9 @@ static void fallback_verdict(mr_buf *b, const rp_report *run, const rd_options *
 		    md_bytes(f, o->free_cached), o->free_pieces);
 		return;
 	}
-	for (size_t d = 0; run->ev.has_snapshot && d < run->an.device_count; d++) {
-		const an_device *dv = &run->an.devices[d];
+	if (view->device_count) {
+		const an_device *dv = view->devices[0];
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
-		if (!md_want(opt, dv->device))
-			continue;
 		if (dv->oom_events)
 			mr_buf_printf(b,
 			              "Out of memory recorded on device %d with %s reserved and %s "
@@ -168,77 +162,59 @@ static void cap_lines(mr_buf *b, size_t max)
 	}
 }
 
-mr_status rd_render_md(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
+/* The key numbers of every device shown, one table row each. */
+static void device_table(mr_buf *b, const rp_report *run, const rp_view *view)
 {
-	mr_buf b = {0};
-	const ad_advice *ad = &run->advice;
-	const md_snapshot *s = &run->ev.snap;
-	char v[10][32];
-
-	mr_buf_puts(&b, "### memreport\n\n**");
-	if (ad->verdict && ad->verdict[0])
-		md_advice(&b, opt, ad->verdict, NULL, 600);
-	else
-		fallback_verdict(&b, run, opt);
-	mr_buf_puts(&b, "**\n\n");
-
-	if (run->ev.has_snapshot && run->an.device_count) {
-		mr_buf_puts(
-		    &b, "| device | reserved | allocated | active | free cached | non-releasable "
-		        "| largest free block | fragmentation | peak allocated | peak reserved |\n"
-		        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-		size_t shown = 0, skipped = 0;
-		for (size_t d = 0; d < run->an.device_count; d++) {
-			const an_device *dv = &run->an.devices[d];
-			const an_pool *p = &dv->pool[AN_POOL_ALL];
-			if (!md_want(opt, dv->device))
-				continue;
-			if (shown++ >= MD_MAX_DEVICES) {
-				skipped++;
-				continue;
-			}
-			mr_buf_printf(
-			    &b, "| %d | %s | %s | %s | %s | %s | %s | %.1f%% | %s | %s |\n",
-			    dv->device, md_bytes(v[0], p->reserved), md_bytes(v[1], p->allocated),
-			    md_bytes(v[2], p->active), md_bytes(v[3], p->free_cached),
-			    md_bytes(v[4], p->inactive_split), md_bytes(v[5], p->largest_free),
-			    dv->fragmentation * 100.0,
-			    dv->has_trace ? md_bytes(v[6], dv->peak_allocated) : "n/a",
-			    dv->has_trace ? md_bytes(v[7], dv->peak_reserved) : "n/a");
-		}
-		if (skipped)
-			mr_buf_printf(&b, "\n%zu more devices in the full report.\n", skipped);
-		mr_buf_puts(&b, "\n");
+	char v[8][32];
+	if (!run->ev.has_snapshot || !run->an.device_count)
+		return;
+	mr_buf_puts(b, "| device | reserved | allocated | active | free cached | non-releasable "
+	               "| largest free block | fragmentation | peak allocated | peak reserved |\n"
+	               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	for (size_t d = 0; d < view->device_count && d < MD_MAX_DEVICES; d++) {
+		const an_device *dv = view->devices[d];
+		const an_pool *p = &dv->pool[AN_POOL_ALL];
+		mr_buf_printf(b, "| %d | %s | %s | %s | %s | %s | %s | %.1f%% | %s | %s |\n",
+		              dv->device, md_bytes(v[0], p->reserved), md_bytes(v[1], p->allocated),
+		              md_bytes(v[2], p->active), md_bytes(v[3], p->free_cached),
+		              md_bytes(v[4], p->inactive_split), md_bytes(v[5], p->largest_free),
+		              dv->fragmentation * 100.0,
+		              dv->has_trace ? md_bytes(v[6], dv->peak_allocated) : "n/a",
+		              dv->has_trace ? md_bytes(v[7], dv->peak_reserved) : "n/a");
 	}
+	if (view->device_count > MD_MAX_DEVICES)
+		mr_buf_printf(b, "\n%zu more devices in the full report.\n",
+		              view->device_count - MD_MAX_DEVICES);
+	mr_buf_puts(b, "\n");
+}
 
-	if (!run->ev.has_snapshot) {
-		an_numbers nums[MD_MAX_DEVICES];
-		size_t nt = an_text_devices(&run->ev, nums, MD_MAX_DEVICES);
-		if (nt)
-			mr_buf_puts(&b,
-			            "| device | reserved | allocated | active | non-releasable | "
-			            "peak allocated | peak reserved | source |\n"
-			            "|---:|---:|---:|---:|---:|---:|---:|---|\n");
-		for (size_t i = 0; i < nt; i++) {
-			const an_numbers *d = &nums[i];
-			if (!md_want(opt, d->device))
-				continue;
-			mr_buf_printf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", d->device,
-			              md_bytes(v[0], d->reserved), md_bytes(v[1], d->allocated),
-			              md_bytes(v[2], d->active), md_bytes(v[3], d->inactive_split),
-			              d->has_peaks ? md_bytes(v[4], d->peak_allocated) : "n/a",
-			              d->has_peaks ? md_bytes(v[5], d->peak_reserved) : "n/a",
-			              d->precision > 1 ? "memory_summary() (at least)"
-			                               : "memory_stats()");
-		}
-		if (nt)
-			mr_buf_puts(&b, "\n");
+/* Without a snapshot: the devices the text evidence describes. */
+static void numbers_table(mr_buf *b, const rp_view *view)
+{
+	char v[6][32];
+	if (!view->number_count)
+		return;
+	mr_buf_puts(b, "| device | reserved | allocated | active | non-releasable | "
+	               "peak allocated | peak reserved | source |\n"
+	               "|---:|---:|---:|---:|---:|---:|---:|---|\n");
+	for (size_t i = 0; i < view->number_count && i < MD_MAX_DEVICES; i++) {
+		const an_numbers *d = &view->numbers[i];
+		mr_buf_printf(b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", d->device,
+		              md_bytes(v[0], d->reserved), md_bytes(v[1], d->allocated),
+		              md_bytes(v[2], d->active), md_bytes(v[3], d->inactive_split),
+		              d->has_peaks ? md_bytes(v[4], d->peak_allocated) : "n/a",
+		              d->has_peaks ? md_bytes(v[5], d->peak_reserved) : "n/a",
+		              d->precision > 1 ? "memory_summary() (at least)" : "memory_stats()");
 	}
+	mr_buf_puts(b, "\n");
+}
 
-	const ad_oom *o = &ad->oom;
+static void oom_line(mr_buf *b, const ad_oom *o)
+{
+	char v[4][32];
 	if (o->present && o->largest_unknown) {
 		mr_buf_printf(
-		    &b,
+		    b,
 		    "**Out of memory** on device %d: requested %s; %s reserved but "
 		    "unallocated (layout unknown without a snapshot); limit %s; cause "
 		    "%s.\n\n",
@@ -246,67 +222,92 @@ mr_status rd_render_md(const rp_report *run, const rd_options *opt, mr_buf *out,
 		    o->limit ? md_bytes(v[3], o->limit) : "unknown", ad_cause_name(o->cause));
 	} else if (o->present) {
 		mr_buf_printf(
-		    &b,
+		    b,
 		    "**Out of memory** on device %d: requested %s; largest free block %s; free "
 		    "cached %s in %" PRIu64 " pieces; limit %s; cause %s.\n\n",
 		    o->device, md_bytes(v[0], o->requested), md_bytes(v[1], o->largest_free),
 		    md_bytes(v[2], o->free_cached), o->free_pieces,
 		    o->limit ? md_bytes(v[3], o->limit) : "unknown", ad_cause_name(o->cause));
 	}
+}
 
-	if (ad->rec_count) {
-		mr_buf_puts(&b, "#### What to change\n\n");
-		for (size_t i = 0; i < ad->rec_count && i < MD_MAX_RECS; i++) {
-			const ad_recommendation *r = &ad->recs[i];
-			mr_buf_printf(&b, "%zu. **", i + 1);
-			md_advice(&b, opt, r->title ? r->title : r->id, NULL, MD_TEXT_CAP);
-			mr_buf_puts(&b, "** (");
-			hu_md_text(&b, r->id, 40);
-			mr_buf_puts(&b, ")");
-			if (r->reason && r->reason[0]) {
-				mr_buf_puts(&b, ": ");
-				md_advice(&b, opt, r->reason, &r->reason_paths, 400);
-			}
-			mr_buf_puts(&b, "\n");
-			md_change(&b, opt, r->change);
+static void recommendations(mr_buf *b, const ad_advice *ad, const rd_options *opt)
+{
+	if (!ad->rec_count)
+		return;
+	mr_buf_puts(b, "#### What to change\n\n");
+	for (size_t i = 0; i < ad->rec_count && i < MD_MAX_RECS; i++) {
+		const ad_recommendation *r = &ad->recs[i];
+		mr_buf_printf(b, "%zu. **", i + 1);
+		md_advice(b, opt, r->title ? r->title : r->id, NULL, MD_TEXT_CAP);
+		mr_buf_puts(b, "** (");
+		hu_md_text(b, r->id, 40);
+		mr_buf_puts(b, ")");
+		if (r->reason && r->reason[0]) {
+			mr_buf_puts(b, ": ");
+			md_advice(b, opt, r->reason, &r->reason_paths, 400);
 		}
-		if (ad->rec_count > MD_MAX_RECS)
-			mr_buf_printf(&b, "\n%zu more in the full report.\n",
-			              ad->rec_count - MD_MAX_RECS);
-		mr_buf_puts(&b, "\n");
+		mr_buf_puts(b, "\n");
+		md_change(b, opt, r->change);
 	}
+	if (ad->rec_count > MD_MAX_RECS)
+		mr_buf_printf(b, "\n%zu more in the full report.\n", ad->rec_count - MD_MAX_RECS);
+	mr_buf_puts(b, "\n");
+}
 
-	/* Sites of the first device shown that has any. */
-	for (size_t d = 0; run->ev.has_snapshot && d < run->an.device_count; d++) {
-		const an_device *dv = &run->an.devices[d];
-		if (!md_want(opt, dv->device) || !dv->site_count)
+/* Sites of the first device shown that has any. */
+static void top_sites(mr_buf *b, const md_snapshot *s, const rp_view *view, const rd_options *opt)
+{
+	char v[32];
+	for (size_t d = 0; d < view->device_count; d++) {
+		const an_device *dv = view->devices[d];
+		if (!dv->site_count)
 			continue;
-		mr_buf_printf(&b,
+		mr_buf_printf(b,
 		              "#### Top allocation sites (device %d, live at the snapshot)\n\n"
 		              "| bytes | blocks | where |\n|---:|---:|---|\n",
 		              dv->device);
 		for (size_t i = 0; i < dv->site_count && i < MD_MAX_SITES; i++) {
 			const an_site *site = &dv->sites[i];
 			const md_frame *f = an_site_frame(s, site->stack);
-			mr_buf_printf(&b, "| %s | %" PRIu64 " | ", md_bytes(v[0], site->bytes),
+			mr_buf_printf(b, "| %s | %" PRIu64 " | ", md_bytes(v, site->bytes),
 			              site->count);
 			if (f)
-				md_frame_text(&b, opt, s, f);
+				md_frame_text(b, opt, s, f);
 			else
-				mr_buf_puts(&b, "(no stack recorded)");
-			mr_buf_puts(&b, " |\n");
+				mr_buf_puts(b, "(no stack recorded)");
+			mr_buf_puts(b, " |\n");
 		}
-		mr_buf_puts(&b, "\n");
-		break;
+		mr_buf_puts(b, "\n");
+		return;
 	}
+}
 
+mr_status rd_render_md(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
+{
+	mr_buf b = {0};
+	const ad_advice *ad = &run->advice;
+	rp_view view;
+	mr_status st = rp_view_init(&view, run, opt->device, err);
+	if (st)
+		return st;
+	mr_buf_puts(&b, "### memreport\n\n**");
+	if (ad->verdict && ad->verdict[0])
+		md_advice(&b, opt, ad->verdict, NULL, 600);
+	else
+		fallback_verdict(&b, run, &view);
+	mr_buf_puts(&b, "**\n\n");
+	device_table(&b, run, &view);
+	numbers_table(&b, &view);
+	oom_line(&b, &ad->oom);
+	recommendations(&b, ad, opt);
+	top_sites(&b, &run->ev.snap, &view, opt);
 	mr_buf_printf(&b,
 	              "<sub>memreport: %zu finding%s, %zu recommendation%s; the HTML report has "
 	              "the segment maps, timeline and stacks.</sub>\n",
 	              ad->finding_count, ad->finding_count == 1 ? "" : "s", ad->rec_count,
 	              ad->rec_count == 1 ? "" : "s");
 	cap_lines(&b, RP_MD_MAX_LINES);
-	mr_status st = MR_OK;
 	if (b.failed)
 		st = mr_oom(err);
 	else
@@ -314,5 +315,6 @@ mr_status rd_render_md(const rp_report *run, const rd_options *opt, mr_buf *out,
 	if (out->failed)
 		st = mr_oom(err);
 	mr_buf_free(&b);
+	rp_view_free(&view);
 	return st;
 }

@@ -10,6 +10,7 @@
 #include "base/escape.h"
 #include "base/units.h"
 #include "render/redact.h"
+#include "report/view.h"
 
 /* Strings from a snapshot or log, made harmless for a terminal. */
 static void safe(mr_buf *b, const char *s)
@@ -57,9 +58,9 @@ static void short_stack(mr_buf *b, const md_snapshot *s, const rd_options *opt, 
 		mr_buf_puts(b, "        (no stack recorded)\n");
 }
 
-mr_status rd_render_text(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
+/* The inputs, the verdict and the OOM. */
+static void header(mr_buf *b, const rp_report *run, const rd_options *opt)
 {
-	mr_buf *b = out;
 	mr_buf_puts(b, "memreport: ");
 	for (size_t i = 0; i < run->ev.input_count; i++) {
 		char pbuf[4096];
@@ -84,6 +85,10 @@ mr_status rd_render_text(const rp_report *run, const rd_options *opt, mr_buf *ou
 		              a->oom.device, ad_cause_name(a->oom.cause), r, f,
 		              a->oom.largest_unknown ? "unknown" : l, lim);
 	}
+}
+
+static void advice(mr_buf *b, const ad_advice *a, const rd_options *opt)
+{
 	if (a->finding_count)
 		mr_buf_puts(b, "\nFindings:\n");
 	for (size_t i = 0; i < a->finding_count; i++) {
@@ -109,58 +114,70 @@ mr_status rd_render_text(const rp_report *run, const rd_options *opt, mr_buf *ou
 			mr_buf_puts(b, "\n");
 		}
 	}
-	an_numbers nums[64];
-	size_t nt = run->ev.has_snapshot ? 0 : an_text_devices(&run->ev, nums, 64);
-	for (size_t i = 0; i < nt; i++) {
-		const an_numbers *d = &nums[i];
-		if (opt->device >= 0 && d->device != opt->device)
-			continue;
-		mr_buf_printf(b, "\nDevice %d (from %s%s):\n", d->device, ld_kind_name(d->source),
-		              d->precision > 1 ? "; table cells are lower bounds" : "");
-		line_bytes(b, "reserved", d->reserved);
-		line_bytes(b, "allocated", d->allocated);
-		line_bytes(b, "active", d->active);
-		line_bytes(b, "inactive split", d->inactive_split);
-		if (d->has_peaks) {
-			line_bytes(b, "peak allocated", d->peak_allocated);
-			line_bytes(b, "peak reserved", d->peak_reserved);
-		}
+}
+
+/* A device described by text evidence (no snapshot). */
+static void numbers(mr_buf *b, const an_numbers *d)
+{
+	mr_buf_printf(b, "\nDevice %d (from %s%s):\n", d->device, ld_kind_name(d->source),
+	              d->precision > 1 ? "; table cells are lower bounds" : "");
+	line_bytes(b, "reserved", d->reserved);
+	line_bytes(b, "allocated", d->allocated);
+	line_bytes(b, "active", d->active);
+	line_bytes(b, "inactive split", d->inactive_split);
+	if (d->has_peaks) {
+		line_bytes(b, "peak allocated", d->peak_allocated);
+		line_bytes(b, "peak reserved", d->peak_reserved);
 	}
-	const md_snapshot *s = &run->ev.snap;
-	for (size_t d = 0; run->ev.has_snapshot && d < run->an.device_count; d++) {
-		const an_device *dv = &run->an.devices[d];
-		const an_pool *p = &dv->pool[AN_POOL_ALL];
-		if (opt->device >= 0 && dv->device != opt->device)
-			continue;
-		mr_buf_printf(b, "\nDevice %d: %" PRIu64 " segments%s\n", dv->device, p->segments,
-		              dv->expandable ? " (expandable segments)" : "");
-		line_bytes(b, "reserved", p->reserved);
-		line_bytes(b, "allocated", p->allocated);
-		line_bytes(b, "active", p->active);
-		line_bytes(b, "requested", p->requested);
-		line_bytes(b, "inactive split", p->inactive_split);
-		line_bytes(b, "free cached", p->free_cached);
-		line_bytes(b, "largest free block", p->largest_free);
-		mr_buf_printf(b, "  %-26s %12.1f%%\n", "fragmentation", dv->fragmentation * 100.0);
-		if (dv->pool[AN_POOL_PRIVATE].segments)
-			line_bytes(b, "in private pools", dv->pool[AN_POOL_PRIVATE].reserved);
-		if (dv->has_trace) {
-			line_bytes(b, "peak allocated (trace)", dv->peak_allocated);
-			line_bytes(b, "peak reserved (trace)", dv->peak_reserved);
-			mr_buf_printf(b, "  %-26s %12zu%s\n", "trace events", dv->trace_events,
-			              dv->truncated ? "  (truncated: peaks are lower bounds)" : "");
-		} else {
-			mr_buf_puts(b, "  no trace recorded: peaks unknown\n");
-		}
-		if (dv->site_count)
-			mr_buf_puts(b, "\n  Top live allocation sites:\n");
-		for (size_t i = 0; i < dv->site_count && i < 10; i++) {
-			char sz[32];
-			mr_format_bytes(sz, sizeof sz, dv->sites[i].bytes);
-			mr_buf_printf(b, "  %2zu. %10s in %" PRIu64 " block%s\n", i + 1, sz,
-			              dv->sites[i].count, dv->sites[i].count == 1 ? "" : "s");
-			short_stack(b, s, opt, dv->sites[i].stack, 3);
-		}
+}
+
+/* A device of the snapshot: its numbers and top allocation sites. */
+static void device(mr_buf *b, const md_snapshot *s, const an_device *dv, const rd_options *opt)
+{
+	const an_pool *p = &dv->pool[AN_POOL_ALL];
+	mr_buf_printf(b, "\nDevice %d: %" PRIu64 " segments%s\n", dv->device, p->segments,
+	              dv->expandable ? " (expandable segments)" : "");
+	line_bytes(b, "reserved", p->reserved);
+	line_bytes(b, "allocated", p->allocated);
+	line_bytes(b, "active", p->active);
+	line_bytes(b, "requested", p->requested);
+	line_bytes(b, "inactive split", p->inactive_split);
+	line_bytes(b, "free cached", p->free_cached);
+	line_bytes(b, "largest free block", p->largest_free);
+	mr_buf_printf(b, "  %-26s %12.1f%%\n", "fragmentation", dv->fragmentation * 100.0);
+	if (dv->pool[AN_POOL_PRIVATE].segments)
+		line_bytes(b, "in private pools", dv->pool[AN_POOL_PRIVATE].reserved);
+	if (dv->has_trace) {
+		line_bytes(b, "peak allocated (trace)", dv->peak_allocated);
+		line_bytes(b, "peak reserved (trace)", dv->peak_reserved);
+		mr_buf_printf(b, "  %-26s %12zu%s\n", "trace events", dv->trace_events,
+		              dv->truncated ? "  (truncated: peaks are lower bounds)" : "");
+	} else {
+		mr_buf_puts(b, "  no trace recorded: peaks unknown\n");
 	}
-	return b->failed ? mr_oom(err) : MR_OK;
+	if (dv->site_count)
+		mr_buf_puts(b, "\n  Top live allocation sites:\n");
+	for (size_t i = 0; i < dv->site_count && i < 10; i++) {
+		char sz[32];
+		mr_format_bytes(sz, sizeof sz, dv->sites[i].bytes);
+		mr_buf_printf(b, "  %2zu. %10s in %" PRIu64 " block%s\n", i + 1, sz,
+		              dv->sites[i].count, dv->sites[i].count == 1 ? "" : "s");
+		short_stack(b, s, opt, dv->sites[i].stack, 3);
+	}
+}
+
+mr_status rd_render_text(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
+{
+	rp_view view;
+	mr_status st = rp_view_init(&view, run, opt->device, err);
+	if (st)
+		return st;
+	header(out, run, opt);
+	advice(out, &run->advice, opt);
+	for (size_t i = 0; i < view.number_count; i++)
+		numbers(out, &view.numbers[i]);
+	for (size_t i = 0; i < view.device_count; i++)
+		device(out, &run->ev.snap, view.devices[i], opt);
+	rp_view_free(&view);
+	return out->failed ? mr_oom(err) : MR_OK;
 }

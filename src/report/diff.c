@@ -1,4 +1,4 @@
-/* diff.c: allocation-site comparison of two runs, and its JSON and HTML. */
+/* diff.c: allocation-site comparison of two runs. */
 #include "report/diff.h"
 
 #include <inttypes.h>
@@ -7,10 +7,8 @@
 
 #include "base/buf.h"
 #include "base/error.h"
-#include "base/escape.h"
 #include "base/mem.h"
-#include "base/units.h"
-#include "render/redact.h"
+#include "report/view.h"
 
 static const char *const metric_keys[DF_METRIC_COUNT] = {
     "reserved_bytes",       "allocated_bytes",     "active_bytes",        "requested_bytes",
@@ -119,14 +117,10 @@ static char *frame_key(const md_snapshot *s, uint32_t fi)
 	return b.data;
 }
 
-static int device_selected(int32_t dev, int device)
-{
-	return device < 0 || dev == device;
-}
-
 /* Adds one run's allocated blocks to the table. */
-static mr_status add_run(site_table *t, const rp_report *run, int side, int device, mr_error *err)
+static mr_status add_run(site_table *t, const rp_view *view, int side, mr_error *err)
 {
+	const rp_report *run = view->report;
 	if (!run->ev.has_snapshot)
 		return MR_OK;
 	const md_snapshot *s = &run->ev.snap;
@@ -142,7 +136,7 @@ static mr_status add_run(site_table *t, const rp_report *run, int side, int devi
 	mr_status st = MR_OK;
 	for (size_t i = 0; i < s->segment_count && !st; i++) {
 		const md_segment *seg = &s->segments[i];
-		if (!device_selected(seg->device, device))
+		if (!rp_view_shows(view, seg->device))
 			continue;
 		for (size_t j = 0; j < seg->block_count; j++) {
 			const md_block *b = &s->blocks[seg->first_block + j];
@@ -253,19 +247,15 @@ static mr_status describe(const site *x, const rp_report *const runs[2], size_t 
 	return MR_OK;
 }
 
-static void side_totals(const rp_report *run, int device, uint64_t *v, int *known)
+static void side_totals(const rp_view *view, uint64_t *v, int *known)
 {
 	for (int m = 0; m < DF_METRIC_COUNT; m++) {
 		v[m] = 0;
 		known[m] = 1;
 	}
-	int any = 0;
-	for (size_t i = 0; run->ev.has_snapshot && i < run->an.device_count; i++) {
-		const an_device *dv = &run->an.devices[i];
-		if (!device_selected(dv->device, device))
-			continue;
+	for (size_t i = 0; i < view->device_count; i++) {
+		const an_device *dv = view->devices[i];
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
-		any = 1;
 		v[DF_RESERVED] += p->reserved;
 		v[DF_ALLOCATED] += p->allocated;
 		v[DF_ACTIVE] += p->active;
@@ -278,9 +268,9 @@ static void side_totals(const rp_report *run, int device, uint64_t *v, int *know
 			known[DF_PEAK_RESERVED] = known[DF_PEAK_ALLOCATED] = 0;
 		}
 	}
-	if (!any)
+	if (!view->device_count)
 		for (int m = 0; m < DF_METRIC_COUNT; m++)
-			known[m] = run->ev.has_snapshot && m < DF_PEAK_RESERVED;
+			known[m] = view->report->ev.has_snapshot && m < DF_PEAK_RESERVED;
 }
 
 mr_status df_compute(const rp_report *before, const rp_report *after, int device, df_result *out,
@@ -289,11 +279,14 @@ mr_status df_compute(const rp_report *before, const rp_report *after, int device
 	memset(out, 0, sizeof *out);
 	out->max_frames = 32;
 	const rp_report *const runs[2] = {before, after};
+	rp_view views[2] = {{0}, {0}};
 	site_table t = {0};
 	mr_status st = MR_OK;
 	for (int side = 0; side < 2; side++) {
-		side_totals(runs[side], device, out->value[side], out->known[side]);
-		if ((st = add_run(&t, runs[side], side, device, err)))
+		if ((st = rp_view_init(&views[side], runs[side], device, err)))
+			goto done;
+		side_totals(&views[side], out->value[side], out->known[side]);
+		if ((st = add_run(&t, &views[side], side, err)))
 			goto done;
 	}
 	out->changes = mr_alloc_array(t.count ? t.count : 1, sizeof *out->changes);
@@ -318,6 +311,8 @@ mr_status df_compute(const rp_report *before, const rp_report *after, int device
 	}
 	qsort(out->changes, out->change_count, sizeof *out->changes, change_cmp);
 done:
+	rp_view_free(&views[0]);
+	rp_view_free(&views[1]);
 	for (size_t i = 0; i < t.count; i++)
 		free(t.items[i].key);
 	free(t.items);
@@ -342,246 +337,4 @@ void df_free(df_result *d)
 	}
 	free(d->changes);
 	memset(d, 0, sizeof *d);
-}
-
-/* ---- JSON ------------------------------------------------------------------------------------ */
-
-static void side_json(mr_buf *b, const rp_report *run, const rd_options *opt)
-{
-	char pbuf[4096];
-	mr_buf_puts(b, "{\"inputs\": [");
-	for (size_t i = 0; i < run->ev.input_count; i++) {
-		mr_buf_puts(b, i ? ", " : "");
-		mr_json_str(b, rd_path(opt, run->ev.inputs[i].path, pbuf, sizeof pbuf));
-	}
-	mr_buf_puts(b, "], \"devices\": [");
-	int first = 1;
-	for (size_t i = 0; run->ev.has_snapshot && i < run->an.device_count; i++) {
-		const an_device *dv = &run->an.devices[i];
-		const an_pool *p = &dv->pool[AN_POOL_ALL];
-		if (!device_selected(dv->device, opt->device))
-			continue;
-		mr_buf_printf(b,
-		              "%s{\"device\": %d, \"reserved_bytes\": %" PRIu64
-		              ", \"allocated_bytes\": %" PRIu64 ", \"active_bytes\": %" PRIu64
-		              ", \"requested_bytes\": %" PRIu64
-		              ", \"inactive_split_bytes\": %" PRIu64 ", \"segments\": %" PRIu64
-		              ", \"fragmentation\": %.4f",
-		              first ? "" : ", ", dv->device, p->reserved, p->allocated, p->active,
-		              p->requested, p->inactive_split, p->segments, dv->fragmentation);
-		if (dv->has_trace)
-			mr_buf_printf(b,
-			              ", \"peak_reserved_bytes\": %" PRIu64
-			              ", \"peak_allocated_bytes\": %" PRIu64 "}",
-			              dv->peak_reserved, dv->peak_allocated);
-		else
-			mr_buf_puts(
-			    b, ", \"peak_reserved_bytes\": null, \"peak_allocated_bytes\": null}");
-		first = 0;
-	}
-	mr_buf_puts(b, "]}");
-}
-
-static void frame_json(mr_buf *b, const df_frame *f, const rd_options *opt)
-{
-	char pbuf[4096];
-	mr_buf_puts(b, "{\"filename\": ");
-	mr_json_str(b, rd_path(opt, f->filename, pbuf, sizeof pbuf));
-	mr_buf_printf(b, ", \"line\": %d, \"name\": ", (int)f->line);
-	mr_json_str(b, f->name);
-	mr_buf_puts(b, "}");
-}
-
-/* The shown site text, with the file name redacted when asked. */
-static void site_text(mr_buf *b, const df_change *c, const rd_options *opt, int html)
-{
-	char pbuf[4096];
-	if (!c->where.filename[0] && !c->where.name[0]) {
-		mr_buf_puts(b, c->site);
-		return;
-	}
-	const char *file = rd_path(opt, c->where.filename, pbuf, sizeof pbuf);
-	mr_buf tmp = {0};
-	mr_buf_printf(&tmp, "%s:%d in %s", file, (int)c->where.line, c->where.name);
-	if (html)
-		mr_buf_html(b, tmp.data ? tmp.data : "", tmp.len);
-	else
-		mr_buf_json(b, tmp.data ? tmp.data : "", tmp.len);
-	if (tmp.failed)
-		b->failed = 1;
-	mr_buf_free(&tmp);
-}
-
-static int64_t delta_of(const df_result *d, int m)
-{
-	return (int64_t)(d->value[1][m] - d->value[0][m]);
-}
-
-mr_status df_render_json(const df_result *d, const rp_report *before, const rp_report *after,
-                         const rd_options *opt, size_t max_changes, mr_buf *out, mr_error *err)
-{
-	mr_buf *b = out;
-	mr_buf_puts(b, "{\n  \"schema\": \"memreport-diff/1\",\n  \"before\": ");
-	side_json(b, before, opt);
-	mr_buf_puts(b, ",\n  \"after\": ");
-	side_json(b, after, opt);
-	mr_buf_puts(b, ",\n  \"delta\": {");
-	for (int m = 0; m < DF_METRIC_COUNT; m++) {
-		mr_buf_printf(b, "%s\"%s\": ", m ? ", " : "", metric_keys[m]);
-		if (d->known[0][m] && d->known[1][m])
-			mr_buf_printf(b, "%" PRId64, delta_of(d, m));
-		else
-			mr_buf_puts(b, "null");
-	}
-	mr_buf_puts(b, "},\n  \"top_changes\": [");
-	size_t n = max_changes && max_changes < d->change_count ? max_changes : d->change_count;
-	for (size_t i = 0; i < n; i++) {
-		const df_change *c = &d->changes[i];
-		mr_buf_puts(b, i ? ",\n    {\"site\": \"" : "\n    {\"site\": \"");
-		site_text(b, c, opt, 0);
-		mr_buf_puts(b, "\", \"where\": ");
-		frame_json(b, &c->where, opt);
-		mr_buf_puts(b, ", \"frames\": [");
-		for (size_t k = 0; k < c->frame_count; k++) {
-			mr_buf_puts(b, k ? ", " : "");
-			frame_json(b, &c->frames[k], opt);
-		}
-		mr_buf_printf(b,
-		              "], \"bytes_before\": %" PRIu64 ", \"bytes_after\": %" PRIu64
-		              ", \"bytes_delta\": %" PRId64 ", \"count_before\": %" PRIu64
-		              ", \"count_after\": %" PRIu64 ", \"count_delta\": %" PRId64 "}",
-		              c->bytes_before, c->bytes_after, c->bytes_delta, c->count_before,
-		              c->count_after, c->count_delta);
-	}
-	mr_buf_puts(b, n ? "\n  ]\n}\n" : "]\n}\n");
-	return b->failed ? mr_oom(err) : MR_OK;
-}
-
-/* ---- HTML ------------------------------------------------------------------------------------ */
-
-static void esc(mr_buf *b, const char *s)
-{
-	mr_buf_html(b, s, strlen(s));
-}
-
-static void size_cell(mr_buf *b, uint64_t v, int known)
-{
-	char s[32];
-	if (!known) {
-		mr_buf_puts(b, "<td class=n>&mdash;</td>");
-		return;
-	}
-	mr_format_bytes(s, sizeof s, v);
-	mr_buf_printf(b, "<td class=n title=\"%" PRIu64 " bytes\">%s</td>", v, s);
-}
-
-static void delta_cell(mr_buf *b, int64_t v, int known)
-{
-	char s[32];
-	if (!known) {
-		mr_buf_puts(b, "<td class=n>&mdash;</td>");
-		return;
-	}
-	uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-	mr_format_bytes(s, sizeof s, mag);
-	mr_buf_printf(b, "<td class=\"n %s\" title=\"%" PRId64 " bytes\">%s%s</td>",
-	              v > 0   ? "up"
-	              : v < 0 ? "down"
-	                      : "",
-	              v,
-	              v > 0   ? "+"
-	              : v < 0 ? "\xe2\x88\x92"
-	                      : "",
-	              s);
-}
-
-static void inputs_html(mr_buf *b, const rp_report *run, const rd_options *opt)
-{
-	char pbuf[4096];
-	for (size_t i = 0; i < run->ev.input_count; i++) {
-		mr_buf_puts(b, i ? ", <code>" : "<code>");
-		esc(b, rd_path(opt, run->ev.inputs[i].path, pbuf, sizeof pbuf));
-		mr_buf_puts(b, "</code>");
-	}
-}
-
-static const char diff_css[] =
-    "body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#fff}"
-    "main{max-width:1200px;margin:0 auto;padding:16px 24px}"
-    "table{border-collapse:collapse;margin:8px 0 20px}"
-    "th,td{border-bottom:1px solid #dde2e7;padding:4px 10px;text-align:left;vertical-align:top}"
-    "th{background:#f3f5f7}.n{text-align:right;font-variant-numeric:tabular-nums;"
-    "white-space:nowrap}.up{color:#a00;font-weight:600}.down{color:#070}"
-    ".muted{color:#667}code{font-size:12px;word-break:break-all}"
-    "details summary{cursor:pointer}ol.frames{margin:4px 0;padding-left:22px;font-size:12px}";
-
-mr_status df_render_html(const df_result *d, const rp_report *before, const rp_report *after,
-                         const rd_options *opt, size_t max_changes, mr_buf *out, mr_error *err)
-{
-	static const char *const labels[DF_METRIC_COUNT] = {"reserved",
-	                                                    "allocated",
-	                                                    "active",
-	                                                    "requested",
-	                                                    "non-releasable (inactive split)",
-	                                                    "peak reserved",
-	                                                    "peak allocated"};
-	char pbuf[4096];
-	mr_buf *b = out;
-	mr_buf_puts(b, "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
-	               "<meta name=viewport content=\"width=device-width,initial-scale=1\">"
-	               "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; "
-	               "style-src 'unsafe-inline'\">"
-	               "<title>memreport diff</title><style>");
-	mr_buf_puts(b, diff_css);
-	mr_buf_puts(b, "</style></head><body><main><h1>memreport diff</h1><p>Before: ");
-	inputs_html(b, before, opt);
-	mr_buf_puts(b, "<br>After: ");
-	inputs_html(b, after, opt);
-	mr_buf_puts(b, "</p><h2>Totals</h2><table><thead><tr><th></th><th class=n>before</th>"
-	               "<th class=n>after</th><th class=n>change</th></tr></thead><tbody>");
-	for (int m = 0; m < DF_METRIC_COUNT; m++) {
-		mr_buf_printf(b, "<tr><th>%s</th>", labels[m]);
-		size_cell(b, d->value[0][m], d->known[0][m]);
-		size_cell(b, d->value[1][m], d->known[1][m]);
-		delta_cell(b, delta_of(d, m), d->known[0][m] && d->known[1][m]);
-		mr_buf_puts(b, "</tr>");
-	}
-	mr_buf_puts(b, "</tbody></table><h2>What changed, by allocation site</h2>");
-	size_t n = max_changes && max_changes < d->change_count ? max_changes : d->change_count;
-	if (!n) {
-		mr_buf_puts(b,
-		            "<p class=muted>No allocation site holds more or less memory: the live "
-		            "blocks are the same.</p>");
-	} else {
-		mr_buf_puts(b, "<p class=muted>Live allocated blocks grouped by the first line of "
-		               "code outside torch that allocated them; largest growth first.</p>"
-		               "<table><thead><tr><th>site</th><th class=n>before</th>"
-		               "<th class=n>after</th><th class=n>change</th>"
-		               "<th class=n>blocks</th></tr></thead><tbody>");
-		for (size_t i = 0; i < n; i++) {
-			const df_change *c = &d->changes[i];
-			mr_buf_puts(b, "<tr><td><details><summary><code>");
-			site_text(b, c, opt, 1);
-			mr_buf_puts(b, "</code></summary><ol class=frames>");
-			for (size_t k = 0; k < c->frame_count; k++) {
-				mr_buf_puts(b, "<li><code>");
-				esc(b, c->frames[k].name);
-				mr_buf_puts(b, "</code> <span class=muted>");
-				esc(b, rd_path(opt, c->frames[k].filename, pbuf, sizeof pbuf));
-				mr_buf_printf(b, ":%d</span></li>", (int)c->frames[k].line);
-			}
-			mr_buf_puts(b, "</ol></details></td>");
-			size_cell(b, c->bytes_before, 1);
-			size_cell(b, c->bytes_after, 1);
-			delta_cell(b, c->bytes_delta, 1);
-			mr_buf_printf(b, "<td class=n>%" PRIu64 " &rarr; %" PRIu64 "</td></tr>",
-			              c->count_before, c->count_after);
-		}
-		mr_buf_puts(b, "</tbody></table>");
-		if (n < d->change_count)
-			mr_buf_printf(b, "<p class=muted>%zu smaller changes are not listed.</p>",
-			              d->change_count - n);
-	}
-	mr_buf_puts(b, "</main></body></html>\n");
-	return b->failed ? mr_oom(err) : MR_OK;
 }

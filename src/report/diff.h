@@ -9,7 +9,7 @@
  * bytes_delta of all sites add up to the change of allocated_bytes.
  *
  * Ownership: df_compute fills a df_result that df_free releases; it copies every string it
- * keeps, so the runs may be freed first. Renderers append to an mr_buf and never print. */
+ * keeps, so the runs may be freed first. render/render_diff.h writes it. */
 #ifndef MR_DIFF_H
 #define MR_DIFF_H
 
@@ -18,7 +18,6 @@
 
 #include "base/buf.h"
 #include "base/error.h"
-#include "render/options.h"
 #include "report/report.h"
 
 typedef struct {
@@ -62,12 +61,5 @@ const char *df_metric_key(int metric); /* "reserved_bytes", ..., "peak_allocated
 mr_status df_compute(const rp_report *before, const rp_report *after, int device, df_result *out,
                      mr_error *err);
 void df_free(df_result *d);
-
-/* memreport-diff/1 JSON, and a self-contained HTML page. max_changes limits the listed
- * changes (0: all). */
-mr_status df_render_json(const df_result *d, const rp_report *before, const rp_report *after,
-                         const rd_options *opt, size_t max_changes, mr_buf *out, mr_error *err);
-mr_status df_render_html(const df_result *d, const rp_report *before, const rp_report *after,
-                         const rd_options *opt, size_t max_changes, mr_buf *out, mr_error *err);
 
 #endif
