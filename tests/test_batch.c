@@ -10,7 +10,9 @@
 #include "testutil.h"
 
 #include "decode/sniff.h"
-#include "load/archive.h"
+#include "load/discover.h"
+#include "load/names.h"
+#include "source/zip.h"
 #include "cmd/cache.h"
 #include "cmd/cmd_batch.h"
 #include "base/error.h"
@@ -131,13 +133,13 @@ static void test_sniff_and_names(void **state)
 	assert_int_equal(ar_rank_of("frank3.pickle"), -1);
 	assert_int_equal(ar_rank_of("snapshot_v2.pickle"), -1);
 
-	assert_true(ar_name_unsafe("../x.pickle"));
-	assert_true(ar_name_unsafe("a/../../x"));
-	assert_true(ar_name_unsafe("/etc/passwd"));
-	assert_true(ar_name_unsafe("C:\\x"));
-	assert_true(ar_name_unsafe("a\\..\\b"));
-	assert_false(ar_name_unsafe("a/b..c/snapshot.pickle"));
-	assert_false(ar_name_unsafe("run/snapshot.pickle"));
+	assert_true(zp_name_unsafe("../x.pickle"));
+	assert_true(zp_name_unsafe("a/../../x"));
+	assert_true(zp_name_unsafe("/etc/passwd"));
+	assert_true(zp_name_unsafe("C:\\x"));
+	assert_true(zp_name_unsafe("a\\..\\b"));
+	assert_false(zp_name_unsafe("a/b..c/snapshot.pickle"));
+	assert_false(zp_name_unsafe("run/snapshot.pickle"));
 }
 
 /* ---- discovery --------------------------------------------------------------------------------
@@ -176,8 +178,8 @@ static void test_discover_conventions(void **state)
 
 	snprintf(path, sizeof path, "%s/jobs", tmp);
 	const char *inputs[] = {path};
-	ar_limits lim;
-	ar_default_limits(&lim);
+	sr_limits lim;
+	sr_default_limits(&lim);
 	ar_set set;
 	mr_error err = {0};
 	assert_int_equal(ar_discover(inputs, 1, &lim, &set, &err), MR_OK);
@@ -266,8 +268,8 @@ static void test_hostile_zip(void **state)
 	free(zeros);
 
 	const char *inputs[] = {path};
-	ar_limits lim;
-	ar_default_limits(&lim);
+	sr_limits lim;
+	sr_default_limits(&lim);
 	lim.max_ratio = 100;
 	ar_set set;
 	mr_error err = {0};
@@ -290,7 +292,7 @@ static void test_hostile_zip(void **state)
 			unsafe++;
 		/* nothing named after a hostile member gets read */
 		for (size_t k = 0; k < r->member_count; k++)
-			assert_false(ar_name_unsafe(r->members[k].name));
+			assert_false(zp_name_unsafe(r->members[k].name));
 		assert_null(strstr(r->slug, ".."));
 		assert_null(strchr(r->slug, '/'));
 	}
@@ -315,7 +317,7 @@ static void test_hostile_zip(void **state)
 	assert_non_null(strstr(good->error, "over the limit"));
 	ar_set_free(&set);
 	/* and a total limit refuses the archive */
-	ar_default_limits(&lim);
+	sr_default_limits(&lim);
 	lim.max_total_bytes = 1000;
 	assert_int_equal(ar_discover(inputs, 1, &lim, &set, &err), MR_OK);
 	assert_int_equal(set.count, 1);

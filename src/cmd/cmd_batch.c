@@ -24,7 +24,7 @@
 #include "base/units.h"
 #include "cmd/cache.h"
 #include "cmd/options.h"
-#include "load/archive.h"
+#include "load/discover.h"
 #include "render/render_html.h"
 #include "render/render_json.h"
 #include "render/templates.h"
@@ -48,7 +48,7 @@ typedef struct {
 
 typedef struct {
 	const ar_set *set;
-	const ar_limits *lim;
+	const sr_limits *lim;
 	const cmd_shared *opt;
 	const char *out_dir;
 	const char *cache_dir;
@@ -191,7 +191,7 @@ static mr_status write_if_changed(const char *path, const char *data, size_t len
 	return out_write(path, data, len, err);
 }
 
-static mr_status run_key(const batch_job *job, ar_reader *rd, const ar_run *run, h128_digest *key,
+static mr_status run_key(const batch_job *job, sr_reader *rd, const ar_run *run, h128_digest *key,
                          mr_error *err)
 {
 	h128_state h;
@@ -199,13 +199,13 @@ static mr_status run_key(const batch_job *job, ar_reader *rd, const ar_run *run,
 	/* Options that change a report's bytes. */
 	h128_u64(&h, (uint64_t)(int64_t)job->opt->device);
 	h128_u64(&h, (uint64_t)job->opt->redact_paths);
-	mr_status st = ar_digest(rd, run, job->lim, &h, err);
+	mr_status st = sr_digest(rd, run->members, run->member_count, job->lim, &h, err);
 	if (!st)
 		h128_final(&h, key);
 	return st;
 }
 
-static void process_row(batch_job *job, ar_reader *rd, size_t i)
+static void process_row(batch_job *job, sr_reader *rd, size_t i)
 {
 	const ar_run *run = &job->set->runs[i];
 	row_result *res = &job->results[i];
@@ -274,7 +274,7 @@ done:
 static void *worker(void *arg)
 {
 	batch_job *job = arg;
-	ar_reader *rd = ar_reader_new(); /* NULL is fine: each call then opens its own */
+	sr_reader *rd = sr_reader_new(); /* NULL is fine: each call then opens its own */
 	for (;;) {
 		pthread_mutex_lock(&job->lock);
 		size_t i = job->next < job->set->count ? job->next++ : SIZE_MAX;
@@ -289,7 +289,7 @@ static void *worker(void *arg)
 			        job->set->count);
 		pthread_mutex_unlock(&job->lock);
 	}
-	ar_reader_free(rd);
+	sr_reader_free(rd);
 	return NULL;
 }
 
@@ -621,12 +621,12 @@ int cmd_batch(int argc, char **argv)
 		rc = MR_EFAIL;
 		goto done;
 	}
-	ar_limits lim;
-	ar_default_limits(&lim);
+	sr_limits lim;
+	sr_default_limits(&lim);
 	/* A batch written inside its own input folder must not find its reports next time. */
-	ar_skip_folder(&lim, out_dir);
+	sr_skip_folder(&lim, out_dir);
 	if (cache_dir)
-		ar_skip_folder(&lim, cache_dir);
+		sr_skip_folder(&lim, cache_dir);
 	if (ar_discover(inputs, n_inputs, &lim, &set, &err)) {
 		fprintf(stderr, "memreport: %s\n", err.msg);
 		rc = MR_EFAIL;

@@ -16,7 +16,7 @@
 #include "base/output.h"
 #include "cmd/options.h"
 #include "decode/sniff.h"
-#include "load/archive.h"
+#include "load/discover.h"
 #include "render/render_diff.h"
 #include "report/diff.h"
 #include "report/report.h"
@@ -60,8 +60,8 @@ static mr_status load_evidence(const char *path, ld_evidence *ev, mr_error *err)
 		const char *paths[] = {path};
 		return ld_load(ev, paths, 1, NULL, NULL, err);
 	}
-	ar_limits lim;
-	ar_default_limits(&lim);
+	sr_limits lim;
+	sr_default_limits(&lim);
 	ar_set set;
 	const char *inputs[] = {path};
 	mr_status st = ar_discover(inputs, 1, &lim, &set, err);

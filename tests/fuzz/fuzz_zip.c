@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
-#include "load/archive.h"
+#include "load/discover.h"
 #include "report/report.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -35,8 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char path[64];
 	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
 
-	ar_limits lim;
-	ar_default_limits(&lim);
+	sr_limits lim;
+	sr_default_limits(&lim);
 	/* small caps so the fuzzer explores the limits instead of inflating gigabytes */
 	lim.max_member_bytes = 1 << 20;
 	lim.max_total_bytes = 4 << 20;
@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(err.status == MR_EFAIL);
 		return 0;
 	}
-	ar_reader *rd = ar_reader_new();
+	sr_reader *rd = sr_reader_new();
 	CHECK(rd != NULL);
 	for (size_t i = 0; i < set.count; i++) {
 		const ar_run *run = &set.runs[i];
@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		else
 			CHECK(lerr.msg[0] != '\0' && strchr(lerr.msg, '\n') == NULL);
 	}
-	ar_reader_free(rd);
+	sr_reader_free(rd);
 	ar_set_free(&set);
 	return 0;
 }
