@@ -49,7 +49,7 @@ typedef struct {
 typedef struct {
 	const ar_set *set;
 	const sr_limits *lim;
-	const cmd_shared *opt;
+	const cmd_options *opt;
 	const char *out_dir;
 	const char *cache_dir;
 	row_result *results;
@@ -93,7 +93,8 @@ static char *opt_dup(const char *s)
 }
 
 /* The index-row facts and both documents of a loaded run. */
-static mr_status fill_entry(const rp_report *run, const cmd_shared *opt, ca_entry *e, mr_error *err)
+static mr_status fill_entry(const rp_report *run, const cmd_options *opt, ca_entry *e,
+                            mr_error *err)
 {
 	memset(e, 0, sizeof *e);
 	mr_status st;
@@ -515,91 +516,46 @@ static int make_dirs(const char *path)
 	return rc == 0 && stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
-static int batch_usage_error(const char *fmt, const char *arg)
+static int batch_usage_error(const char *msg)
 {
-	fprintf(stderr, "memreport batch: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n%s", batch_usage);
+	fprintf(stderr, "memreport batch: %s\n%s", msg, batch_usage);
 	return MR_EINPUT;
-}
-
-static int parse_count(const char *s, long lo, long hi, long *out)
-{
-	char *end;
-	errno = 0;
-	long v = s ? strtol(s, &end, 10) : 0;
-	if (!s || errno || end == s || *end || v < lo || v > hi)
-		return -1;
-	*out = v;
-	return 0;
 }
 
 int cmd_batch(int argc, char **argv)
 {
-	cmd_shared opt = {.device = -1};
+	cmd_options opt;
 	const char *out_dir = NULL, *cache_dir = NULL;
 	long jobs = 0;
-	const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
-	size_t n_inputs = 0;
 	int rc = 0;
 	ar_set set = {0};
 	row_result *results = NULL;
 	pthread_t *threads = NULL;
 	mr_buf index = {0};
-	if (!inputs) {
-		fprintf(stderr, "memreport: out of memory\n");
-		return MR_EFAIL;
+	mr_error perr = {0};
+	if (cmd_parse(CMD_BATCH, argc, argv, &opt, &perr)) {
+		rc = perr.status == MR_EINPUT ? batch_usage_error(perr.msg) : MR_EFAIL;
+		if (rc == MR_EFAIL)
+			fprintf(stderr, "memreport: %s\n", perr.msg);
+		goto done;
 	}
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-		long v;
-		mr_error oerr = {0};
-		int used = cmd_parse_shared(&opt, argc, argv, &i, &oerr);
-		if (used < 0) {
-			rc = batch_usage_error("%s", oerr.msg);
-			goto done;
-		}
-		if (used)
-			continue;
-		if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-			if (!val) {
-				rc = batch_usage_error("%s needs a folder", a);
-				goto done;
-			}
-			out_dir = val;
-			i++;
-		} else if (strcmp(a, "--cache") == 0) {
-			if (!val) {
-				rc = batch_usage_error("%s needs a folder", a);
-				goto done;
-			}
-			cache_dir = val;
-			i++;
-		} else if (strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0) {
-			if (parse_count(val, 1, 256, &v)) {
-				rc = batch_usage_error(
-				    "-j needs a number of threads (1-256), got '%s'",
-				    val ? val : "");
-				goto done;
-			}
-			jobs = v;
-			i++;
-		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			fputs(batch_usage, stdout);
-			goto done;
-		} else if (a[0] == '-' && a[1] != '\0') {
-			rc = batch_usage_error("unknown option '%s'", a);
-			goto done;
-		} else {
-			inputs[n_inputs++] = a;
-		}
+	if (opt.help) {
+		fputs(batch_usage, stdout);
+		goto done;
 	}
+	const char **inputs = opt.args;
+	size_t n_inputs = opt.arg_count;
+	out_dir = opt.output;
+	cache_dir = opt.cache;
+	jobs = opt.jobs;
+	if (opt.templates)
+		tp_set_dir(opt.templates);
 	if (!n_inputs) {
-		rc = batch_usage_error("%s", "no input given");
+		rc = batch_usage_error("no input given");
 		goto done;
 	}
 	if (!out_dir) {
-		rc = batch_usage_error("%s", "-o DIR is required");
+		rc = batch_usage_error("-o DIR is required");
 		goto done;
 	}
 	if (make_dirs(out_dir) != 0) {
@@ -731,6 +687,6 @@ done:
 	free(threads);
 	mr_buf_free(&index);
 	ar_set_free(&set);
-	free(inputs);
+	cmd_options_free(&opt);
 	return rc;
 }

@@ -19,6 +19,7 @@
 #include "load/discover.h"
 #include "render/render_diff.h"
 #include "report/diff.h"
+#include "render/templates.h"
 #include "report/report.h"
 
 static const char diff_usage[] =
@@ -26,11 +27,9 @@ static const char diff_usage[] =
     "                      [--redact-paths] [-q]\n"
     "BEFORE, AFTER: a snapshot, or a run folder or zip archive holding one run.\n";
 
-static int diff_usage_error(const char *fmt, const char *arg)
+static int diff_usage_error(const char *msg)
 {
-	fprintf(stderr, "memreport diff: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n%s", diff_usage);
+	fprintf(stderr, "memreport diff: %s\n%s", msg, diff_usage);
 	return MR_EINPUT;
 }
 
@@ -92,96 +91,66 @@ static mr_status load_side(const char *path, int device, rp_report *run, mr_erro
 	return st ? st : rp_build(run, &ev, device, err);
 }
 
-int cmd_diff(int argc, char **argv)
+/* Loads both runs, compares them and writes the result. Returns the exit status. */
+static int write_diff(const cmd_options *opt)
 {
-	cmd_shared opt = {.device = -1};
-	const char *out_path = NULL, *paths[2] = {NULL, NULL};
-	int json = 0, n_paths = 0, rc = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-		mr_error oerr = {0};
-		int used = cmd_parse_shared(&opt, argc, argv, &i, &oerr);
-		if (used < 0)
-			return diff_usage_error("%s", oerr.msg);
-		if (used)
-			continue;
-		if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-			if (!val)
-				return diff_usage_error("%s needs a file name", a);
-			out_path = val;
-			i++;
-		} else if (strcmp(a, "--format") == 0 || strncmp(a, "--format=", 9) == 0) {
-			const char *f = a[8] == '=' ? a + 9 : val;
-			if (a[8] != '=')
-				i++;
-			if (f && strcmp(f, "json") == 0)
-				json = 1;
-			else if (f && strcmp(f, "html") == 0)
-				json = 0;
-			else
-				return diff_usage_error("--format needs html or json, got '%s'",
-				                        f ? f : "");
-		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			fputs(diff_usage, stdout);
-			return 0;
-		} else if (a[0] == '-' && a[1] != '\0') {
-			return diff_usage_error("unknown option '%s'", a);
-		} else if (n_paths < 2) {
-			paths[n_paths++] = a;
-		} else {
-			return diff_usage_error("%s", "give exactly two runs: BEFORE and AFTER");
-		}
-	}
-	if (n_paths != 2)
-		return diff_usage_error("%s", "give exactly two runs: BEFORE and AFTER");
-
+	const char *out_path = opt->output, *const *paths = opt->args;
+	int json = opt->format == CMD_JSON, loaded = 0;
 	rp_report runs[2];
-	int loaded = 0;
 	df_result d = {0};
 	mr_buf buf = {0};
 	char *default_path = NULL;
 	mr_error err = {0};
 	mr_status st = MR_OK;
-	for (; loaded < 2; loaded++) {
-		mr_error local = {0};
-		if ((st = load_side(paths[loaded], opt.device, &runs[loaded], &local))) {
-			/* ld_load names the file; discovery errors name it too */
-			fprintf(stderr, "memreport: %s\n", local.msg);
-			rc = (int)st;
-			goto done;
-		}
-	}
-	if ((st = df_compute(&runs[0], &runs[1], opt.device, &d, &err)))
-		goto fail;
-	rd_options ropt = {opt.device, opt.redact_paths};
-	st = json ? rd_diff_json(&d, &runs[0], &runs[1], &ropt, 1000, &buf, &err)
-	          : rd_diff_html(&d, &runs[0], &runs[1], &ropt, 200, &buf, &err);
-	if (st)
-		goto fail;
-	if (!out_path) {
+	/* ld_load names the file; discovery errors name it too */
+	for (; loaded < 2; loaded++)
+		if ((st = load_side(paths[loaded], opt->device, &runs[loaded], &err)))
+			break;
+	if (!st)
+		st = df_compute(&runs[0], &runs[1], opt->device, &d, &err);
+	rd_options ropt = {opt->device, opt->redact_paths};
+	if (!st)
+		st = json ? rd_diff_json(&d, &runs[0], &runs[1], &ropt, 1000, &buf, &err)
+		          : rd_diff_html(&d, &runs[0], &runs[1], &ropt, 200, &buf, &err);
+	if (!st && !out_path) {
 		default_path = out_default_path(paths[1], json ? "diff.json" : "diff.html");
-		if (!default_path) {
+		if (!default_path)
 			st = mr_oom(&err);
-			goto fail;
-		}
 		out_path = default_path;
 	}
-	if ((st = out_write(out_path, buf.data ? buf.data : "", buf.len, &err))) {
+	if (st) {
+		fprintf(stderr, "memreport: %s\n", err.msg);
+	} else if ((st = out_write(out_path, buf.data ? buf.data : "", buf.len, &err))) {
 		fprintf(stderr, "memreport: %s: %s\n", out_path, err.msg);
-		rc = (int)st;
-		goto done;
-	}
-	if (default_path && !opt.quiet)
+	} else if (default_path && !opt->quiet) {
 		fprintf(stderr, "memreport: wrote %s\n", default_path);
-	goto done;
-fail:
-	fprintf(stderr, "memreport: %s\n", err.msg);
-	rc = (int)st;
-done:
+	}
 	for (int i = 0; i < loaded; i++)
 		rp_free(&runs[i]);
 	df_free(&d);
 	mr_buf_free(&buf);
 	free(default_path);
+	return (int)st;
+}
+
+int cmd_diff(int argc, char **argv)
+{
+	cmd_options opt;
+	mr_error err = {0};
+	int rc = 0;
+	if (cmd_parse(CMD_DIFF, argc, argv, &opt, &err)) {
+		rc = err.status == MR_EINPUT ? diff_usage_error(err.msg) : MR_EFAIL;
+		if (rc == MR_EFAIL)
+			fprintf(stderr, "memreport: %s\n", err.msg);
+	} else if (opt.help) {
+		fputs(diff_usage, stdout);
+	} else if (opt.arg_count != 2) {
+		rc = diff_usage_error("give exactly two runs: BEFORE and AFTER");
+	} else {
+		if (opt.templates)
+			tp_set_dir(opt.templates);
+		rc = write_diff(&opt);
+	}
+	cmd_options_free(&opt);
 	return rc;
 }

@@ -16,6 +16,7 @@
 #include "render/render_json.h"
 #include "render/render_md.h"
 #include "render/render_text.h"
+#include "render/templates.h"
 #include "report/report.h"
 
 /* The decoding progress of a large snapshot (over 64 MiB) on a terminal. */
@@ -42,132 +43,121 @@ static void show_progress(void *ctx, size_t done, size_t total)
 		fputc('\n', stderr);
 }
 
-typedef enum { FMT_HTML, FMT_JSON, FMT_MD, FMT_TEXT } out_format;
+const char cmd_report_usage[] =
+    "usage: memreport INPUT... [-o FILE] [--format html|json|md|text] [--device N]\n"
+    "                 [--redact-paths] [--templates DIR] [-q]\n"
+    "       memreport batch INPUT... -o DIR [--cache DIR] [-j N] [--device N] [--redact-paths] "
+    "[-q]\n"
+    "       memreport diff BEFORE AFTER [-o FILE] [--format html|json] [--device N]\n"
+    "                 [--redact-paths] [-q]\n"
+    "       memreport simulate SNAPSHOT --alloc-conf CONF [--limit SIZE] [--device N]\n"
+    "                 [--format json|text] [-o FILE]\n"
+    "       memreport --help | --version\n"
+    "\n"
+    "INPUT is a snapshot pickle (torch.cuda.memory._dump_snapshot), a text file with\n"
+    "memory_summary() output or a CUDA out-of-memory error (a whole log is fine), a\n"
+    "memory_stats() JSON dump, or - for standard input. Several inputs are one run.\n"
+    "\n"
+    "Options take --name=VALUE as well as --name VALUE; `memreport COMMAND --help` says\n"
+    "more about batch, diff and simulate.\n"
+    "\n"
+    "  -o FILE          write the report to FILE (- for standard output); default:\n"
+    "                   <first input>.html (or .json/.md/.txt) beside the input\n"
+    "  --format F       html (default), json (schema memreport/1), md, text\n"
+    "  --device N       report only device N\n"
+    "  --redact-paths   replace home folders, user names and host-specific prefixes\n"
+    "                   in file paths, so the report can go into a public ticket\n"
+    "  --templates DIR  read templates from DIR instead of the built-in ones\n"
+    "  -q               no progress bar\n"
+    "\n"
+    "Exit status: 0 success; 2 unusable input (the message names the file and, for\n"
+    "pickles, the byte offset and opcode); 1 any other failure.\n";
 
-static const char *format_ext(out_format f)
+static const char *format_ext(cmd_format f)
 {
 	switch (f) {
-	case FMT_JSON: return "json";
-	case FMT_MD: return "md";
-	case FMT_TEXT: return "txt";
+	case CMD_JSON: return "json";
+	case CMD_MD: return "md";
+	case CMD_TEXT: return "txt";
 	default: return "html";
 	}
 }
 
-static int usage_error(const char *fmt, const char *arg)
+static int usage_error(const char *msg)
 {
-	fprintf(stderr, "memreport: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n(see memreport --help)\n");
+	fprintf(stderr, "memreport: %s\n(see memreport --help)\n", msg);
 	return MR_EINPUT;
 }
 
-int cmd_report(int argc, char **argv)
+/* Loads the inputs, runs the pipeline and writes the report. Returns the exit status. */
+static int write_report(const cmd_options *opt)
 {
-	cmd_shared opt = {.device = -1};
-	out_format fmt = FMT_HTML;
-	const char *out_path = NULL;
-	const char **inputs = calloc((size_t)argc, sizeof *inputs);
-	size_t n_inputs = 0;
-	int rc = 0;
-	if (!inputs) {
-		fprintf(stderr, "memreport: out of memory\n");
-		return MR_EFAIL;
-	}
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		mr_error oerr = {0};
-		int used = cmd_parse_shared(&opt, argc, argv, &i, &oerr);
-		if (used < 0) {
-			rc = usage_error("%s", oerr.msg);
-			goto done;
-		}
-		if (used)
-			continue;
-		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-			if (!val) {
-				rc = usage_error("%s needs a file name", a);
-				goto done;
-			}
-			out_path = val;
-			i++;
-		} else if (strcmp(a, "--format") == 0 || strncmp(a, "--format=", 9) == 0) {
-			const char *f = a[8] == '=' ? a + 9 : val;
-			if (a[8] != '=')
-				i++;
-			if (!f) {
-				rc = usage_error("%s needs html, json, md or text", a);
-				goto done;
-			}
-			if (strcmp(f, "html") == 0)
-				fmt = FMT_HTML;
-			else if (strcmp(f, "json") == 0)
-				fmt = FMT_JSON;
-			else if (strcmp(f, "md") == 0 || strcmp(f, "markdown") == 0)
-				fmt = FMT_MD;
-			else if (strcmp(f, "text") == 0 || strcmp(f, "txt") == 0)
-				fmt = FMT_TEXT;
-			else {
-				rc = usage_error("unknown format '%s' (html, json, md, text)", f);
-				goto done;
-			}
-		} else if (a[0] == '-' && a[1] != '\0') {
-			rc = usage_error("unknown option '%s'", a);
-			goto done;
-		} else {
-			inputs[n_inputs++] = a;
-		}
-	}
-	if (n_inputs == 0) {
-		rc = usage_error("%s", "no input given");
-		goto done;
-	}
-
 	mr_error err = {0};
-	rd_options ropt = {opt.device, opt.redact_paths};
-	progress_bar bar = {!opt.quiet && isatty(STDERR_FILENO), (size_t)-1, 0};
+	rd_options ropt = {opt->device, opt->redact_paths};
+	progress_bar bar = {!opt->quiet && isatty(STDERR_FILENO), (size_t)-1, 0};
+	const char *out_path = opt->output;
+	char *default_path = NULL;
+	mr_buf buf = {0};
 	ld_evidence ev;
-	rp_report run;
-	mr_status st = ld_load(&ev, inputs, n_inputs, show_progress, &bar, &err);
+	rp_report run = {0};
+	mr_status st = ld_load(&ev, opt->args, opt->arg_count, show_progress, &bar, &err);
 	if (!st && bar.shown)
 		fprintf(stderr, "analysing %zu trace events...\n", ev.snap.event_store_count);
 	if (!st)
-		st = rp_build(&run, &ev, opt.device, &err);
+		st = rp_build(&run, &ev, opt->device, &err);
 	if (st) {
 		fprintf(stderr, "memreport: %s\n", err.msg);
-		rc = (int)st;
 		goto done;
 	}
-	mr_buf buf = {0};
 	if (bar.shown)
-		fprintf(stderr, "writing the %s report...\n", format_ext(fmt));
-	switch (fmt) {
-	case FMT_JSON: st = rd_render_json(&run, &ropt, &buf, &err); break;
-	case FMT_MD: st = rd_render_md(&run, &ropt, &buf, &err); break;
-	case FMT_TEXT: st = rd_render_text(&run, &ropt, &buf, &err); break;
+		fprintf(stderr, "writing the %s report...\n", format_ext(opt->format));
+	switch (opt->format) {
+	case CMD_JSON: st = rd_render_json(&run, &ropt, &buf, &err); break;
+	case CMD_MD: st = rd_render_md(&run, &ropt, &buf, &err); break;
+	case CMD_TEXT: st = rd_render_text(&run, &ropt, &buf, &err); break;
 	default: st = rd_render_html(&run, &ropt, &buf, &err);
 	}
-	char *default_path = NULL;
 	if (!st && !out_path) {
-		default_path = out_default_path(inputs[0], format_ext(fmt));
+		default_path = out_default_path(opt->args[0], format_ext(opt->format));
 		if (!default_path)
 			st = mr_oom(&err);
 		out_path = default_path;
 	}
 	if (!st)
 		st = out_write(out_path, buf.data ? buf.data : "", buf.len, &err);
-	if (st) {
+	if (st)
 		fprintf(stderr, "memreport: %s%s%s\n", out_path ? out_path : "",
 		        out_path ? ": " : "", err.msg);
-		rc = (int)st;
-	} else if (default_path && !opt.quiet) {
+	else if (default_path && !opt->quiet)
 		fprintf(stderr, "memreport: wrote %s\n", default_path);
-	}
+done:
 	free(default_path);
 	mr_buf_free(&buf);
 	rp_free(&run);
-done:
-	free(inputs);
+	return (int)st;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	cmd_options opt;
+	mr_error err = {0};
+	int rc = 0;
+	if (cmd_parse(CMD_REPORT, argc, argv, &opt, &err)) {
+		if (err.status == MR_EINPUT) {
+			rc = usage_error(err.msg);
+		} else {
+			fprintf(stderr, "memreport: %s\n", err.msg);
+			rc = MR_EFAIL;
+		}
+	} else if (opt.help) {
+		fputs(cmd_report_usage, stdout);
+	} else if (opt.arg_count == 0) {
+		rc = usage_error("no input given");
+	} else {
+		if (opt.templates)
+			tp_set_dir(opt.templates);
+		rc = write_report(&opt);
+	}
+	cmd_options_free(&opt);
 	return rc;
 }

@@ -7,4 +7,7 @@
 
 int cmd_report(int argc, char **argv);
 
+/* memreport --help: every command, and this one's options. */
+extern const char cmd_report_usage[];
+
 #endif

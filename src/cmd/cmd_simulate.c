@@ -6,6 +6,7 @@
  * gives the prediction. CONF is applied on top of the recorded settings; "" or "recorded"
  * replays them unchanged. */
 #include "cmd/cmd_simulate.h"
+#include "cmd/options.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -52,81 +53,38 @@ static int arg_error(const char *path, const char *fmt, const char *arg)
 	return MR_EINPUT;
 }
 
-/* The first command-line mistake, reported once the snapshot's name is known. */
-typedef struct {
-	char msg[256];
-} arg_problem;
-
-static void arg_note(arg_problem *p, const char *fmt, const char *arg)
-{
-	if (!p->msg[0])
-		snprintf(p->msg, sizeof p->msg, fmt, arg);
-}
-
+/* Reads the command line into *a. Returns 0, -1 after --help, or the exit status of a mistake
+ * (reported with the snapshot's name when it is known). */
 static int parse_args(int argc, char **argv, sim_args *a)
 {
-	arg_problem problem = {{0}};
+	cmd_options opt;
+	mr_error err = {0};
 	memset(a, 0, sizeof *a);
-	a->device = -1;
-	a->out_path = "-";
-	for (int i = 1; i < argc; i++) {
-		const char *o = argv[i];
-		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-			fputs(sim_usage, stdout);
-			return -1;
-		}
-		int takes_value = strcmp(o, "--alloc-conf") == 0 || strcmp(o, "--limit") == 0 ||
-		                  strcmp(o, "--device") == 0 || strcmp(o, "--format") == 0 ||
-		                  strcmp(o, "-o") == 0 || strcmp(o, "--output") == 0;
-		if (takes_value && !val) {
-			arg_note(&problem, "simulate: %s needs a value", o);
-			break;
-		}
-		if (strcmp(o, "--alloc-conf") == 0) {
-			a->conf = val;
-		} else if (strcmp(o, "--limit") == 0) {
-			if (mr_parse_size(val, &a->limit) || !a->limit)
-				arg_note(&problem,
-				         "simulate: --limit needs a size such as 4GiB, got '%s'",
-				         val);
-		} else if (strcmp(o, "--device") == 0) {
-			char *end;
-			errno = 0;
-			long d = strtol(val, &end, 10);
-			if (errno || end == val || *end || d < 0 || d > 1024)
-				arg_note(&problem,
-				         "simulate: --device needs a device number, got '%s'", val);
-			else
-				a->device = (int)d;
-		} else if (strcmp(o, "--format") == 0) {
-			if (strcmp(val, "json") == 0)
-				a->text = 0;
-			else if (strcmp(val, "text") == 0 || strcmp(val, "txt") == 0)
-				a->text = 1;
-			else
-				arg_note(&problem, "simulate: unknown format '%s' (json, text)",
-				         val);
-		} else if (strcmp(o, "-o") == 0 || strcmp(o, "--output") == 0) {
-			a->out_path = val;
-		} else if (o[0] == '-' && o[1] != '\0') {
-			arg_note(&problem, "simulate: unknown option '%s'", o);
-		} else if (a->snapshot) {
-			arg_note(&problem, "simulate: one snapshot at a time, got also '%s'", o);
-		} else {
-			a->snapshot = o;
-		}
-		if (takes_value)
-			i++;
+	mr_status st = cmd_parse(CMD_SIMULATE, argc, argv, &opt, &err);
+	int rc = 0;
+	a->snapshot = opt.arg_count ? opt.args[0] : NULL;
+	a->conf = opt.alloc_conf ? opt.alloc_conf : "recorded";
+	a->out_path = opt.output ? opt.output : "-";
+	a->limit = opt.limit;
+	a->device = opt.device;
+	a->text = opt.format == CMD_TEXT;
+	if (st == MR_EFAIL) {
+		fprintf(stderr, "memreport: %s\n", err.msg);
+		rc = MR_EFAIL;
+	} else if (opt.help) {
+		fputs(sim_usage, stdout);
+		rc = -1;
+	} else if (st) {
+		rc = arg_error(a->snapshot, "simulate: %s", err.msg);
+	} else if (opt.arg_count > 1) {
+		rc = arg_error(a->snapshot, "simulate: one snapshot at a time, got also '%s'",
+		               opt.args[1]);
+	} else if (!a->snapshot) {
+		rc = arg_error(NULL, "%s",
+		               "simulate: no snapshot given (see memreport simulate --help)");
 	}
-	if (problem.msg[0])
-		return arg_error(a->snapshot, "%s", problem.msg);
-	if (!a->snapshot)
-		return arg_error(NULL, "%s",
-		                 "simulate: no snapshot given (see memreport simulate --help)");
-	if (!a->conf)
-		a->conf = "recorded";
-	return 0;
+	cmd_options_free(&opt);
+	return rc;
 }
 
 /* What a reader must know to trust (or not) the numbers. */
