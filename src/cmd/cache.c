@@ -53,11 +53,7 @@ enum { HEADER_LEN = 8 + 4 + 16 + 8 + 16 };
 
 void ca_entry_free(ca_entry *e)
 {
-	free(e->settings);
-	free(e->oom_cause);
-	free(e->rec_id);
-	free(e->rec_title);
-	free(e->verdict);
+	ix_row_free(&e->row);
 	free(e->json);
 	free(e->html);
 	memset(e, 0, sizeof *e);
@@ -150,23 +146,23 @@ mr_status ca_encode(const h128_digest *key, const ca_entry *e, mr_buf *out, mr_e
 	msgpack_packer_init(&pk, &payload, sbuf_write);
 	msgpack_pack_map(&pk, PAYLOAD_KEY_COUNT);
 	pack_key(&pk, "settings");
-	pack_cstr(&pk, e->settings ? e->settings : "");
+	pack_cstr(&pk, e->row.settings ? e->row.settings : "");
 	pack_key(&pk, "has_snapshot");
-	e->has_snapshot ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+	e->row.has_snapshot ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
 	pack_key(&pk, "has_peaks");
-	e->has_peaks ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+	e->row.has_peaks ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
 	pack_key(&pk, "peak_reserved");
-	msgpack_pack_uint64(&pk, e->peak_reserved);
+	msgpack_pack_uint64(&pk, e->row.peak_reserved);
 	pack_key(&pk, "peak_allocated");
-	msgpack_pack_uint64(&pk, e->peak_allocated);
+	msgpack_pack_uint64(&pk, e->row.peak_allocated);
 	pack_key(&pk, "fragmentation");
-	msgpack_pack_double(&pk, e->fragmentation);
+	msgpack_pack_double(&pk, e->row.fragmentation);
 	pack_key(&pk, "device_count");
-	msgpack_pack_uint64(&pk, e->device_count);
-	pack_opt_str(&pk, "oom_cause", e->oom_cause);
-	pack_opt_str(&pk, "rec_id", e->rec_id);
-	pack_opt_str(&pk, "rec_title", e->rec_title);
-	pack_opt_str(&pk, "verdict", e->verdict);
+	msgpack_pack_uint64(&pk, e->row.device_count);
+	pack_opt_str(&pk, "oom_cause", e->row.oom_cause);
+	pack_opt_str(&pk, "rec_id", e->row.rec_id);
+	pack_opt_str(&pk, "rec_title", e->row.rec_title);
+	pack_opt_str(&pk, "verdict", e->row.verdict);
 	pack_key(&pk, "json");
 	msgpack_pack_bin(&pk, e->json_len);
 	msgpack_pack_bin_body(&pk, e->json ? e->json : "", e->json_len);
@@ -354,22 +350,22 @@ static int decode_payload(const uint8_t *p, size_t len, ca_entry *e)
 			continue; /* unknown keys are ignored */
 		seen |= 1u << which;
 		switch (which) {
-		case 0: bad = take_str(v, &e->settings, 0); break;
-		case 1: bad = take_bool(v, &e->has_snapshot); break;
-		case 2: bad = take_bool(v, &e->has_peaks); break;
-		case 3: bad = take_u64(v, &e->peak_reserved); break;
-		case 4: bad = take_u64(v, &e->peak_allocated); break;
+		case 0: bad = take_str(v, &e->row.settings, 0); break;
+		case 1: bad = take_bool(v, &e->row.has_snapshot); break;
+		case 2: bad = take_bool(v, &e->row.has_peaks); break;
+		case 3: bad = take_u64(v, &e->row.peak_reserved); break;
+		case 4: bad = take_u64(v, &e->row.peak_allocated); break;
 		case 5:
 			bad =
 			    v->type != MSGPACK_OBJECT_FLOAT64 && v->type != MSGPACK_OBJECT_FLOAT32;
 			if (!bad)
-				e->fragmentation = v->via.f64;
+				e->row.fragmentation = v->via.f64;
 			break;
-		case 6: bad = take_u64(v, &e->device_count); break;
-		case 7: bad = take_str(v, &e->oom_cause, 1); break;
-		case 8: bad = take_str(v, &e->rec_id, 1); break;
-		case 9: bad = take_str(v, &e->rec_title, 1); break;
-		case 10: bad = take_str(v, &e->verdict, 1); break;
+		case 6: bad = take_u64(v, &e->row.device_count); break;
+		case 7: bad = take_str(v, &e->row.oom_cause, 1); break;
+		case 8: bad = take_str(v, &e->row.rec_id, 1); break;
+		case 9: bad = take_str(v, &e->row.rec_title, 1); break;
+		case 10: bad = take_str(v, &e->row.verdict, 1); break;
 		case 11: bad = take_bin(v, &e->json, &e->json_len); break;
 		case 12: bad = take_bin(v, &e->html, &e->html_len); break;
 		default: break; /* "end" */

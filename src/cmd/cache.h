@@ -27,6 +27,7 @@
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/hash128.h"
+#include "render/batch_index.h"
 
 /* Bump when the entry payload or the meaning of a field changes. */
 #define CA_VERSION 1u
@@ -37,17 +38,7 @@ void ca_key_begin(h128_state *h);
 /* ---- entries ------------------------------------------------------------------------------ */
 
 typedef struct {
-	/* Index row facts. */
-	char *settings; /* PYTORCH_CUDA_ALLOC_CONF as recorded, "" when none */
-	int has_snapshot;
-	int has_peaks;           /* peaks recorded (a trace, a memory_stats() dump) */
-	uint64_t peak_reserved;  /* with has_peaks; else reserved at the snapshot */
-	uint64_t peak_allocated; /* with has_peaks; else allocated at the snapshot */
-	double fragmentation;    /* of the device with the most reserved memory; < 0 unknown */
-	uint64_t device_count;
-	char *oom_cause;          /* NULL: no OOM recorded */
-	char *rec_id, *rec_title; /* first recommendation; NULL: none */
-	char *verdict;            /* NULL or "" when none */
+	ix_row row; /* the index row's facts */
 	/* The documents. */
 	char *json; /* memreport/1 */
 	size_t json_len;

@@ -18,8 +18,8 @@
 #include "decode/sniff.h"
 #include "load/discover.h"
 #include "render/render_diff.h"
-#include "report/diff.h"
 #include "render/templates.h"
+#include "report/diff.h"
 #include "report/report.h"
 
 static const char diff_usage[] =

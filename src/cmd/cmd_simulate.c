@@ -6,7 +6,6 @@
  * gives the prediction. CONF is applied on top of the recorded settings; "" or "recorded"
  * replays them unchanged. */
 #include "cmd/cmd_simulate.h"
-#include "cmd/options.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -19,6 +18,7 @@
 #include "base/escape.h"
 #include "base/output.h"
 #include "base/units.h"
+#include "cmd/options.h"
 #include "load/load.h"
 #include "sim/config.h"
 #include "sim/replay.h"

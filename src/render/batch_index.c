@@ -1,0 +1,309 @@
+/* batch_index.c: the batch's index of runs, as JSON and as a sortable HTML table. */
+#include "render/batch_index.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/escape.h"
+#include "base/mem.h"
+#include "base/units.h"
+#include "report/view.h"
+
+static char *settings_text(const rp_report *run)
+{
+	if (!run->ev.has_snapshot || !run->ev.snap.settings.present)
+		return mr_strndup("", 0);
+	const md_settings *cfg = &run->ev.snap.settings;
+	const char *conf = md_str(&run->ev.snap, cfg->conf);
+	if (conf[0])
+		return mr_strndup(conf, strlen(conf));
+	mr_buf b = {0};
+	if (cfg->expandable_segments)
+		mr_buf_puts(&b, "expandable_segments:True");
+	if (cfg->max_split_size != UINT64_MAX)
+		mr_buf_printf(&b, "%smax_split_size_mb:%" PRIu64, b.len ? "," : "",
+		              cfg->max_split_size / MR_MIB);
+	if (cfg->gc_threshold > 0)
+		mr_buf_printf(&b, "%sgarbage_collection_threshold:%g", b.len ? "," : "",
+		              cfg->gc_threshold);
+	if (!b.len)
+		mr_buf_puts(&b, "defaults");
+	if (b.failed) {
+		mr_buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
+static char *opt_dup(const char *s)
+{
+	return s ? mr_strndup(s, strlen(s)) : NULL;
+}
+
+/* The facts of the device the row stands for: the one with the most reserved memory. */
+static void device_facts(const rp_view *view, ix_row *r)
+{
+	const an_device *best = NULL;
+	for (size_t i = 0; i < view->device_count; i++) {
+		const an_device *dv = view->devices[i];
+		r->device_count++;
+		if (!best || dv->pool[AN_POOL_ALL].reserved > best->pool[AN_POOL_ALL].reserved)
+			best = dv;
+	}
+	if (best) {
+		r->has_peaks = best->has_trace;
+		r->peak_reserved =
+		    best->has_trace ? best->peak_reserved : best->pool[AN_POOL_ALL].reserved;
+		r->peak_allocated =
+		    best->has_trace ? best->peak_allocated : best->pool[AN_POOL_ALL].allocated;
+		r->fragmentation = best->fragmentation;
+	} else if (!view->report->ev.has_snapshot) {
+		/* Text evidence only: memory_stats() is exact, a memory_summary() table close. */
+		const an_numbers *top = NULL;
+		for (size_t i = 0; i < view->number_count; i++) {
+			r->device_count++;
+			if (!top || view->numbers[i].reserved > top->reserved)
+				top = &view->numbers[i];
+		}
+		if (top) {
+			r->has_peaks = top->has_peaks;
+			r->peak_reserved = top->has_peaks ? top->peak_reserved : top->reserved;
+			r->peak_allocated = top->has_peaks ? top->peak_allocated : top->allocated;
+		}
+		r->fragmentation = -1.0; /* needs the blocks of a snapshot */
+	}
+}
+
+mr_status ix_row_of(const rp_report *run, const rd_options *opt, ix_row *r, mr_error *err)
+{
+	memset(r, 0, sizeof *r);
+	rp_view view;
+	mr_status st = rp_view_init(&view, run, opt->device, err);
+	if (st)
+		return st;
+	r->has_snapshot = run->ev.has_snapshot;
+	device_facts(&view, r);
+	rp_view_free(&view);
+	const ad_advice *a = &run->advice;
+	if (!(r->settings = settings_text(run)) ||
+	    (a->oom.present && !(r->oom_cause = opt_dup(ad_cause_name(a->oom.cause)))) ||
+	    (a->rec_count && (!(r->rec_id = opt_dup(a->recs[0].id)) ||
+	                      (a->recs[0].title && !(r->rec_title = opt_dup(a->recs[0].title))))) ||
+	    (a->verdict && !(r->verdict = opt_dup(a->verdict)))) {
+		ix_row_free(r);
+		return mr_oom(err);
+	}
+	return MR_OK;
+}
+
+void ix_row_free(ix_row *r)
+{
+	free(r->settings);
+	free(r->oom_cause);
+	free(r->rec_id);
+	free(r->rec_title);
+	free(r->verdict);
+	memset(r, 0, sizeof *r);
+}
+
+mr_status rd_index_json(const ar_set *set, const ix_line *lines, mr_buf *b, mr_error *err)
+{
+	mr_buf_puts(b, "{\n\"schema\": \"memreport-batch/1\",\n\"runs\": [");
+	for (size_t i = 0; i < set->count; i++) {
+		const ar_run *r = &set->runs[i];
+		const ix_line *x = &lines[i];
+		const ix_row *e = x->row;
+		mr_buf_puts(b, i ? ",\n{" : "\n{");
+		mr_buf_puts(b, "\"name\": ");
+		mr_json_str(b, r->name);
+		mr_buf_puts(b, ", \"group\": ");
+		mr_json_str(b, r->group);
+		if (r->rank >= 0)
+			mr_buf_printf(b, ", \"rank\": %d", r->rank);
+		else
+			mr_buf_puts(b, ", \"rank\": null");
+		if (r->iteration >= 0)
+			mr_buf_printf(b, ", \"iteration\": %ld", r->iteration);
+		else
+			mr_buf_puts(b, ", \"iteration\": null");
+		mr_buf_puts(b, ", \"inputs\": [");
+		for (size_t k = 0; k < r->member_count; k++) {
+			mr_buf_puts(b, k ? ", " : "");
+			mr_json_str(b, r->members[k].name);
+		}
+		mr_buf_puts(b, "], \"report\": ");
+		if (x->done)
+			mr_buf_printf(b, "\"%s.html\"", r->slug); /* slugs need no escaping */
+		else
+			mr_buf_puts(b, "null");
+		mr_buf_puts(b, ", \"error\": ");
+		mr_json_str(b, x->done ? NULL : (x->error ? x->error : "not processed"));
+		if (!x->done) {
+			mr_buf_puts(b, ", \"summary\": null, \"result\": null}");
+			continue;
+		}
+		mr_buf_puts(b, ",\n \"summary\": {\"settings\": ");
+		mr_json_str(b, e->settings);
+		if (e->device_count) {
+			mr_buf_printf(
+			    b,
+			    ", \"peak_reserved_bytes\": %" PRIu64
+			    ", \"peak_allocated_bytes\": %" PRIu64 ", \"peaks_recorded\": %s",
+			    e->peak_reserved, e->peak_allocated, e->has_peaks ? "true" : "false");
+			if (e->fragmentation >= 0)
+				mr_buf_printf(b, ", \"fragmentation\": %.4f", e->fragmentation);
+			else
+				mr_buf_puts(b, ", \"fragmentation\": null");
+		} else
+			mr_buf_puts(b, ", \"peak_reserved_bytes\": null, \"peak_allocated_bytes\": "
+			               "null, \"peaks_recorded\": false, \"fragmentation\": null");
+		mr_buf_puts(b, ", \"oom_cause\": ");
+		mr_json_str(b, e->oom_cause);
+		mr_buf_puts(b, ", \"first_recommendation\": ");
+		mr_json_str(b, e->rec_id);
+		mr_buf_puts(b, "},\n \"result\": ");
+		/* The run's own memreport/1 document, as written by rd_render_json. */
+		size_t n = x->json_len;
+		while (n && (x->json[n - 1] == '\n' || x->json[n - 1] == ' '))
+			n--;
+		if (n)
+			mr_buf_append(b, x->json, n);
+		else
+			mr_buf_puts(b, "null");
+		mr_buf_puts(b, "}");
+	}
+	mr_buf_puts(b, "\n]\n}\n");
+	return b->failed ? mr_oom(err) : MR_OK;
+}
+
+static void esc(mr_buf *b, const char *s)
+{
+	mr_buf_html(b, s, strlen(s));
+}
+
+static void bytes_cell(mr_buf *b, uint64_t v, int exact)
+{
+	char s[32];
+	mr_format_bytes(s, sizeof s, v);
+	mr_buf_printf(b, "<td class=n data-v=%" PRIu64 " title=\"%" PRIu64 " bytes%s\">%s%s</td>",
+	              v, v, exact ? "" : " at the snapshot: no peak recorded", s, exact ? "" : "*");
+}
+
+static const char index_css[] =
+    "body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#fff}"
+    "main{max-width:1400px;margin:0 auto;padding:16px 24px}"
+    "table{border-collapse:collapse;width:100%}"
+    "th,td{border-bottom:1px solid #dde2e7;padding:4px 8px;text-align:left;vertical-align:top}"
+    "th{background:#f3f5f7;position:sticky;top:0}"
+    "th[data-k]{cursor:pointer}th[data-k]:after{content:' \\2195';color:#99a}"
+    ".n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    ".err td{background:#fff4f4}.err .msg{color:#a00}"
+    ".muted{color:#667}.oom{color:#a00;font-weight:600}"
+    "code{font-size:12px;word-break:break-all}";
+
+/* Sorting without a framework; the table is complete and readable without it. */
+static const char index_js[] =
+    "(function(){var ths=document.querySelectorAll('th[data-k]');"
+    "Array.prototype.forEach.call(ths,function(th){th.tabIndex=0;"
+    "function go(){var i=th.cellIndex,tb=th.closest('table').tBodies[0],"
+    "rows=Array.prototype.slice.call(tb.rows),num=th.getAttribute('data-k')==='n',"
+    "d=th.getAttribute('data-d')==='a'?-1:1;th.setAttribute('data-d',d===1?'a':'d');"
+    "rows.sort(function(a,b){var x=a.cells[i],y=b.cells[i];"
+    "var u=x.hasAttribute('data-v')?x.getAttribute('data-v'):x.textContent,"
+    "v=y.hasAttribute('data-v')?y.getAttribute('data-v'):y.textContent;"
+    "if(num){u=parseFloat(u);v=parseFloat(v);if(isNaN(u))u=-1;if(isNaN(v))v=-1;"
+    "return (u-v)*d;}return u.localeCompare(v)*d;});"
+    "rows.forEach(function(r){tb.appendChild(r);});}"
+    "th.addEventListener('click',go);th.addEventListener('keydown',function(e){"
+    "if(e.key==='Enter'||e.key===' '){e.preventDefault();go();}});});})();";
+
+mr_status rd_index_html(const ar_set *set, const ix_line *lines, mr_buf *b, mr_error *err)
+{
+	size_t failed = 0, ooms = 0;
+	for (size_t i = 0; i < set->count; i++) {
+		failed += !lines[i].done;
+		ooms += lines[i].done && lines[i].row->oom_cause;
+	}
+	mr_buf_puts(b, "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+	               "<meta name=viewport content=\"width=device-width,initial-scale=1\">"
+	               "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; "
+	               "style-src 'unsafe-inline'; img-src data:; script-src 'unsafe-inline'\">"
+	               "<title>memreport: runs</title><style>");
+	mr_buf_puts(b, index_css);
+	mr_buf_puts(b, "</style></head><body><main><h1>memreport: runs</h1>");
+	mr_buf_printf(b,
+	              "<p class=muted>%zu run%s, %zu with an out-of-memory error, %zu that could "
+	              "not be read. Click a column title to sort. Sizes marked * are the "
+	              "snapshot's own: no trace or memory_stats() recorded the peak.</p>",
+	              set->count, set->count == 1 ? "" : "s", ooms, failed);
+	mr_buf_puts(
+	    b, "<table><thead><tr><th data-k=t>Run</th><th data-k=n>Rank</th>"
+	       "<th data-k=t>Allocator settings</th><th data-k=n class=n>Peak reserved</th>"
+	       "<th data-k=n class=n>Peak allocated</th><th data-k=n class=n>Fragmentation</th>"
+	       "<th data-k=t>OOM cause</th><th data-k=t>First recommendation</th>"
+	       "<th data-k=t>Report</th></tr></thead><tbody>\n");
+	for (size_t i = 0; i < set->count; i++) {
+		const ar_run *r = &set->runs[i];
+		const ix_line *x = &lines[i];
+		const ix_row *e = x->row;
+		mr_buf_puts(b, x->done ? "<tr><td>" : "<tr class=err><td>");
+		esc(b, r->name);
+		if (r->iteration >= 0)
+			mr_buf_printf(b, " <span class=muted>(iteration %ld)</span>", r->iteration);
+		if (r->rank >= 0)
+			mr_buf_printf(b, "</td><td class=n data-v=%d>%d</td>", r->rank, r->rank);
+		else
+			mr_buf_puts(b, "</td><td class=n data-v=-1>&mdash;</td>");
+		if (!x->done) {
+			mr_buf_puts(
+			    b, "<td></td><td class=n data-v=-1></td><td class=n data-v=-1></td>"
+			       "<td class=n data-v=-1></td><td></td><td></td><td class=msg>");
+			mr_buf_puts(b, "could not be read: ");
+			esc(b, x->error ? x->error : "not processed");
+			mr_buf_puts(b, "</td></tr>\n");
+			continue;
+		}
+		mr_buf_puts(b, "<td><code>");
+		esc(b, e->settings[0] ? e->settings : "(not recorded)");
+		mr_buf_puts(b, "</code></td>");
+		if (e->device_count) {
+			bytes_cell(b, e->peak_reserved, e->has_peaks);
+			bytes_cell(b, e->peak_allocated, e->has_peaks);
+			if (e->fragmentation >= 0)
+				mr_buf_printf(b, "<td class=n data-v=%.4f>%.1f%%</td>",
+				              e->fragmentation, e->fragmentation * 100.0);
+			else
+				mr_buf_puts(b, "<td class=n data-v=-1 title=\"needs a "
+				               "snapshot\">&mdash;</td>");
+		} else {
+			mr_buf_puts(
+			    b, "<td class=n data-v=-1>&mdash;</td><td class=n data-v=-1>&mdash;"
+			       "</td><td class=n data-v=-1>&mdash;</td>");
+		}
+		if (e->oom_cause) {
+			mr_buf_puts(b, "<td class=oom>");
+			esc(b, e->oom_cause);
+			mr_buf_puts(b, "</td>");
+		} else {
+			mr_buf_puts(b, "<td class=muted>no OOM</td>");
+		}
+		mr_buf_puts(b, "<td>");
+		if (e->rec_id) {
+			esc(b, e->rec_title && e->rec_title[0] ? e->rec_title : e->rec_id);
+			mr_buf_puts(b, " <span class=muted>(");
+			esc(b, e->rec_id);
+			mr_buf_puts(b, ")</span>");
+		} else {
+			mr_buf_puts(b, "<span class=muted>none</span>");
+		}
+		/* slugs are [A-Za-z0-9._-]: safe in an href as they are */
+		mr_buf_printf(b, "</td><td><a href=\"%s.html\">report</a></td></tr>\n", r->slug);
+	}
+	mr_buf_puts(b, "</tbody></table></main><script>");
+	mr_buf_puts(b, index_js);
+	mr_buf_puts(b, "</script></body></html>\n");
+	return b->failed ? mr_oom(err) : MR_OK;
+}
