@@ -27,7 +27,7 @@ OBJ_MAIN := $(BUILD)/cmd/main.o
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all demo check asan test-bins clean deps bench fuzz format format-check install golden
+.PHONY: all demo check asan test-bins clean deps bench fuzz format format-check install golden FORCE
 
 MAN     := docs/memreport.1
 
@@ -50,8 +50,12 @@ $(BUILD)/%.o: src/%.c | $(BUILD)
 
 -include $(SRC:src/%.c=$(BUILD)/%.d)
 
-# Templates are compiled into the binary so memreport is one file.
-$(BUILD)/templates_data.c: $(TEMPLATES) tools/embed.sh | $(BUILD)
+# Templates are compiled into the binary so memreport is one file. The list of their names is
+# a prerequisite too, so that a template added, removed or renamed is embedded again.
+$(BUILD)/templates.list: FORCE | $(BUILD)
+	@echo '$(TEMPLATES)' | cmp -s - $@ || echo '$(TEMPLATES)' > $@
+
+$(BUILD)/templates_data.c: $(TEMPLATES) tools/embed.sh $(BUILD)/templates.list | $(BUILD)
 	sh tools/embed.sh $(TEMPLATES) > $@
 
 $(BUILD)/templates_data.o: $(BUILD)/templates_data.c
@@ -133,7 +137,7 @@ $(FUZZ_BUILD)/obj/%.o: src/%.c
 
 -include $(wildcard $(FUZZ_BUILD)/obj/*/*.d)
 
-$(FUZZ_BUILD)/templates_data.c: $(TEMPLATES) tools/embed.sh
+$(FUZZ_BUILD)/templates_data.c: $(TEMPLATES) tools/embed.sh $(BUILD)/templates.list
 	@mkdir -p $(@D)
 	sh tools/embed.sh $(TEMPLATES) > $@
 

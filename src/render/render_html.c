@@ -23,6 +23,7 @@
 #include "base/sha256.h"
 #include "base/units.h"
 #include "render/html_util.h"
+#include "render/page.h"
 #include "render/png_map.h"
 #include "render/redact.h"
 #include "render/svg_timeline.h"
@@ -1240,24 +1241,14 @@ static void header(hr_ctx *c)
 
 /* ---- the page ---- */
 
-static const char fallback_page[] =
-    "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><meta "
-    "http-equiv=Content-Security-Policy content=\"{{csp}}\"><title>{{title}}</title>"
-    "<style>{{css}}</style></head><body><main>{{body}}</main><script>{{script}}</script>"
-    "</body></html>\n";
-
 mr_status rd_render_html(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
 {
-	mr_buf body = {0}, title = {0}, csp = {0};
+	mr_buf body = {0}, title = {0};
 	rp_view view;
 	mr_status st = rp_view_init(&view, run, opt->device, err);
 	if (st)
 		return st;
 	hr_ctx c = {run, opt, &view, &run->ev.snap, &body, {0}, err, MR_OK};
-	size_t page_len = 0, css_len = 0, js_len = 0;
-	char *page = tp_get("report.html", &page_len);
-	char *css = tp_get("report.css", &css_len);
-	char *js = tp_get("report.js", &js_len);
 
 	hr_oom oom = oom_facts(run, &view);
 	header(&c);
@@ -1290,43 +1281,17 @@ mr_status rd_render_html(const rp_report *run, const rd_options *opt, mr_buf *ou
 		const char *base = strrchr(p, '/');
 		hu_text(&title, base ? base + 1 : p, 120);
 	}
-	/* Only this page's own style and script may run: a string that escaped escaping could
-	 * neither load anything nor execute. */
-	char css_hash[45], js_hash[45];
-	sha256_base64(css ? css : "", css_len, css_hash);
-	sha256_base64(js ? js : "", js_len, js_hash);
-	mr_buf_printf(&csp,
-	              "default-src 'none'; style-src 'sha256-%s'; script-src 'sha256-%s'; "
-	              "img-src data:; base-uri 'none'; form-action 'none'",
-	              css_hash, js_hash);
-	if (body.failed || title.failed || csp.failed || c.left_out.failed) {
+	if (body.failed || title.failed || c.left_out.failed) {
 		st = mr_oom(err);
 		goto done;
 	}
-	hu_slot slots[] = {
-	    {"csp", csp.data, csp.len},
-	    {"title", title.data, title.len},
-	    {"css", css ? css : "", css_len},
-	    {"script", js ? js : "", js_len},
-	    {"body", body.data ? body.data : "", body.len},
-	};
 	size_t start = out->len;
-	if (page)
-		hu_fill(out, page, page_len, slots, sizeof slots / sizeof *slots);
-	else
-		hu_fill(out, fallback_page, sizeof fallback_page - 1, slots,
-		        sizeof slots / sizeof *slots);
-	if (out->failed)
-		st = mr_oom(err);
-	else if (out->len - start > RP_HTML_MAX)
+	st = rd_page(out, title.data, "report.css", "report.js", body.data, body.len, err);
+	if (!st && out->len - start > RP_HTML_MAX)
 		st = mr_fail(err, MR_EFAIL, "the HTML report would exceed %d bytes", RP_HTML_MAX);
 done:
-	free(page);
-	free(css);
-	free(js);
 	mr_buf_free(&body);
 	mr_buf_free(&title);
-	mr_buf_free(&csp);
 	mr_buf_free(&c.left_out);
 	rp_view_free(&view);
 	return st;
