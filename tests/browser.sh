@@ -2,7 +2,8 @@
 # browser.sh BINARY: opens HTML reports of corpus samples in headless Chromium with the network
 # disabled, and checks what a person would see: the verdict is in the rendered DOM, the
 # segment-map images decoded (naturalWidth > 0), the timeline SVG is laid out, the page's script
-# ran under its Content-Security-Policy, and a screenshot is not blank.
+# ran under its Content-Security-Policy, and a screenshot is not blank. The batch index and the
+# diff page have the same shell and policy, and the index sorts.
 # Prints "ok N - ..." / "not ok N - ..." lines; skips when /usr/bin/chromium is absent.
 set -u
 bin=$1
@@ -144,5 +145,61 @@ if [ -f "$hostile" ]; then
 		ok "hostile snapshot: nothing from it became an element"
 	else
 		nok "hostile snapshot: nothing from it became an element"
+	fi
+fi
+
+# The batch index and the diff page share the report's shell and CSP: their own style and
+# script by hash, nothing inline. The index's script runs under it (it makes the sortable
+# headers focusable) and sorts: a probe clicks "Peak reserved" and reads the order of the rows.
+runs=""
+for s in mlp_healthy oom_capacity gpt_varlen oom_fragmentation; do
+	[ -d "$corpus/$s" ] && runs="$runs $corpus/$s"
+done
+if [ -n "$runs" ]; then
+	# shellcheck disable=SC2086
+	"$bin" batch $runs -o "$tmp/batch" -q 2>"$tmp/err"
+	run_chromium "$tmp/index.dom" --dump-dom "file://$tmp/batch/index.html"
+	if [ "$(grep -o 'tabindex="0"' "$tmp/index.dom" | wc -l)" -ge 9 ] &&
+		grep -q "style-src 'sha256-[^']*'; script-src 'sha256-" "$tmp/batch/index.html" &&
+		! grep -q "unsafe-inline" "$tmp/batch/index.html" &&
+		! grep -q 'violates the following Content Security Policy' "$tmp/index.dom.err"; then
+		ok "batch index: its script ran under its CSP, no violations"
+	else
+		nok "batch index: its script ran under its CSP ($(grep 'violates' "$tmp/index.dom.err" | head -c 200))"
+	fi
+	sort_probe='<script>
+(function(){
+  var th=document.querySelectorAll("th[data-k]")[3];th.click();
+  var v=[].map.call(document.querySelectorAll("tbody tr"),function(r){return parseFloat(r.cells[3].getAttribute("data-v"));});
+  var up=v.every(function(x,i){return i===0||v[i-1]<=x;});
+  th.click();
+  var w=[].map.call(document.querySelectorAll("tbody tr"),function(r){return parseFloat(r.cells[3].getAttribute("data-v"));});
+  var down=w.every(function(x,i){return i===0||w[i-1]>=x;});
+  var p=document.createElement("pre");p.textContent="SORTED: rows="+v.length+" up="+up+" down="+down;
+  document.body.appendChild(p);
+})();
+</script>'
+	sed -e 's/<meta http-equiv="Content-Security-Policy"[^>]*>//' "$tmp/batch/index.html" >"$tmp/index.probe.html"
+	printf '%s\n' "$sort_probe" >>"$tmp/index.probe.html"
+	run_chromium "$tmp/index.probe" --dump-dom "file://$tmp/index.probe.html"
+	line=$(grep -o "SORTED: rows=[0-9][^<]*" "$tmp/index.probe" | head -n 1)
+	case $line in
+	*"up=true down=true"*) ok "batch index: sorting by a column works both ways ($line)" ;;
+	*) nok "batch index: sorting by a column works both ways ($line)" ;;
+	esac
+	set -- $runs
+	if [ $# -ge 2 ]; then
+		a=$(ls "$1"/*snapshot.pickle | head -n 1)
+		b=$(ls "$2"/*snapshot.pickle | head -n 1)
+		"$bin" diff "$a" "$b" -o "$tmp/diff.html" -q
+		run_chromium "$tmp/diff.dom" --dump-dom "file://$tmp/diff.html"
+		if grep -q '<h1>memreport diff</h1>' "$tmp/diff.dom" &&
+			grep -q "style-src 'sha256-[^']*'; script-src 'sha256-" "$tmp/diff.html" &&
+			! grep -q "unsafe-inline" "$tmp/diff.html" &&
+			! grep -q 'violates the following Content Security Policy' "$tmp/diff.dom.err"; then
+			ok "diff page: rendered under its CSP, no violations"
+		else
+			nok "diff page: rendered under its CSP ($(grep 'violates' "$tmp/diff.dom.err" | head -c 200))"
+		fi
 	fi
 fi

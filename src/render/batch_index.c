@@ -10,6 +10,7 @@
 #include "base/escape.h"
 #include "base/mem.h"
 #include "base/units.h"
+#include "render/page.h"
 #include "report/view.h"
 
 static char *settings_text(const rp_report *run)
@@ -192,48 +193,15 @@ static void bytes_cell(mr_buf *b, uint64_t v, int exact)
 	              v, v, exact ? "" : " at the snapshot: no peak recorded", s, exact ? "" : "*");
 }
 
-static const char index_css[] =
-    "body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#fff}"
-    "main{max-width:1400px;margin:0 auto;padding:16px 24px}"
-    "table{border-collapse:collapse;width:100%}"
-    "th,td{border-bottom:1px solid #dde2e7;padding:4px 8px;text-align:left;vertical-align:top}"
-    "th{background:#f3f5f7;position:sticky;top:0}"
-    "th[data-k]{cursor:pointer}th[data-k]:after{content:' \\2195';color:#99a}"
-    ".n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
-    ".err td{background:#fff4f4}.err .msg{color:#a00}"
-    ".muted{color:#667}.oom{color:#a00;font-weight:600}"
-    "code{font-size:12px;word-break:break-all}";
-
-/* Sorting without a framework; the table is complete and readable without it. */
-static const char index_js[] =
-    "(function(){var ths=document.querySelectorAll('th[data-k]');"
-    "Array.prototype.forEach.call(ths,function(th){th.tabIndex=0;"
-    "function go(){var i=th.cellIndex,tb=th.closest('table').tBodies[0],"
-    "rows=Array.prototype.slice.call(tb.rows),num=th.getAttribute('data-k')==='n',"
-    "d=th.getAttribute('data-d')==='a'?-1:1;th.setAttribute('data-d',d===1?'a':'d');"
-    "rows.sort(function(a,b){var x=a.cells[i],y=b.cells[i];"
-    "var u=x.hasAttribute('data-v')?x.getAttribute('data-v'):x.textContent,"
-    "v=y.hasAttribute('data-v')?y.getAttribute('data-v'):y.textContent;"
-    "if(num){u=parseFloat(u);v=parseFloat(v);if(isNaN(u))u=-1;if(isNaN(v))v=-1;"
-    "return (u-v)*d;}return u.localeCompare(v)*d;});"
-    "rows.forEach(function(r){tb.appendChild(r);});}"
-    "th.addEventListener('click',go);th.addEventListener('keydown',function(e){"
-    "if(e.key==='Enter'||e.key===' '){e.preventDefault();go();}});});})();";
-
-mr_status rd_index_html(const ar_set *set, const ix_line *lines, mr_buf *b, mr_error *err)
+/* The page's body: a summary line and the table. */
+static void index_body(const ar_set *set, const ix_line *lines, mr_buf *b)
 {
 	size_t failed = 0, ooms = 0;
 	for (size_t i = 0; i < set->count; i++) {
 		failed += !lines[i].done;
 		ooms += lines[i].done && lines[i].row->oom_cause;
 	}
-	mr_buf_puts(b, "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
-	               "<meta name=viewport content=\"width=device-width,initial-scale=1\">"
-	               "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; "
-	               "style-src 'unsafe-inline'; img-src data:; script-src 'unsafe-inline'\">"
-	               "<title>memreport: runs</title><style>");
-	mr_buf_puts(b, index_css);
-	mr_buf_puts(b, "</style></head><body><main><h1>memreport: runs</h1>");
+	mr_buf_puts(b, "<h1>memreport: runs</h1>");
 	mr_buf_printf(b,
 	              "<p class=muted>%zu run%s, %zu with an out-of-memory error, %zu that could "
 	              "not be read. Click a column title to sort. Sizes marked * are the "
@@ -302,8 +270,16 @@ mr_status rd_index_html(const ar_set *set, const ix_line *lines, mr_buf *b, mr_e
 		/* slugs are [A-Za-z0-9._-]: safe in an href as they are */
 		mr_buf_printf(b, "</td><td><a href=\"%s.html\">report</a></td></tr>\n", r->slug);
 	}
-	mr_buf_puts(b, "</tbody></table></main><script>");
-	mr_buf_puts(b, index_js);
-	mr_buf_puts(b, "</script></body></html>\n");
-	return b->failed ? mr_oom(err) : MR_OK;
+	mr_buf_puts(b, "</tbody></table>");
+}
+
+mr_status rd_index_html(const ar_set *set, const ix_line *lines, mr_buf *out, mr_error *err)
+{
+	mr_buf body = {0};
+	index_body(set, lines, &body);
+	mr_status st = body.failed ? mr_oom(err)
+	                           : rd_page(out, "memreport: runs", "index.css", "index.js",
+	                                     body.data, body.len, err);
+	mr_buf_free(&body);
+	return st;
 }

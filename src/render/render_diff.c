@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/escape.h"
 #include "base/units.h"
+#include "render/page.h"
 #include "render/redact.h"
 #include "report/view.h"
 
@@ -173,16 +174,6 @@ static void inputs_html(mr_buf *b, const rp_report *run, const rd_options *opt)
 	}
 }
 
-static const char diff_css[] =
-    "body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#fff}"
-    "main{max-width:1200px;margin:0 auto;padding:16px 24px}"
-    "table{border-collapse:collapse;margin:8px 0 20px}"
-    "th,td{border-bottom:1px solid #dde2e7;padding:4px 10px;text-align:left;vertical-align:top}"
-    "th{background:#f3f5f7}.n{text-align:right;font-variant-numeric:tabular-nums;"
-    "white-space:nowrap}.up{color:#a00;font-weight:600}.down{color:#070}"
-    ".muted{color:#667}code{font-size:12px;word-break:break-all}"
-    "details summary{cursor:pointer}ol.frames{margin:4px 0;padding-left:22px;font-size:12px}";
-
 mr_status rd_diff_html(const df_result *d, const rp_report *before, const rp_report *after,
                        const rd_options *opt, size_t max_changes, mr_buf *out, mr_error *err)
 {
@@ -194,14 +185,9 @@ mr_status rd_diff_html(const df_result *d, const rp_report *before, const rp_rep
 	                                                    "peak reserved",
 	                                                    "peak allocated"};
 	char pbuf[4096];
-	mr_buf *b = out;
-	mr_buf_puts(b, "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
-	               "<meta name=viewport content=\"width=device-width,initial-scale=1\">"
-	               "<meta http-equiv=Content-Security-Policy content=\"default-src 'none'; "
-	               "style-src 'unsafe-inline'\">"
-	               "<title>memreport diff</title><style>");
-	mr_buf_puts(b, diff_css);
-	mr_buf_puts(b, "</style></head><body><main><h1>memreport diff</h1><p>Before: ");
+	mr_buf body = {0};
+	mr_buf *b = &body;
+	mr_buf_puts(b, "<h1>memreport diff</h1><p>Before: ");
 	inputs_html(b, before, opt);
 	mr_buf_puts(b, "<br>After: ");
 	inputs_html(b, after, opt);
@@ -250,6 +236,9 @@ mr_status rd_diff_html(const df_result *d, const rp_report *before, const rp_rep
 			mr_buf_printf(b, "<p class=muted>%zu smaller changes are not listed.</p>",
 			              d->change_count - n);
 	}
-	mr_buf_puts(b, "</main></body></html>\n");
-	return b->failed ? mr_oom(err) : MR_OK;
+	mr_status st = body.failed ? mr_oom(err)
+	                           : rd_page(out, "memreport diff", "diff.css", NULL, body.data,
+	                                     body.len, err);
+	mr_buf_free(&body);
+	return st;
 }
