@@ -121,8 +121,8 @@ int ad_add_rec(ad_advice *a, const char *id, const char *title, const char *chan
 	ad_paths paths = t->paths;
 	char *reason = take_text(t);
 	ad_text_free(t);
-	char *ti = mr_strndup(title, strlen(title));
-	char *ch = change ? mr_strndup(change, strlen(change)) : NULL;
+	char *ti = mr_strdup(title);
+	char *ch = change ? mr_strdup(change) : NULL;
 	if (!reason || !ti || (change && !ch) || MR_GROW(a->recs, a->rec_cap, a->rec_count + 1)) {
 		free(reason);
 		free(ti);

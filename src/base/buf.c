@@ -66,3 +66,17 @@ void mr_buf_printf(mr_buf *b, const char *fmt, ...)
 	mr_buf_vprintf(b, fmt, ap);
 	va_end(ap);
 }
+
+char *mr_format(const char *fmt, ...)
+{
+	mr_buf b = {0};
+	va_list ap;
+	va_start(ap, fmt);
+	mr_buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	if (b.failed) {
+		mr_buf_free(&b);
+		return NULL;
+	}
+	return b.data ? b.data : mr_strndup("", 0);
+}

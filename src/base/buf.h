@@ -22,4 +22,7 @@ void mr_buf_putc(mr_buf *b, char c);
 void mr_buf_printf(mr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void mr_buf_vprintf(mr_buf *b, const char *fmt, va_list ap);
 
+/* A formatted string of its own (the caller frees it); NULL when memory runs out. */
+char *mr_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

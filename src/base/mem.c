@@ -30,6 +30,11 @@ char *mr_strndup(const char *s, size_t n)
 	return p;
 }
 
+char *mr_strdup(const char *s)
+{
+	return s ? mr_strndup(s, strlen(s)) : NULL;
+}
+
 int mr_grow(void **items, size_t *cap, size_t need, size_t size)
 {
 	if (need <= *cap)

@@ -10,6 +10,7 @@
 void *mr_alloc_array(size_t count, size_t size); /* zeroed, like calloc */
 void *mr_realloc_array(void *ptr, size_t count, size_t size);
 char *mr_strndup(const char *s, size_t n); /* n bytes of s and a NUL */
+char *mr_strdup(const char *s);            /* NULL for NULL (or when memory runs out) */
 
 /* Grows *items (element size `size`) so that at least `need` elements fit. Returns 0 or -1
  * (then *items and *cap are unchanged). */

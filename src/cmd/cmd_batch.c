@@ -85,17 +85,6 @@ static mr_status report_run(const batch_job *job, sr_reader *rd, const ar_run *r
 	return st;
 }
 
-static char *join_path(const char *dir, const char *name)
-{
-	mr_buf b = {0};
-	mr_buf_printf(&b, "%s/%s", dir, name);
-	if (b.failed) {
-		mr_buf_free(&b);
-		return NULL;
-	}
-	return b.data;
-}
-
 /* Writes the file unless it already holds exactly these bytes: a batch re-run over unchanged
  * runs then creates no files (creating them is most of what a cached run costs). */
 static mr_status write_if_changed(const char *path, const char *data, size_t len, mr_error *err)
@@ -161,7 +150,7 @@ static void process_row(batch_job *job, sr_reader *rd, size_t i)
 	}
 	char file[512];
 	snprintf(file, sizeof file, "%s.html", run->slug);
-	char *path = join_path(job->out_dir, file);
+	char *path = mr_format("%s/%s", job->out_dir, file);
 	if (!path) {
 		st = mr_oom(&err);
 		goto done;
@@ -176,7 +165,7 @@ done:
 	if (st) {
 		ca_entry_free(&res->entry);
 		res->status = st;
-		res->error = mr_strndup(err.msg, strlen(err.msg));
+		res->error = mr_strdup(err.msg);
 		if (!res->error)
 			res->status = MR_EFAIL;
 	} else {
@@ -251,7 +240,7 @@ static int write_indexes(const char *out_dir, const ar_set *set, const row_resul
 		mr_status st = !lines   ? mr_oom(&werr)
 		               : k == 0 ? rd_index_json(set, lines, &index, &werr)
 		                        : rd_index_html(set, lines, &index, &werr);
-		char *path = st ? NULL : join_path(out_dir, names[k]);
+		char *path = st ? NULL : mr_format("%s/%s", out_dir, names[k]);
 		if (!st && !path)
 			st = mr_oom(&werr);
 		if (!st)
@@ -284,7 +273,7 @@ static void run_rows(batch_job *job)
 
 static int make_dirs(const char *path)
 {
-	char *copy = mr_strndup(path, strlen(path));
+	char *copy = mr_strdup(path);
 	if (!copy)
 		return -1;
 	for (char *p = copy + 1; *p; p++) {

@@ -53,28 +53,6 @@ static void found_free(found_file *f)
 	free(f->error);
 }
 
-static char *dup_str(const char *s)
-{
-	return mr_strndup(s, strlen(s));
-}
-
-static char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *str_printf(const char *fmt, ...)
-{
-	mr_buf b = {0};
-	va_list ap;
-	va_start(ap, fmt);
-	mr_buf_vprintf(&b, fmt, ap);
-	va_end(ap);
-	if (b.failed) {
-		mr_buf_free(&b);
-		return NULL;
-	}
-	if (!b.data)
-		return dup_str("");
-	return b.data;
-}
-
 static mr_status add_error_row(finder *fd, const char *name, mr_status status, const char *msg,
                                mr_error *err)
 {
@@ -84,9 +62,9 @@ static mr_status add_error_row(finder *fd, const char *name, mr_status status, c
 	memset(r, 0, sizeof *r);
 	r->rank = -1;
 	r->iteration = -1;
-	r->name = dup_str(name);
-	r->group = dup_str(name);
-	r->error = dup_str(msg);
+	r->name = mr_strdup(name);
+	r->group = mr_strdup(name);
+	r->error = mr_strdup(msg);
 	r->error_status = status;
 	if (!r->name || !r->group || !r->error) {
 		free(r->name);
@@ -110,10 +88,10 @@ static mr_status add_found(finder *fd, size_t input_no, const char *container, c
 	found_file *f = &fd->items[fd->count];
 	memset(f, 0, sizeof *f);
 	f->input_no = input_no;
-	f->container = dup_str(container);
-	f->label = dup_str(label);
-	f->rel = dup_str(rel);
-	f->path = dup_str(path);
+	f->container = mr_strdup(container);
+	f->label = mr_strdup(label);
+	f->rel = mr_strdup(rel);
+	f->path = mr_strdup(path);
 	f->zip_index = zip_index;
 	f->size = size;
 	f->kind = kind;
@@ -142,7 +120,7 @@ static mr_status zip_member(finder *fd, size_t input_no, const char *path, const
                             mr_error *err)
 {
 	mr_status st = MR_OK;
-	char *rel = rel_prefix[0] ? str_printf("%s/%s", rel_prefix, e->name) : dup_str(e->name);
+	char *rel = rel_prefix[0] ? mr_format("%s/%s", rel_prefix, e->name) : mr_strdup(e->name);
 	if (!rel)
 		return mr_oom(err);
 	for (char *c = rel; *c; c++)
@@ -169,7 +147,7 @@ static mr_status zip_member(finder *fd, size_t input_no, const char *path, const
 	if (st || !problem)
 		return st;
 	found_file *f = &fd->items[fd->count - 1];
-	f->error = str_printf("%s: %s", f->rel, problem);
+	f->error = mr_format("%s: %s", f->rel, problem);
 	f->error_status = MR_EINPUT;
 	return f->error ? MR_OK : mr_oom(err);
 }
@@ -231,13 +209,13 @@ static mr_status scan_file(finder *fd, size_t input_no, const char *path, const 
 	}
 	dc_kind kind = dc_sniff(head, (size_t)got);
 	if (kind == DC_ZIP) {
-		char *stem = single ? dup_str("") : mr_strndup(rel, strlen(rel));
+		char *stem = single ? mr_strdup("") : mr_strdup(rel);
 		if (!stem)
 			return mr_oom(err);
 		size_t n = strlen(stem);
 		if (n > 4 && strcasecmp(stem + n - 4, ".zip") == 0)
 			stem[n - 4] = 0;
-		char *display = single ? dup_str(path) : str_printf("%s/%s", label, rel);
+		char *display = single ? mr_strdup(path) : mr_format("%s/%s", label, rel);
 		mr_status st =
 		    display ? scan_zip(fd, input_no, path, label, stem, display, err) : mr_oom(err);
 		free(display);
@@ -270,7 +248,7 @@ static mr_status walk_file(void *ctx, const char *path, const char *rel, mr_erro
 static mr_status walk_unreadable(void *ctx, const char *rel, const char *why, mr_error *err)
 {
 	folder_walk *w = ctx;
-	char *shown = rel[0] ? str_printf("%s/%s", w->label, rel) : dup_str(w->label);
+	char *shown = rel[0] ? mr_format("%s/%s", w->label, rel) : mr_strdup(w->label);
 	mr_status st = shown ? add_error_row(w->fd, shown, MR_EINPUT, why, err) : mr_oom(err);
 	free(shown);
 	return st;
@@ -286,7 +264,7 @@ static mr_status scan_folder(finder *fd, size_t input_no, const char *root, cons
 
 static char *folder_label(const char *path)
 {
-	char *copy = dup_str(path);
+	char *copy = mr_strdup(path);
 	if (!copy)
 		return NULL;
 	size_t n = strlen(copy);
@@ -298,10 +276,10 @@ static char *folder_label(const char *path)
 	if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0 || base[0] == 0) {
 		char *real = realpath(copy, NULL);
 		const char *rb = real ? strrchr(real, '/') : NULL;
-		out = dup_str(rb && rb[1] ? rb + 1 : "run");
+		out = mr_strdup(rb && rb[1] ? rb + 1 : "run");
 		free(real);
 	} else {
-		out = dup_str(base);
+		out = mr_strdup(base);
 	}
 	free(copy);
 	return out;
@@ -379,10 +357,10 @@ static mr_status place(const found_file *f, placed *p)
 static char *join_name(const char *label, const char *dir, size_t dir_len)
 {
 	if (!dir_len)
-		return dup_str(label);
+		return mr_strdup(label);
 	if (!label[0])
 		return mr_strndup(dir, dir_len);
-	return str_printf("%s/%.*s", label, (int)dir_len, dir);
+	return mr_format("%s/%.*s", label, (int)dir_len, dir);
 }
 
 /* Appends one row made of the placed files p[0..n) (all of one bucket). */
@@ -397,8 +375,8 @@ static mr_status add_row(ar_set *set, size_t *cap, const found_file *items, cons
 	char *zipless = NULL;
 	const char *label = f0->label;
 	if (f0->single) {
-		r->group = dup_str(f0->path);
-		r->name = dup_str(f0->path);
+		r->group = mr_strdup(f0->path);
+		r->name = mr_strdup(f0->path);
 	} else {
 		if (!label[0] && !p[0].dir[0]) /* files at the root of a zip given alone */
 			label = zipless = zip_stem(f0->container);
@@ -407,13 +385,13 @@ static mr_status add_row(ar_set *set, size_t *cap, const found_file *items, cons
 		if (!base)
 			r->name = NULL;
 		else if (rank >= 0 && file_suffix)
-			r->name = str_printf("%s rank %d %s", base, rank, file_suffix);
+			r->name = mr_format("%s rank %d %s", base, rank, file_suffix);
 		else if (rank >= 0)
-			r->name = str_printf("%s rank %d", base, rank);
+			r->name = mr_format("%s rank %d", base, rank);
 		else if (file_suffix)
-			r->name = str_printf("%s %s", base, file_suffix);
+			r->name = mr_format("%s %s", base, file_suffix);
 		else
-			r->name = dup_str(base);
+			r->name = mr_strdup(base);
 		free(base);
 	}
 	free(zipless);
@@ -427,17 +405,17 @@ static mr_status add_row(ar_set *set, size_t *cap, const found_file *items, cons
 		const found_file *f = &items[p[i].index];
 		sr_member *m = &r->members[r->member_count];
 		memset(m, 0, sizeof *m);
-		m->name = f->single ? dup_str(f->path)
-		                    : (f->label[0] ? str_printf("%s/%s", f->label, f->rel)
-		                                   : dup_str(f->rel));
-		m->path = dup_str(f->path);
+		m->name = f->single ? mr_strdup(f->path)
+		                    : (f->label[0] ? mr_format("%s/%s", f->label, f->rel)
+		                                   : mr_strdup(f->rel));
+		m->path = mr_strdup(f->path);
 		m->zip_index = f->zip_index;
 		m->size = f->size;
 		r->member_count++;
 		if (!m->name || !m->path)
 			return mr_oom(err);
 		if (f->error && !r->error) {
-			r->error = dup_str(f->error);
+			r->error = mr_strdup(f->error);
 			r->error_status = f->error_status;
 			if (!r->error)
 				return mr_oom(err);
@@ -534,7 +512,7 @@ static mr_status group_bucket(ar_set *set, size_t *cap, const found_file *items,
 			if (rank_pickles > 1) {
 				const char *rel = items[p[k].index].rel;
 				const char *b = strrchr(rel, '/');
-				suffix = owned = str_printf("(%s)", b ? b + 1 : rel);
+				suffix = owned = mr_format("(%s)", b ? b + 1 : rel);
 				if (!owned) {
 					st = mr_oom(err);
 					break;

@@ -202,7 +202,7 @@ static mr_status add_buffer(ld_evidence *ev, const char *name, const uint8_t *da
 		return st;
 	ld_input *slot = &ev->inputs[ev->input_count];
 	slot->kind = kind;
-	slot->path = mr_strndup(name, strlen(name));
+	slot->path = mr_strdup(name);
 	if (!slot->path)
 		return mr_oom(err);
 	ev->input_count++;

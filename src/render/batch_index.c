@@ -20,7 +20,7 @@ static char *settings_text(const rp_report *run)
 	const md_settings *cfg = &run->ev.snap.settings;
 	const char *conf = md_str(&run->ev.snap, cfg->conf);
 	if (conf[0])
-		return mr_strndup(conf, strlen(conf));
+		return mr_strdup(conf);
 	mr_buf b = {0};
 	if (cfg->expandable_segments)
 		mr_buf_puts(&b, "expandable_segments:True");
@@ -37,11 +37,6 @@ static char *settings_text(const rp_report *run)
 		return NULL;
 	}
 	return b.data;
-}
-
-static char *opt_dup(const char *s)
-{
-	return s ? mr_strndup(s, strlen(s)) : NULL;
 }
 
 /* The facts of the device the row stands for: the one with the most reserved memory. */
@@ -90,10 +85,11 @@ mr_status ix_row_of(const rp_report *run, const rd_options *opt, ix_row *r, mr_e
 	rp_view_free(&view);
 	const ad_advice *a = &run->advice;
 	if (!(r->settings = settings_text(run)) ||
-	    (a->oom.present && !(r->oom_cause = opt_dup(ad_cause_name(a->oom.cause)))) ||
-	    (a->rec_count && (!(r->rec_id = opt_dup(a->recs[0].id)) ||
-	                      (a->recs[0].title && !(r->rec_title = opt_dup(a->recs[0].title))))) ||
-	    (a->verdict && !(r->verdict = opt_dup(a->verdict)))) {
+	    (a->oom.present && !(r->oom_cause = mr_strdup(ad_cause_name(a->oom.cause)))) ||
+	    (a->rec_count &&
+	     (!(r->rec_id = mr_strdup(a->recs[0].id)) ||
+	      (a->recs[0].title && !(r->rec_title = mr_strdup(a->recs[0].title))))) ||
+	    (a->verdict && !(r->verdict = mr_strdup(a->verdict)))) {
 		ix_row_free(r);
 		return mr_oom(err);
 	}

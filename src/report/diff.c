@@ -193,8 +193,8 @@ static int change_cmp(const void *a, const void *b)
 static mr_status copy_frame(const md_snapshot *s, const md_frame *f, df_frame *out, mr_error *err)
 {
 	const char *file = md_str(s, f->filename), *name = md_str(s, f->name);
-	out->filename = mr_strndup(file, strlen(file));
-	out->name = mr_strndup(name, strlen(name));
+	out->filename = mr_strdup(file);
+	out->name = mr_strdup(name);
 	out->line = f->line;
 	return out->filename && out->name ? MR_OK : mr_oom(err);
 }

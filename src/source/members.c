@@ -64,7 +64,7 @@ static mr_status zip_for(sr_reader *rd, const char *path, const zp_archive **zip
 		mr_status st = zp_open(&rd->zip, path, err);
 		if (st)
 			return st;
-		if (!(rd->path = mr_strndup(path, strlen(path)))) {
+		if (!(rd->path = mr_strdup(path))) {
 			zp_close(&rd->zip);
 			return mr_oom(err);
 		}

@@ -24,23 +24,6 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* A path joined with a name; NULL when memory runs out. */
-static char *join(const char *dir, const char *name)
-{
-	mr_buf b = {0};
-	mr_buf_printf(&b, "%s/%s", dir, name);
-	if (b.failed) {
-		mr_buf_free(&b);
-		return NULL;
-	}
-	return b.data;
-}
-
-static char *dup_str(const char *s)
-{
-	return mr_strndup(s, strlen(s));
-}
-
 mr_status wk_walk(const char *root, const sr_limits *lim, const wk_visitor *v, mr_error *err)
 {
 	walk_item *stack = NULL;
@@ -50,7 +33,7 @@ mr_status wk_walk(const char *root, const sr_limits *lim, const wk_visitor *v, m
 	size_t name_count = 0, name_cap = 0;
 	if (MR_GROW(stack, cap, 1))
 		return mr_oom(err);
-	stack[depth_count].rel = dup_str("");
+	stack[depth_count].rel = mr_strdup("");
 	stack[depth_count].depth = 0;
 	if (!stack[depth_count].rel) {
 		free(stack);
@@ -59,7 +42,7 @@ mr_status wk_walk(const char *root, const sr_limits *lim, const wk_visitor *v, m
 	depth_count++;
 	while (depth_count && !st) {
 		walk_item item = stack[--depth_count];
-		char *dir = item.rel[0] ? join(root, item.rel) : dup_str(root);
+		char *dir = item.rel[0] ? mr_format("%s/%s", root, item.rel) : mr_strdup(root);
 		DIR *d = dir ? opendir(dir) : NULL;
 		if (!dir) {
 			st = mr_oom(err);
@@ -74,7 +57,7 @@ mr_status wk_walk(const char *root, const sr_limits *lim, const wk_visitor *v, m
 				if (e->d_name[0] == '.')
 					continue; /* ".", "..", hidden files */
 				if (MR_GROW(names, name_cap, name_count + 1) ||
-				    !(names[name_count] = dup_str(e->d_name))) {
+				    !(names[name_count] = mr_strdup(e->d_name))) {
 					st = mr_oom(err);
 					break;
 				}
@@ -84,9 +67,9 @@ mr_status wk_walk(const char *root, const sr_limits *lim, const wk_visitor *v, m
 			qsort(names, name_count, sizeof *names, cmp_str);
 			/* Folders are pushed in reverse so that they pop in name order. */
 			for (size_t k = name_count; k-- > 0 && !st;) {
-				char *full = join(dir, names[k]);
-				char *rel =
-				    item.rel[0] ? join(item.rel, names[k]) : dup_str(names[k]);
+				char *full = mr_format("%s/%s", dir, names[k]);
+				char *rel = item.rel[0] ? mr_format("%s/%s", item.rel, names[k])
+				                        : mr_strdup(names[k]);
 				struct stat lst, sst;
 				if (!full || !rel) {
 					st = mr_oom(err);
