@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analyze/frames.h"
 #include "base/error.h"
 #include "model/model.h"
 
@@ -44,16 +45,6 @@ typedef struct {
 	uint64_t bytes, requested;
 	uint64_t count;
 } an_site;
-
-/* Live memory by what it holds, from the allocation stacks (see an_category). */
-enum {
-	AN_CAT_PARAMETERS,
-	AN_CAT_GRADIENTS,
-	AN_CAT_OPTIMIZER,
-	AN_CAT_ACTIVATIONS,
-	AN_CAT_OTHER,
-	AN_CAT_COUNT
-};
 
 /* The free space the failed allocation could have used: same stream, same size class, default
  * pool, and (unless they are on) not inside expandable segments. */
@@ -129,27 +120,5 @@ typedef struct {
 /* Computes everything for every device of s. max_points bounds the timeline (0: 2000). */
 mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr_error *err);
 void an_free(an_result *r);
-
-/* Category of a stack: optimizer (torch/optim frames) before parameters (module _apply/to/cuda,
- * parameter creation, state-dict loading) before gradients (autograd frames, or no Python frame
- * at all when stacks_recorded says stacks are recorded: the autograd engine runs backward in
- * C++ threads) before
- * activations (any forward frame); the rest is "other". */
-int an_category(const md_snapshot *s, uint32_t stack, int stacks_recorded);
-const char *an_category_name(int cat);
-
-/* PyTorch's own viewer hides these frames (unwinding, interpreter, dispatcher plumbing). */
-int an_frame_hidden(const md_snapshot *s, const md_frame *f);
-
-/* The frame a stack is grouped by as an allocation site: the innermost Python frame PyTorch's
- * viewer shows (with stacks="all" the innermost frames are the allocator's own C++), else the
- * first shown frame, else NULL. */
-const md_frame *an_site_frame(const md_snapshot *s, uint32_t stack);
-/* The first line of the user's own code in a stack: the innermost shown Python frame outside
- * torch (and functorch, triton), else the innermost Python frame, else the first shown, else
- * NULL. What `diff` groups by and what advice names. */
-const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack);
-/* A file of torch itself (or functorch, triton), by path. */
-int an_torch_internal(const char *filename);
 
 #endif
