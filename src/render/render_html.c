@@ -1,13 +1,11 @@
 /* render_html.c: the self-contained HTML report.
  *
- * One file: the page skeleton (templates/report.html), CSS (report.css) and a small script
- * (report.js) are inlined; segment maps are PNG data: URIs (png_map.c), the timeline inline
- * SVG (svg_timeline.c). The Content-Security-Policy allows nothing but the page's own style and
- * script, by hash, and data: images, so nothing is fetched when the page is opened and a
- * string that escaped escaping still could not run. Every string that comes from the inputs
- * goes through mr_buf_html (hu_text). Output is deterministic: no time, stable orders, fixed
- * number formats. Sections are capped so the page stays under RP_HTML_MAX whatever the input;
- * what was left out is said in the notes. */
+ * One file in the page shell (page.c: templates/page.html, report.css and report.js inlined,
+ * one Content-Security-Policy for every page); segment maps are PNG data: URIs and the
+ * timeline inline SVG (html_maps.c), the allocation sites have their own file (html_sites.c). Every
+ * string that comes from the inputs goes through mr_buf_html (hu_text). Output is deterministic: no
+ * time, stable orders, fixed number formats. Sections are capped so the page stays under
+ * RP_HTML_MAX whatever the input; what was left out is said in the notes. */
 #include "render/render_html.h"
 
 #include <cmark.h>
@@ -16,52 +14,18 @@
 #include <string.h>
 
 #include "analyze/text_devices.h"
-#include "base/base64.h"
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/mem.h"
-#include "base/sha256.h"
 #include "base/units.h"
+#include "render/html_maps.h"
+#include "render/html_parts.h"
+#include "render/html_sites.h"
 #include "render/html_util.h"
 #include "render/page.h"
-#include "render/png_map.h"
 #include "render/redact.h"
-#include "render/svg_timeline.h"
 #include "render/templates.h"
 #include "report/view.h"
-
-enum {
-	RP_HTML_MAX = 3000000,    /* the promise: never more than this */
-	RP_HTML_BUDGET = 2300000, /* optional sections stop here; what follows is capped */
-	HR_TEXT_CAP = 200,        /* bytes of one name, file name or setting shown */
-	HR_MAX_SITES = 40,        /* allocation sites per device */
-	HR_MAX_STACKS = 6,        /* distinct stacks shown per site */
-	HR_MAX_FRAMES = 24,       /* frames shown per stack */
-	HR_MAX_MAP_ROWS = 48,     /* segments drawn one by one per device */
-	HR_MAX_MAP_GROUPS = 24,   /* aggregate rows for the remaining segments */
-	HR_MAX_FINDINGS = 50,
-	HR_MAX_SETTINGS = 32,
-	HR_MAP_WIDTH = 640,
-	HR_MAP_HEIGHT = 14,
-};
-
-typedef struct {
-	const rp_report *run;
-	const rd_options *opt;
-	const rp_view *view; /* the devices shown */
-	const md_snapshot *s;
-	mr_buf *b;       /* the page body */
-	mr_buf left_out; /* <li> notes about capped sections */
-	mr_error *err;
-	mr_status st; /* first failure of a helper that cannot return one */
-} hr_ctx;
-
-/* ---- small helpers ---- */
-
-static void text(hr_ctx *c, const char *s)
-{
-	hu_text(c->b, s ? s : "", HR_TEXT_CAP);
-}
 
 /* Prose from the diagnosis may quote frames: paths in it obey --redact-paths too, the ones it
  * marks (paths, may be NULL) and, as a guard, anything else that looks like a path. */
@@ -76,61 +40,6 @@ static void advice_text(hr_ctx *c, const char *s, const ad_paths *paths, size_t 
 	mr_buf_free(&marked);
 	mr_buf_free(&tmp);
 }
-
-static const char *fmt_bytes(char out[32], uint64_t v)
-{
-	mr_format_bytes(out, 32, v);
-	return out;
-}
-
-static void left_out(hr_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void left_out(hr_ctx *c, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	mr_buf_puts(&c->left_out, "<li>");
-	mr_buf_vprintf(&c->left_out, fmt, ap);
-	mr_buf_puts(&c->left_out, "</li>");
-	va_end(ap);
-}
-
-static int over_budget(const hr_ctx *c)
-{
-	return c->b->len > RP_HTML_BUDGET;
-}
-
-static void path_text(hr_ctx *c, const char *path)
-{
-	char buf[4096];
-	text(c, rd_path(c->opt, path ? path : "", buf, sizeof buf));
-}
-
-static void frame_html(hr_ctx *c, const md_frame *f)
-{
-	mr_buf_puts(c->b, "<code class=fn>");
-	text(c, md_str(c->s, f->name));
-	mr_buf_puts(c->b, "</code> <span class=loc>");
-	path_text(c, md_str(c->s, f->filename));
-	mr_buf_printf(c->b, ":%d</span>", f->line);
-}
-
-static void stream_label(char out[40], uint64_t stream)
-{
-	if (stream == 0)
-		snprintf(out, 40, "default");
-	else
-		snprintf(out, 40, "0x%" PRIx64, stream);
-}
-
-/* ---- the OOM facts: from the diagnosis, else from the trace ---- */
-
-typedef struct {
-	int present;
-	int32_t device;
-	uint64_t requested, largest_free, free_cached, free_pieces, limit, reserved, allocated;
-	const char *cause;   /* NULL when unknown */
-	int largest_unknown; /* a log alone: the free blocks' layout was not recorded */
-} hr_oom;
 
 static hr_oom oom_facts(const rp_report *run, const rp_view *view)
 {
@@ -199,8 +108,8 @@ static void verdict(hr_ctx *c, const hr_oom *oom)
 		    c->b,
 		    "Out of memory on device %d: %s was requested; the largest free cached "
 		    "block was %s, with %s free in %" PRIu64 " cached block%s.",
-		    oom->device, fmt_bytes(a, oom->requested), fmt_bytes(l, oom->largest_free),
-		    fmt_bytes(f, oom->free_cached), oom->free_pieces,
+		    oom->device, hr_bytes(a, oom->requested), hr_bytes(l, oom->largest_free),
+		    hr_bytes(f, oom->free_cached), oom->free_pieces,
 		    oom->free_pieces == 1 ? "" : "s");
 	} else {
 		const an_device *dv = c->view->device_count ? c->view->devices[0] : NULL;
@@ -213,17 +122,17 @@ static void verdict(hr_ctx *c, const hr_oom *oom)
 			    "No out-of-memory recorded: allocated memory on device %d peaked "
 			    "at %s%s with %s reserved; %s of the reserved memory is free in "
 			    "cached blocks now.",
-			    dv->device, fmt_bytes(a, dv->peak_allocated),
-			    dv->truncated ? " or more" : "", fmt_bytes(r, dv->peak_reserved),
-			    fmt_bytes(f, p->free_cached));
+			    dv->device, hr_bytes(a, dv->peak_allocated),
+			    dv->truncated ? " or more" : "", hr_bytes(r, dv->peak_reserved),
+			    hr_bytes(f, p->free_cached));
 		} else {
 			const an_pool *p = &dv->pool[AN_POOL_ALL];
 			mr_buf_printf(c->b,
 			              "Device %d holds %s allocated in %s reserved; %s is free in "
 			              "cached blocks, the largest %s.",
-			              dv->device, fmt_bytes(a, p->allocated),
-			              fmt_bytes(r, p->reserved), fmt_bytes(f, p->free_cached),
-			              fmt_bytes(l, p->largest_free));
+			              dv->device, hr_bytes(a, p->allocated),
+			              hr_bytes(r, p->reserved), hr_bytes(f, p->free_cached),
+			              hr_bytes(l, p->largest_free));
 		}
 	}
 	mr_buf_puts(c->b, "</p>");
@@ -237,7 +146,7 @@ static void card(hr_ctx *c, const char *label, uint64_t v, const char *hint)
 	mr_buf_printf(c->b,
 	              "<div class=card><div class=k>%s</div><div class=v>%s</div>"
 	              "<div class=sub>%" PRIu64 " B%s%s</div></div>",
-	              label, fmt_bytes(s, v), v, hint ? " \xc2\xb7 " : "", hint ? hint : "");
+	              label, hr_bytes(s, v), v, hint ? " \xc2\xb7 " : "", hint ? hint : "");
 }
 
 static void pool_row(hr_ctx *c, const char *name, const an_pool *p)
@@ -248,11 +157,10 @@ static void pool_row(hr_ctx *c, const char *name, const an_pool *p)
 	              "<tr><th>%s</th><td class=n>%" PRIu64 "</td><td class=n>%s</td>"
 	              "<td class=n>%s</td><td class=n>%s</td><td class=n>%s</td><td class=n>%s</td>"
 	              "<td class=n>%s</td><td class=n>%.1f%%</td><td class=n>%s</td></tr>",
-	              name, p->segments, fmt_bytes(s[0], p->reserved),
-	              fmt_bytes(s[1], p->allocated), fmt_bytes(s[2], p->active),
-	              fmt_bytes(s[3], p->free_cached), fmt_bytes(s[4], p->inactive_split),
-	              fmt_bytes(s[5], p->largest_free), frag * 100.0,
-	              fmt_bytes(s[6], p->rounding_waste));
+	              name, p->segments, hr_bytes(s[0], p->reserved), hr_bytes(s[1], p->allocated),
+	              hr_bytes(s[2], p->active), hr_bytes(s[3], p->free_cached),
+	              hr_bytes(s[4], p->inactive_split), hr_bytes(s[5], p->largest_free),
+	              frag * 100.0, hr_bytes(s[6], p->rounding_waste));
 }
 
 /* Without a snapshot: the numbers of a memory_stats() dump or of the last memory_summary()
@@ -367,7 +275,7 @@ static void oom_bar(hr_ctx *c, int row, const char *label, uint64_t v, uint64_t 
 	if (known)
 		mr_buf_printf(c->b, "<rect x=190 y=%d width=%.1f height=20 class=%s />", y, w, cls);
 	mr_buf_printf(c->b, "<text x=%.1f y=%d class=val>%s</text>", 190 + MR_MAX(w, 0) + 8, y + 15,
-	              known ? fmt_bytes(s, v) : "unknown");
+	              known ? hr_bytes(s, v) : "unknown");
 }
 
 static void oom_panel(hr_ctx *c, const hr_oom *o)
@@ -382,14 +290,14 @@ static void oom_panel(hr_ctx *c, const hr_oom *o)
 		    "<p>Device %d asked for <b>%s</b> in one piece; <b>%s</b> was reserved "
 		    "but unallocated (the message does not say how it was cut up: a "
 		    "snapshot would)",
-		    o->device, fmt_bytes(a, o->requested), fmt_bytes(f, o->free_cached));
+		    o->device, hr_bytes(a, o->requested), hr_bytes(f, o->free_cached));
 	else
 		mr_buf_printf(
 		    c->b,
 		    "<p>Device %d asked for <b>%s</b> in one piece. The largest free cached "
 		    "block was <b>%s</b>; %s was free in %" PRIu64 " cached block%s",
-		    o->device, fmt_bytes(a, o->requested), fmt_bytes(l, o->largest_free),
-		    fmt_bytes(f, o->free_cached), o->free_pieces, o->free_pieces == 1 ? "" : "s");
+		    o->device, hr_bytes(a, o->requested), hr_bytes(l, o->largest_free),
+		    hr_bytes(f, o->free_cached), o->free_pieces, o->free_pieces == 1 ? "" : "s");
 	if (o->largest_unknown)
 		mr_buf_puts(c->b,
 		            o->free_cached < o->requested ? ": not enough even in total." : ".");
@@ -438,7 +346,7 @@ static void findings(hr_ctx *c)
 		              ad_severity_name(f->severity), ad_severity_name(f->severity));
 		advice_text(c, f->message, &f->paths, 2000);
 		mr_buf_puts(c->b, " <code class=id>");
-		text(c, f->id);
+		hr_text(c, f->id);
 		mr_buf_puts(c->b, "</code></li>");
 	}
 	mr_buf_puts(c->b, "</ul>");
@@ -500,7 +408,7 @@ static void recommendations(hr_ctx *c)
 		              r->rank > 0 ? r->rank : (int)i + 1);
 		advice_text(c, r->title ? r->title : r->id, NULL, HR_TEXT_CAP);
 		mr_buf_puts(c->b, "</h3><code class=id>");
-		text(c, r->id);
+		hr_text(c, r->id);
 		mr_buf_puts(c->b, "</code></div>");
 		if (r->reason && r->reason[0]) {
 			mr_buf_puts(c->b, "<p class=reason>");
@@ -535,18 +443,18 @@ static void replays(hr_ctx *c)
 	for (size_t i = 0; i < ad->replay_count; i++) {
 		const ad_replay *r = &ad->replays[i];
 		mr_buf_puts(c->b, "<tr><td><code>");
-		text(c, i == 0 ? "recorded settings" : r->conf);
+		hr_text(c, i == 0 ? "recorded settings" : r->conf);
 		mr_buf_printf(c->b,
 		              "</code></td><td>%s</td><td>%s</td><td class=n>%s</td>"
 		              "<td class=n>%s</td><td class=n>%s</td></tr>",
 		              i == 0 ? (r->matches ? "yes" : "no") : "", r->oom ? "yes" : "no",
-		              fmt_bytes(b1, r->peak_reserved), fmt_bytes(b2, r->peak_allocated),
-		              r->limit ? fmt_bytes(b3, r->limit) : "none");
+		              hr_bytes(b1, r->peak_reserved), hr_bytes(b2, r->peak_allocated),
+		              r->limit ? hr_bytes(b3, r->limit) : "none");
 	}
 	mr_buf_puts(c->b, "</tbody></table>");
 	if (ad->replay_note[0]) {
 		mr_buf_puts(c->b, "<p class=muted>");
-		text(c, ad->replay_note);
+		hr_text(c, ad->replay_note);
 		mr_buf_puts(c->b, "</p>");
 	}
 	mr_buf_puts(c->b, "</section>");
@@ -584,511 +492,10 @@ static void categories(hr_ctx *c)
 		mr_buf_printf(c->b,
 		              "<tr><th><span class=\"sw cat%d\"></span>%s</th><td class=n>%s</td>"
 		              "<td class=n>%.1f%%</td></tr>",
-		              i, ad_category_name(i), fmt_bytes(s, cat->bytes[i]),
+		              i, ad_category_name(i), hr_bytes(s, cat->bytes[i]),
 		              (double)cat->bytes[i] * 100.0 / (double)total);
 	}
 	mr_buf_puts(c->b, "</tbody></table></section>");
-}
-
-/* ---- segment maps ---- */
-
-static void png_img(hr_ctx *c, const mr_buf *png, const char *cls)
-{
-	mr_buf_printf(c->b, "<img class=%s width=%d height=%d src=\"data:image/png;base64,", cls,
-	              HR_MAP_WIDTH, HR_MAP_HEIGHT);
-	b64_encode(c->b, (const unsigned char *)png->data, png->len);
-	mr_buf_puts(c->b, "\"");
-}
-
-typedef struct {
-	int pool;     /* 0 large, 1 small, 2 private */
-	int exact;    /* key is an exact size */
-	uint64_t key; /* size, or power-of-two exponent */
-	uint64_t count, bytes;
-	pm_totals totals;
-} hr_group;
-
-static int group_cmp(const void *a, const void *b)
-{
-	const hr_group *x = a, *y = b;
-	if (x->bytes != y->bytes)
-		return x->bytes < y->bytes ? 1 : -1;
-	if (x->pool != y->pool)
-		return x->pool - y->pool;
-	if (x->exact != y->exact)
-		return x->exact - y->exact;
-	return (x->key > y->key) - (x->key < y->key);
-}
-
-static int seg_pool(const md_segment *seg)
-{
-	return seg->pool_id[0] || seg->pool_id[1] ? 2 : seg->pool == MD_POOL_SMALL ? 1 : 0;
-}
-
-static const char *pool_name(int pool)
-{
-	return pool == 2 ? "private" : pool == 1 ? "small" : "large";
-}
-
-static void map_row(hr_ctx *c, size_t rank, const md_segment *seg, uint64_t scale)
-{
-	pm_totals t = {0};
-	pm_segment_totals(c->s, seg, &t);
-	char size[32], act[32], fr[32], stream[40];
-	uint64_t free_bytes = t.bytes[PM_FREE_SPLIT] + t.bytes[PM_FREE_WHOLE];
-	stream_label(stream, seg->stream);
-	mr_buf png = {0};
-	mr_status st = pm_segment_png(c->s, seg, scale, HR_MAP_WIDTH, HR_MAP_HEIGHT, &png, c->err);
-	if (st) {
-		c->st = st;
-		mr_buf_free(&png);
-		return;
-	}
-	mr_buf_printf(c->b,
-	              "<tr><td class=n>%zu</td><td class=n data-v=%" PRIu64 ">%s</td><td>%s</td>"
-	              "<td>%s%s</td><td class=n>%" PRIu64 "</td><td>",
-	              rank, seg->total_size, fmt_bytes(size, seg->total_size), stream,
-	              pool_name(seg_pool(seg)), seg->is_expandable ? ", expandable" : "", t.blocks);
-	png_img(c, &png, "map");
-	mr_buf_printf(c->b,
-	              " alt=\"segment 0x%" PRIx64 ", %s: %s active, %s free in %" PRIu64
-	              " block%s\" title=\"segment 0x%" PRIx64 ": %s active, %s free in %" PRIu64
-	              " block%s\"></td><td class=n data-v=%" PRIu64
-	              ">%s</td><td class=n data-v=%" PRIu64 ">%s</td></tr>",
-	              seg->address, size, fmt_bytes(act, t.bytes[PM_ACTIVE] + t.bytes[PM_WASTE]),
-	              fmt_bytes(fr, free_bytes), t.free_blocks, t.free_blocks == 1 ? "" : "s",
-	              seg->address, act, fr, t.free_blocks, t.free_blocks == 1 ? "" : "s",
-	              t.bytes[PM_ACTIVE] + t.bytes[PM_WASTE], act, free_bytes, fr);
-	mr_buf_free(&png);
-}
-
-static void map_groups(hr_ctx *c, const size_t *order, size_t from, size_t count)
-{
-	hr_group *groups = mr_alloc_array(count ? count : 1, sizeof *groups);
-	size_t ng = 0;
-	if (!groups) {
-		c->st = mr_oom(c->err);
-		return;
-	}
-	for (size_t i = from; i < count; i++) {
-		const md_segment *seg = &c->s->segments[order[i]];
-		hr_group key = {seg_pool(seg), seg->total_size <= 20 * MR_MIB, 0, 0, 0,
-		                {{0}, 0, 0}};
-		key.key =
-		    key.exact ? seg->total_size : (uint64_t)(63 - __builtin_clzll(seg->total_size));
-		size_t g = 0;
-		/* Segments arrive largest first, so a group's members are mostly adjacent. */
-		for (g = ng; g-- > 0;)
-			if (groups[g].pool == key.pool && groups[g].exact == key.exact &&
-			    groups[g].key == key.key)
-				break;
-		if (g == (size_t)-1) {
-			g = ng++;
-			groups[g] = key;
-		}
-		groups[g].count++;
-		groups[g].bytes += seg->total_size;
-		pm_segment_totals(c->s, seg, &groups[g].totals);
-	}
-	qsort(groups, ng, sizeof *groups, group_cmp);
-	uint64_t top = ng ? groups[0].bytes : 1;
-	mr_buf_printf(
-	    c->b,
-	    "<p class=muted>The other %zu segments, aggregated by pool and size: each bar "
-	    "is the share of the group's bytes in each state (not their layout), its "
-	    "length the group's total against the largest group.</p>"
-	    "<table class=maps><thead><tr><th>segments</th><th class=n>size</th>"
-	    "<th class=n>total</th><th>pool</th><th class=n>blocks</th><th>state of the "
-	    "bytes</th><th class=n>active</th><th class=n>free</th></tr></thead><tbody>",
-	    count - from);
-	size_t shown = MR_MIN(ng, (size_t)HR_MAX_MAP_GROUPS);
-	for (size_t g = 0; g < ng; g++) {
-		/* Beyond the cap, the remaining groups fold into the last row. */
-		if (g >= shown && shown > 0) {
-			hr_group *last = &groups[shown - 1];
-			last->count += groups[g].count;
-			last->bytes += groups[g].bytes;
-			for (int k = 0; k < PM_STATE_COUNT; k++)
-				last->totals.bytes[k] += groups[g].totals.bytes[k];
-			last->totals.blocks += groups[g].totals.blocks;
-			last->totals.free_blocks += groups[g].totals.free_blocks;
-			last->exact = -1;
-		}
-	}
-	for (size_t g = 0; g < shown; g++) {
-		const hr_group *gr = &groups[g];
-		char size[80], lo[32], hi[32], tot[32], act[32], fr[32];
-		if (gr->exact == -1)
-			snprintf(size, sizeof size, "all other sizes");
-		else if (gr->exact)
-			snprintf(size, sizeof size, "%s each", fmt_bytes(lo, gr->key));
-		else
-			snprintf(size, sizeof size, "%s\xe2\x80\x93%s",
-			         fmt_bytes(lo, (uint64_t)1 << gr->key),
-			         fmt_bytes(hi, gr->key >= 63 ? UINT64_MAX
-			                                     : (uint64_t)1 << (gr->key + 1)));
-		mr_buf png = {0};
-		mr_status st = pm_totals_png(&gr->totals, (double)gr->bytes / (double)top,
-		                             HR_MAP_WIDTH, HR_MAP_HEIGHT, &png, c->err);
-		if (st) {
-			c->st = st;
-			mr_buf_free(&png);
-			break;
-		}
-		uint64_t free_bytes =
-		    gr->totals.bytes[PM_FREE_SPLIT] + gr->totals.bytes[PM_FREE_WHOLE];
-		mr_buf_printf(c->b,
-		              "<tr><td class=n>%" PRIu64
-		              "</td><td class=n>%s</td><td class=n>%s</td>"
-		              "<td>%s</td><td class=n>%" PRIu64 "</td><td>",
-		              gr->count, size, fmt_bytes(tot, gr->bytes), pool_name(gr->pool),
-		              gr->totals.blocks);
-		png_img(c, &png, "map");
-		mr_buf_printf(
-		    c->b,
-		    " alt=\"%" PRIu64 " segments, %s\"></td><td class=n>%s</td>"
-		    "<td class=n>%s</td></tr>",
-		    gr->count, tot,
-		    fmt_bytes(act, gr->totals.bytes[PM_ACTIVE] + gr->totals.bytes[PM_WASTE]),
-		    fmt_bytes(fr, free_bytes));
-		mr_buf_free(&png);
-	}
-	mr_buf_puts(c->b, "</tbody></table>");
-	free(groups);
-}
-
-static void legend(hr_ctx *c)
-{
-	mr_buf_puts(c->b, "<ul class=legend>");
-	for (int i = 0; i < PM_STATE_COUNT; i++)
-		mr_buf_printf(c->b, "<li><span class=\"sw st-%s\"></span>%s</li>",
-		              pm_state_class(i), pm_state_label(i));
-	mr_buf_puts(c->b, "</ul>");
-}
-
-static void segment_maps(hr_ctx *c)
-{
-	const rp_report *run = c->run;
-	if (!run->ev.has_snapshot || !c->s->segment_count)
-		return;
-	mr_buf_puts(c->b,
-	            "<section id=maps><h2>Segment maps</h2>"
-	            "<p class=muted>Each bar is one segment reserved from CUDA, its blocks in "
-	            "address order, coloured by state; a thin dark line separates blocks. Bar "
-	            "length is proportional to the segment's size.</p>");
-	legend(c);
-	for (size_t d = 0; d < c->view->device_count; d++) {
-		const an_device *dv = c->view->devices[d];
-		if (!dv->segment_count)
-			continue;
-		if (over_budget(c)) {
-			left_out(c, "Segment maps of device %d (the page reached its size limit).",
-			         dv->device);
-			continue;
-		}
-		size_t *order = mr_alloc_array(dv->segment_count, sizeof *order);
-		if (!order || pm_sort_segments(c->s, dv->segment_first, dv->segment_count, order)) {
-			free(order);
-			c->st = mr_oom(c->err);
-			return;
-		}
-		size_t shown = MR_MIN(dv->segment_count, (size_t)HR_MAX_MAP_ROWS);
-		uint64_t scale = c->s->segments[order[0]].total_size;
-		char big[32];
-		mr_buf_printf(
-		    c->b,
-		    "<h3>Device %d <span class=muted>%zu segment%s%s; full bar = %s</span></h3>",
-		    dv->device, dv->segment_count, dv->segment_count == 1 ? "" : "s",
-		    dv->segment_count > shown ? ", largest first" : "", fmt_bytes(big, scale));
-		mr_buf_puts(c->b,
-		            "<table class=\"maps sortable\"><thead><tr><th class=n>#</th>"
-		            "<th class=n>size</th><th>stream</th><th>pool</th><th class=n>blocks"
-		            "</th><th>map</th><th class=n>active</th><th class=n>free</th></tr>"
-		            "</thead><tbody>");
-		for (size_t i = 0; i < shown && !c->st; i++)
-			map_row(c, i + 1, &c->s->segments[order[i]], scale);
-		mr_buf_puts(c->b, "</tbody></table>");
-		if (!c->st && shown < dv->segment_count)
-			map_groups(c, order, shown, dv->segment_count);
-		free(order);
-		if (c->st)
-			return;
-	}
-	mr_buf_puts(c->b, "</section>");
-}
-
-/* ---- timeline ---- */
-
-static void timelines(hr_ctx *c)
-{
-	const rp_report *run = c->run;
-	if (!run->ev.has_snapshot)
-		return;
-	mr_buf_puts(c->b, "<section id=timeline><h2>Memory over the trace</h2>");
-	int any = 0;
-	for (size_t d = 0; d < c->view->device_count; d++) {
-		const an_device *dv = c->view->devices[d];
-		if (!dv->has_trace || !dv->timeline_count) {
-			mr_buf_printf(
-			    c->b,
-			    "<p class=muted>Device %d: no trace was recorded, so there is "
-			    "no timeline and no peak.</p>",
-			    dv->device);
-			continue;
-		}
-		if (over_budget(c)) {
-			left_out(c, "The timeline of device %d (the page reached its size limit).",
-			         dv->device);
-			continue;
-		}
-		char pa[32], pr[32];
-		mr_buf_printf(
-		    c->b,
-		    "<figure><figcaption>Device %d: %zu events, drawn in %zu buckets that each "
-		    "keep their minimum and maximum. Peak allocated %s, peak reserved %s%s."
-		    "</figcaption>",
-		    dv->device, dv->trace_events, dv->timeline_count,
-		    fmt_bytes(pa, dv->peak_allocated), fmt_bytes(pr, dv->peak_reserved),
-		    dv->truncated ? " (the trace does not reach back to the start: both are "
-		                    "lower bounds)"
-		                  : "");
-		mr_status st = st_render(c->s, dv, c->b, c->err);
-		if (st) {
-			c->st = st;
-			return;
-		}
-		mr_buf_puts(c->b,
-		            "<ul class=legend><li><span class=\"sw tl-alloc\"></span>allocated"
-		            "</li><li><span class=\"sw tl-band\"></span>allocated, range within "
-		            "a bucket</li><li><span class=\"sw tl-res\"></span>reserved</li>"
-		            "<li><span class=\"sw tl-peak\"></span>peak allocated</li>");
-		if (dv->oom_events)
-			mr_buf_puts(c->b,
-			            "<li><span class=\"sw tl-oom\"></span>out of memory</li>");
-		mr_buf_puts(c->b, "</ul></figure>");
-		any = 1;
-	}
-	(void)any;
-	mr_buf_puts(c->b, "</section>");
-}
-
-/* ---- allocation sites ---- */
-
-typedef struct {
-	const md_frame *frame; /* first visible frame, NULL: none */
-	uint64_t bytes, requested, count;
-	size_t first_site, nstacks; /* members: sorted site indexes in a side array */
-} hr_site_group;
-
-typedef struct {
-	const md_snapshot *s;
-	const an_device *dv;
-} hr_sort_env;
-
-static int frame_key_cmp(const md_snapshot *s, const md_frame *x, const md_frame *y)
-{
-	if (!x || !y)
-		return (x != NULL) - (y != NULL);
-	int k = strcmp(md_str(s, x->filename), md_str(s, y->filename));
-	if (k)
-		return k;
-	if (x->line != y->line)
-		return x->line < y->line ? -1 : 1;
-	return strcmp(md_str(s, x->name), md_str(s, y->name));
-}
-
-typedef struct {
-	const md_frame *frame;
-	size_t site;
-	const md_snapshot *s;
-} hr_member;
-
-static int member_cmp(const void *a, const void *b)
-{
-	const hr_member *x = a, *y = b;
-	int k = frame_key_cmp(x->s, x->frame, y->frame);
-	if (k)
-		return k;
-	return (x->site > y->site) - (x->site < y->site);
-}
-
-static int sgroup_cmp(const void *a, const void *b)
-{
-	const hr_site_group *x = a, *y = b;
-	if (x->bytes != y->bytes)
-		return x->bytes < y->bytes ? 1 : -1;
-	if (x->count != y->count)
-		return x->count < y->count ? 1 : -1;
-	return (x->first_site > y->first_site) - (x->first_site < y->first_site);
-}
-
-static void stack_html(hr_ctx *c, uint32_t stack)
-{
-	const md_snapshot *s = c->s;
-	if (stack >= s->stack_count || !s->stacks[stack].count) {
-		mr_buf_puts(c->b, "<p class=muted>No stack was recorded for these blocks.</p>");
-		return;
-	}
-	const md_stack *st = &s->stacks[stack];
-	size_t shown = 0, hidden = 0;
-	mr_buf_puts(c->b, "<ol class=frames>");
-	for (uint32_t i = 0; i < st->count; i++) {
-		const md_frame *f = &s->frames[st->first + i];
-		if (an_frame_hidden(s, f)) {
-			hidden++;
-			continue;
-		}
-		if (shown++ >= HR_MAX_FRAMES)
-			continue;
-		mr_buf_puts(c->b, "<li>");
-		frame_html(c, f);
-		mr_buf_puts(c->b, "</li>");
-	}
-	mr_buf_puts(c->b, "</ol>");
-	if (shown > HR_MAX_FRAMES)
-		mr_buf_printf(c->b, "<p class=muted>%zu more frame%s not shown.</p>",
-		              shown - HR_MAX_FRAMES, shown - HR_MAX_FRAMES == 1 ? "" : "s");
-	if (hidden)
-		mr_buf_printf(c->b,
-		              "<p class=muted>%zu PyTorch-internal frame%s hidden, as "
-		              "PyTorch's own viewer hides them.</p>",
-		              hidden, hidden == 1 ? "" : "s");
-}
-
-static void device_sites(hr_ctx *c, const an_device *dv, const an_site *sites, size_t n,
-                         const char *moment)
-{
-	const md_snapshot *s = c->s;
-	hr_member *m = mr_alloc_array(n ? n : 1, sizeof *m);
-	hr_site_group *g = mr_alloc_array(n ? n : 1, sizeof *g);
-	size_t ng = 0;
-	if (!m || !g) {
-		c->st = mr_oom(c->err);
-		goto done;
-	}
-	for (size_t i = 0; i < n; i++)
-		m[i] = (hr_member){an_site_frame(s, sites[i].stack), i, s};
-	qsort(m, n, sizeof *m, member_cmp);
-	for (size_t i = 0; i < n; i++) {
-		if (!ng || frame_key_cmp(s, g[ng - 1].frame, m[i].frame)) {
-			g[ng] = (hr_site_group){m[i].frame, 0, 0, 0, i, 0};
-			ng++;
-		}
-		const an_site *site = &sites[m[i].site];
-		g[ng - 1].bytes += site->bytes;
-		g[ng - 1].requested += site->requested;
-		g[ng - 1].count += site->count;
-		g[ng - 1].nstacks++;
-	}
-	/* Members of a group are in site order, which is largest first (analyze.c). */
-	qsort(g, ng, sizeof *g, sgroup_cmp);
-	uint64_t total = 0;
-	for (size_t i = 0; i < ng; i++)
-		total += g[i].bytes;
-	char tb[32];
-	mr_buf_printf(
-	    c->b,
-	    "<h3>Device %d <span class=muted>%s live in %zu site%s, %zu distinct stack%s, at "
-	    "the %s</span></h3><div class=sites data-list>",
-	    dv->device, fmt_bytes(tb, total), ng, ng == 1 ? "" : "s", n, n == 1 ? "" : "s", moment);
-	size_t shown = MR_MIN(ng, (size_t)HR_MAX_SITES);
-	for (size_t i = 0; i < shown && !c->b->failed; i++) {
-		const hr_site_group *gr = &g[i];
-		if (over_budget(c)) {
-			left_out(
-			    c,
-			    "%zu allocation sites of device %d (the page reached its size limit).",
-			    shown - i, dv->device);
-			shown = i;
-			break;
-		}
-		char b[32], pct[16];
-		snprintf(pct, sizeof pct, "%.1f%%",
-		         total ? (double)gr->bytes * 100.0 / (double)total : 0);
-		mr_buf_printf(c->b,
-		              "<details class=site data-bytes=%" PRIu64 " data-count=%" PRIu64
-		              "><summary><span class=sb>%s</span><span class=sp>%s</span>"
-		              "<span class=sc>%" PRIu64 " block%s</span><span class=sf>",
-		              gr->bytes, gr->count, fmt_bytes(b, gr->bytes), pct, gr->count,
-		              gr->count == 1 ? "" : "s");
-		if (gr->frame)
-			frame_html(c, gr->frame);
-		else
-			mr_buf_puts(c->b, "<i>no stack recorded</i>");
-		mr_buf_puts(c->b, "</span></summary><div class=stacks>");
-		for (size_t k = 0; k < gr->nstacks && k < HR_MAX_STACKS; k++) {
-			const an_site *site = &sites[m[gr->first_site + k].site];
-			mr_buf_printf(
-			    c->b,
-			    "<div class=stack><div class=stack-h>%s in %" PRIu64 " block%s"
-			    "</div>",
-			    fmt_bytes(b, site->bytes), site->count, site->count == 1 ? "" : "s");
-			stack_html(c, site->stack);
-			mr_buf_puts(c->b, "</div>");
-		}
-		if (gr->nstacks > HR_MAX_STACKS)
-			mr_buf_printf(
-			    c->b, "<p class=muted>%zu smaller stacks of this site not shown.</p>",
-			    gr->nstacks - HR_MAX_STACKS);
-		mr_buf_puts(c->b, "</div></details>");
-	}
-	mr_buf_puts(c->b, "</div>");
-	if (ng > shown) {
-		uint64_t rest = 0, rest_count = 0;
-		for (size_t i = shown; i < ng; i++) {
-			rest += g[i].bytes;
-			rest_count += g[i].count;
-		}
-		char rb[32];
-		mr_buf_printf(c->b,
-		              "<p class=muted>%zu smaller sites not shown: %s in %" PRIu64
-		              " blocks.</p>",
-		              ng - shown, fmt_bytes(rb, rest), rest_count);
-	}
-done:
-	free(m);
-	free(g);
-}
-
-static void sites(hr_ctx *c, const hr_oom *oom)
-{
-	const rp_report *run = c->run;
-	if (!run->ev.has_snapshot)
-		return;
-	mr_buf_puts(c->b,
-	            "<section id=sites><h2>Where the live memory was allocated</h2>"
-	            "<p class=muted>Live blocks grouped by the innermost Python frame that "
-	            "PyTorch's viewer shows; open a site for its stacks.</p><div class=toolbar "
-	            "hidden><input "
-	            "type=search placeholder=\"filter by function or file\" aria-label=\"filter "
-	            "sites\"><button type=button data-sort=bytes>sort by bytes</button><button "
-	            "type=button data-sort=count>sort by blocks</button></div>");
-	for (size_t d = 0; d < c->view->device_count; d++) {
-		const an_device *dv = c->view->devices[d];
-		if (!dv->site_count)
-			continue;
-		if (over_budget(c)) {
-			left_out(c,
-			         "Allocation sites of device %d (the page reached its size limit).",
-			         dv->device);
-			continue;
-		}
-		device_sites(c, dv, dv->sites, dv->site_count,
-		             oom->present && oom->device == dv->device ? "out-of-memory moment"
-		                                                       : "snapshot");
-		if (c->st)
-			return;
-		/* At the trace's peak too, unless that is the snapshot's own moment. */
-		if (dv->peak_site_count && dv->peak_allocated_event + 1 < dv->trace_events &&
-		    !over_budget(c)) {
-			device_sites(c, dv, dv->peak_sites, dv->peak_site_count,
-			             "trace's allocated peak (block sizes rounded as the allocator "
-			             "rounds)");
-			if (c->st)
-				return;
-		}
-	}
-	mr_buf_puts(c->b, "</section>");
 }
 
 /* ---- settings and notes ---- */
@@ -1120,9 +527,9 @@ static void settings(hr_ctx *c)
 		if (strcmp(k, "PYTORCH_CUDA_ALLOC_CONF") == 0)
 			continue;
 		mr_buf_puts(c->b, "<tr><th>");
-		text(c, k);
+		hr_text(c, k);
 		mr_buf_puts(c->b, "</th><td><code>");
-		text(c, md_str(c->s, cfg->raw[i].value));
+		hr_text(c, md_str(c->s, cfg->raw[i].value));
 		mr_buf_puts(c->b, "</code></td></tr>");
 	}
 	mr_buf_puts(c->b, "</tbody></table>");
@@ -1163,8 +570,8 @@ static void notes(hr_ctx *c)
 			    "to an empty allocator (%s reserved and %s allocated before its first "
 			    "event; the ring buffer of <code>max_entries</code> overflowed or "
 			    "recording started late), so the peaks shown are lower bounds.</li>",
-			    dv->device, fmt_bytes(b1, dv->initial_reserved),
-			    fmt_bytes(b2, dv->initial_allocated));
+			    dv->device, hr_bytes(b1, dv->initial_reserved),
+			    hr_bytes(b2, dv->initial_allocated));
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
 		if (p->pending_free)
 			mr_buf_printf(
@@ -1173,7 +580,7 @@ static void notes(hr_ctx *c)
 			    "freed by Python but still used by another stream "
 			    "(<code>record_stream</code>); they return only when that stream's "
 			    "work completes.</li>",
-			    dv->device, fmt_bytes(b1, p->pending_free), p->pending_free_blocks,
+			    dv->device, hr_bytes(b1, p->pending_free), p->pending_free_blocks,
 			    p->pending_free_blocks == 1 ? "" : "s");
 		const an_pool *pp = &dv->pool[AN_POOL_PRIVATE];
 		if (pp->segments)
@@ -1183,7 +590,7 @@ static void notes(hr_ctx *c)
 			    "pools</b> (CUDA graphs or <code>torch.cuda.MemPool</code>): other "
 			    "allocations cannot use them, and they are reported apart from the "
 			    "default pool.</li>",
-			    dv->device, fmt_bytes(b1, pp->reserved), pp->segments,
+			    dv->device, hr_bytes(b1, pp->reserved), pp->segments,
 			    pp->segments == 1 ? "" : "s");
 	}
 	if (run->ev.has_snapshot && s->inconsistent_segments)
@@ -1226,7 +633,7 @@ static void header(hr_ctx *c)
 	for (size_t i = 0; i < c->run->ev.input_count; i++) {
 		mr_buf_puts(c->b, i ? ", " : "");
 		mr_buf_puts(c->b, "<code>");
-		path_text(c, c->run->ev.inputs[i].path);
+		hr_path_text(c, c->run->ev.inputs[i].path);
 		mr_buf_printf(c->b, "</code> <span class=muted>(%s)</span>",
 		              ld_kind_name(c->run->ev.inputs[i].kind));
 	}
@@ -1260,11 +667,11 @@ mr_status rd_render_html(const rp_report *run, const rd_options *opt, mr_buf *ou
 	replays(&c);
 	categories(&c);
 	if (!c.st)
-		segment_maps(&c);
+		hr_segment_maps(&c);
 	if (!c.st)
-		timelines(&c);
+		hr_timelines(&c);
 	if (!c.st)
-		sites(&c, &oom);
+		hr_sites(&c, &oom);
 	settings(&c);
 	notes(&c);
 	mr_buf_puts(&body, "<footer>Written by memreport. This page is self-contained: it loads "
