@@ -78,21 +78,22 @@ void ad_text_free(ad_text *t)
 	memset(t, 0, sizeof *t);
 }
 
-/* The text's bytes as a string of their own (t is left empty); NULL when memory ran out. */
-static char *take_text(ad_text *t)
+/* The text's bytes as a string of their own and its paths (t is left empty); NULL when memory
+ * ran out. */
+static char *take_text(ad_text *t, ad_paths *paths)
 {
 	char *s = t->b.failed ? NULL : t->b.data ? t->b.data : mr_strndup("", 0);
+	*paths = t->paths;
 	if (!s)
 		mr_buf_free(&t->b);
-	memset(&t->b, 0, sizeof t->b);
+	memset(t, 0, sizeof *t);
 	return s;
 }
 
 int ad_add_finding(ad_advice *a, const char *id, ad_severity sev, ad_text *t)
 {
-	ad_paths paths = t->paths;
-	char *msg = take_text(t);
-	ad_text_free(t);
+	ad_paths paths;
+	char *msg = take_text(t, &paths);
 	if (!msg || MR_GROW(a->findings, a->finding_cap, a->finding_count + 1)) {
 		free(msg);
 		return -1;
@@ -118,9 +119,8 @@ int ad_add_findingf(ad_advice *a, const char *id, ad_severity sev, const char *f
 
 int ad_add_rec(ad_advice *a, const char *id, const char *title, const char *change, ad_text *t)
 {
-	ad_paths paths = t->paths;
-	char *reason = take_text(t);
-	ad_text_free(t);
+	ad_paths paths;
+	char *reason = take_text(t, &paths);
 	char *ti = mr_strdup(title);
 	char *ch = change ? mr_strdup(change) : NULL;
 	if (!reason || !ti || (change && !ch) || MR_GROW(a->recs, a->rec_cap, a->rec_count + 1)) {

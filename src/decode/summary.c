@@ -110,57 +110,51 @@ static int ev_all_of(const char *c, size_t n, char ch)
 	return 1;
 }
 
+/* The decimal digits at the start of c[0..n) into *v: how many there are, 0 when none or when
+ * they overflow 64 bits. */
+static size_t read_digits(const char *c, size_t n, uint64_t *v)
+{
+	size_t p = 0;
+	*v = 0;
+	while (p < n && tc_isdigit(c[p])) {
+		unsigned d = (unsigned)(c[p] - '0');
+		if (*v > (UINT64_MAX - d) / 10)
+			return 0;
+		*v = *v * 10 + d;
+		p++;
+	}
+	return p;
+}
+
 /* Parses a value cell ("66560KiB", "0B", "13", "1234K") for the current row. */
 static int ev_table_value(ev_table *t, const char *c, size_t n)
 {
 	ev_cell cell = {1, 0, 1};
+	uint64_t v, mult = 1;
+	int legacy = 0;
+	size_t p = read_digits(c, n, &v);
+	if (p == 0)
+		return 0;
 	if (ev_metric_is_bytes(t->metric)) {
-		size_t p = 0;
-		uint64_t v = 0;
-		while (p < n && tc_isdigit(c[p])) {
-			unsigned d = (unsigned)(c[p] - '0');
-			if (v > (UINT64_MAX - d) / 10)
-				return 0;
-			v = v * 10 + d;
-			p++;
-		}
-		if (p == 0)
-			return 0;
-		uint64_t mult;
-		int legacy;
 		size_t unit = ev_unit_at(c, n, p, &mult, &legacy);
 		if (!unit || p + unit != n)
 			return 0;
-		if (v > UINT64_MAX / mult)
-			return 0;
-		cell.value = v * mult;
-		cell.unit = mult;
-		if (legacy)
-			t->s.legacy_units = 1;
 	} else {
-		size_t p = 0;
-		uint64_t v = 0;
-		while (p < n && tc_isdigit(c[p])) {
-			unsigned d = (unsigned)(c[p] - '0');
-			if (v > (UINT64_MAX - d) / 10)
-				return 0;
-			v = v * 10 + d;
-			p++;
-		}
-		if (p == 0)
-			return 0;
-		uint64_t mult = 1;
 		if (p < n && (c[p] == 'K' || c[p] == 'k'))
 			mult = 1000;
 		else if (p < n && c[p] == 'M')
 			mult = 1000000;
 		if (mult > 1)
 			p++;
-		if (p != n || v > UINT64_MAX / mult)
+		if (p != n)
 			return 0;
-		cell.value = v * mult;
-		cell.unit = mult;
 	}
+	if (v > UINT64_MAX / mult)
+		return 0;
+	cell.value = v * mult;
+	cell.unit = mult;
+	if (legacy)
+		t->s.legacy_units = 1;
 	t->s.cells[t->metric][t->pool][t->col] = cell;
 	t->col++;
 	return 1;
