@@ -39,8 +39,10 @@ f=$(echo "$out" | grep -c '^not ok ')
 echo "cli.sh: $p passed, $f failed"
 passed=$((passed + p))
 failed=$((failed + f))
-# every saved fuzz input, replayed; hostile inputs through the command line; golden outputs
-for s in "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" "sh tests/golden.sh $bin"; do
+# every saved fuzz input, replayed; hostile inputs through the command line; golden outputs;
+# the stage order of docs/architecture.md; functions of at most 120 lines
+for s in "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" "sh tests/golden.sh $bin" \
+	"sh tools/check_layers.sh" "sh tools/check_functions.sh"; do
 	out=$($s 2>&1)
 	echo "$out" | grep -v '^ok ' || true
 	p=$(echo "$out" | grep -c '^ok ')

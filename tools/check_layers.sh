@@ -4,7 +4,8 @@
 # Each folder under src/ is one stage of the pipeline; STAGES lists them lowest first. A file
 # may include headers of its own stage and of the stages before it, never of a later one, and
 # names every project header by its stage path ("decode/pickle.h"). A folder that is not in
-# STAGES, or a stage without its folder, fails too, so the order stays written down.
+# STAGES, or a stage without its folder, fails too, so the order stays written down. Every .c
+# has a header of its own (main.c, which exports nothing, excepted).
 # Prints "ok N - ..." / "not ok N - ..." lines, one per source file (tests/run.sh counts them).
 set -u
 src=${1:-src}
@@ -54,6 +55,9 @@ for f in "$src"/*/*.c "$src"/*/*.h; do
 			bad="$bad $inc (no such header)"
 		fi
 	done
+	case $f in
+	*.c) [ -f "${f%.c}.h" ] || [ "$(basename "$f")" = main.c ] || bad="$bad (no header ${f%.c}.h)" ;;
+	esac
 	if [ -z "$bad" ]; then
 		ok "$f includes only its own and lower stages"
 	else

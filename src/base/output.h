@@ -1,7 +1,10 @@
 /* output.h: writing a report so that it is never half-written.
  *
  * out_write writes to a temporary file beside the destination, checks every write and the
- * close (a full disk is an error), then renames it into place. "-" is standard output. */
+ * close (a full disk is an error), then renames it into place. "-" is standard output.
+ *
+ * Ownership: out_write only reads the data; out_default_path returns a string the caller
+ * frees. */
 #ifndef MR_OUTPUT_H
 #define MR_OUTPUT_H
 

@@ -1,7 +1,9 @@
 /* templates.h: the page skeleton, CSS and recommendation prose, compiled into the binary.
  *
  * Files under templates/ are embedded at build time (tools/embed.sh); `--templates DIR`
- * makes tp_get read DIR/<name> instead when that file exists. */
+ * makes tp_get read DIR/<name> instead when that file exists.
+ *
+ * Ownership: tp_get returns a copy the caller frees; tp_set_dir keeps the caller's string. */
 #ifndef MR_TEMPLATES_H
 #define MR_TEMPLATES_H
 
