@@ -8,6 +8,7 @@
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/escape.h"
+#include "base/mem.h"
 #include "base/units.h"
 #include "render/page.h"
 #include "render/redact.h"
@@ -61,24 +62,23 @@ static void frame_json(mr_buf *b, const df_frame *f, const rd_options *opt)
 	mr_buf_puts(b, "}");
 }
 
-/* The shown site text, with the file name redacted when asked. */
+/* The shown site text ("file:line in name"), the file name redacted when asked, appended
+ * escaped for HTML or as a JSON string. */
 static void site_text(mr_buf *b, const df_change *c, const rd_options *opt, int html)
 {
 	char pbuf[4096];
-	if (!c->where.filename[0] && !c->where.name[0]) {
-		mr_buf_puts(b, c->site);
-		return;
-	}
-	const char *file = rd_path(opt, c->where.filename, pbuf, sizeof pbuf);
-	mr_buf tmp = {0};
-	mr_buf_printf(&tmp, "%s:%d in %s", file, (int)c->where.line, c->where.name);
-	if (html)
-		mr_buf_html(b, tmp.data ? tmp.data : "", tmp.len);
-	else
-		mr_buf_json(b, tmp.data ? tmp.data : "", tmp.len);
-	if (tmp.failed)
+	char *text =
+	    !c->where.filename[0] && !c->where.name[0]
+	        ? mr_strdup(c->site)
+	        : mr_format("%s:%d in %s", rd_path(opt, c->where.filename, pbuf, sizeof pbuf),
+	                    (int)c->where.line, c->where.name);
+	if (!text)
 		b->failed = 1;
-	mr_buf_free(&tmp);
+	else if (html)
+		mr_buf_html(b, text, strlen(text));
+	else
+		mr_json_str(b, text);
+	free(text);
 }
 
 static int64_t delta_of(const df_result *d, int m)
@@ -106,9 +106,9 @@ mr_status rd_diff_json(const df_result *d, const rp_report *before, const rp_rep
 	size_t n = max_changes && max_changes < d->change_count ? max_changes : d->change_count;
 	for (size_t i = 0; i < n; i++) {
 		const df_change *c = &d->changes[i];
-		mr_buf_puts(b, i ? ",\n    {\"site\": \"" : "\n    {\"site\": \"");
+		mr_buf_puts(b, i ? ",\n    {\"site\": " : "\n    {\"site\": ");
 		site_text(b, c, opt, 0);
-		mr_buf_puts(b, "\", \"where\": ");
+		mr_buf_puts(b, ", \"where\": ");
 		frame_json(b, &c->where, opt);
 		mr_buf_puts(b, ", \"frames\": [");
 		for (size_t k = 0; k < c->frame_count; k++) {
