@@ -318,9 +318,27 @@ static const char *prepare_cache(const cmd_options *opt, int *rc)
 }
 
 /* Finds the runs, reports them and writes the index. Returns the exit status. */
+/* The batch's last line: how many runs got a report (and how many from the cache). */
+static void summary(const cmd_options *opt, const batch_job *job)
+{
+	size_t cached = 0, done_count = 0;
+	for (size_t i = 0; i < job->set->count; i++) {
+		cached += (size_t)job->results[i].cached;
+		done_count += (size_t)job->results[i].done;
+	}
+	if (opt->quiet)
+		return;
+	fprintf(stderr, "memreport: wrote %s/index.html: %zu of %zu runs reported", job->out_dir,
+	        done_count, job->set->count);
+	if (job->cache_dir)
+		fprintf(stderr, " (%zu from the cache)", cached);
+	fputc('\n', stderr);
+}
+
+/* Finds the runs, reports them and writes the index. Returns the exit status. */
 static int run_batch(const cmd_options *opt)
 {
-	const char *out_dir = opt->output;
+	const char *out_dir = opt->output, *cache_dir = NULL;
 	int rc = 0;
 	ar_set set = {0};
 	row_result *results = NULL;
@@ -329,11 +347,12 @@ static int run_batch(const cmd_options *opt)
 	if (make_dirs(out_dir) != 0) {
 		fprintf(stderr, "memreport: cannot create folder %s: %s\n", out_dir,
 		        strerror(errno));
-		return MR_EFAIL;
+		rc = MR_EFAIL;
+		goto done;
 	}
-	const char *cache_dir = prepare_cache(opt, &rc);
+	cache_dir = prepare_cache(opt, &rc);
 	if (rc)
-		return rc;
+		goto done;
 	sr_default_limits(&lim);
 	/* A batch written inside its own input folder must not find its reports next time. */
 	sr_skip_folder(&lim, out_dir);
@@ -341,13 +360,13 @@ static int run_batch(const cmd_options *opt)
 		sr_skip_folder(&lim, cache_dir);
 	if (ar_discover(opt->args, opt->arg_count, &lim, &set, &err)) {
 		fprintf(stderr, "memreport: %s\n", err.msg);
-		return MR_EFAIL;
+		rc = MR_EFAIL;
+		goto done;
 	}
-	results = mr_alloc_array(set.count ? set.count : 1, sizeof *results);
-	if (!results) {
+	if (!(results = mr_alloc_array(set.count ? set.count : 1, sizeof *results))) {
 		fprintf(stderr, "memreport: out of memory\n");
-		ar_set_free(&set);
-		return MR_EFAIL;
+		rc = MR_EFAIL;
+		goto done;
 	}
 	batch_job job = {.set = &set,
 	                 .lim = &lim,
@@ -364,19 +383,9 @@ static int run_batch(const cmd_options *opt)
 		        cache_dir);
 	if (write_indexes(out_dir, &set, results))
 		rc = MR_EFAIL;
-	if (!opt->quiet) {
-		size_t cached = 0, done_count = 0;
-		for (size_t i = 0; i < set.count; i++) {
-			cached += (size_t)results[i].cached;
-			done_count += (size_t)results[i].done;
-		}
-		fprintf(stderr, "memreport: wrote %s/index.html: %zu of %zu runs reported", out_dir,
-		        done_count, set.count);
-		if (cache_dir)
-			fprintf(stderr, " (%zu from the cache)", cached);
-		fputc('\n', stderr);
-	}
-	for (size_t i = 0; i < set.count; i++) {
+	summary(opt, &job);
+done:
+	for (size_t i = 0; results && i < set.count; i++) {
 		ca_entry_free(&results[i].entry);
 		free(results[i].error);
 	}

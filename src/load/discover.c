@@ -138,18 +138,18 @@ static mr_status zip_member(finder *fd, size_t input_no, const char *path, const
 		else
 			kind = dc_sniff(head, (size_t)got);
 	}
-	if (!problem && (kind == DC_BINARY || kind == DC_ZIP)) {
-		free(rel); /* not evidence; archives inside archives are not opened */
-		return MR_OK;
+	/* Found, unless it is not evidence or is an archive inside the archive (never opened). */
+	if (problem || (kind != DC_BINARY && kind != DC_ZIP))
+		st = add_found(fd, input_no, path, label, rel, path, i, e->size, kind, err);
+	if (!st && problem) {
+		found_file *f = &fd->items[fd->count - 1];
+		f->error = mr_format("%s: %s", f->rel, problem);
+		f->error_status = MR_EINPUT;
+		if (!f->error)
+			st = mr_oom(err);
 	}
-	st = add_found(fd, input_no, path, label, rel, path, i, e->size, kind, err);
 	free(rel);
-	if (st || !problem)
-		return st;
-	found_file *f = &fd->items[fd->count - 1];
-	f->error = mr_format("%s: %s", f->rel, problem);
-	f->error_status = MR_EINPUT;
-	return f->error ? MR_OK : mr_oom(err);
+	return st;
 }
 
 /* Lists the members of the archive at `path`. rel_prefix places them inside the input (the
