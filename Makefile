@@ -55,6 +55,8 @@ $(BUILD)/%.o: src/%.c | $(BUILD)
 $(BUILD)/templates.list: FORCE | $(BUILD)
 	@echo '$(TEMPLATES)' | cmp -s - $@ || echo '$(TEMPLATES)' > $@
 
+FORCE:
+
 $(BUILD)/templates_data.c: $(TEMPLATES) tools/embed.sh $(BUILD)/templates.list | $(BUILD)
 	sh tools/embed.sh $(TEMPLATES) > $@
 
