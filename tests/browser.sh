@@ -151,6 +151,11 @@ fi
 # The batch index and the diff page share the report's shell and CSP: their own style and
 # script by hash, nothing inline. The index's script runs under it (it makes the sortable
 # headers focusable) and sorts: a probe clicks "Peak reserved" and reads the order of the rows.
+# strict_page HTML DOM: the page's policy is the strict one, and Chromium reported no violation.
+strict_page() {
+	grep -q "style-src 'sha256-[^']*'; script-src 'sha256-" "$1" && ! grep -q "unsafe-inline" "$1" &&
+		! grep -q 'violates the following Content Security Policy' "$2.err"
+}
 runs=""
 for s in mlp_healthy oom_capacity gpt_varlen oom_fragmentation; do
 	[ -d "$corpus/$s" ] && runs="$runs $corpus/$s"
@@ -160,9 +165,7 @@ if [ -n "$runs" ]; then
 	"$bin" batch $runs -o "$tmp/batch" -q 2>"$tmp/err"
 	run_chromium "$tmp/index.dom" --dump-dom "file://$tmp/batch/index.html"
 	if [ "$(grep -o 'tabindex="0"' "$tmp/index.dom" | wc -l)" -ge 9 ] &&
-		grep -q "style-src 'sha256-[^']*'; script-src 'sha256-" "$tmp/batch/index.html" &&
-		! grep -q "unsafe-inline" "$tmp/batch/index.html" &&
-		! grep -q 'violates the following Content Security Policy' "$tmp/index.dom.err"; then
+		strict_page "$tmp/batch/index.html" "$tmp/index.dom"; then
 		ok "batch index: its script ran under its CSP, no violations"
 	else
 		nok "batch index: its script ran under its CSP ($(grep 'violates' "$tmp/index.dom.err" | head -c 200))"
@@ -194,9 +197,7 @@ if [ -n "$runs" ]; then
 		"$bin" diff "$a" "$b" -o "$tmp/diff.html" -q
 		run_chromium "$tmp/diff.dom" --dump-dom "file://$tmp/diff.html"
 		if grep -q '<h1>memreport diff</h1>' "$tmp/diff.dom" &&
-			grep -q "style-src 'sha256-[^']*'; script-src 'sha256-" "$tmp/diff.html" &&
-			! grep -q "unsafe-inline" "$tmp/diff.html" &&
-			! grep -q 'violates the following Content Security Policy' "$tmp/diff.dom.err"; then
+			strict_page "$tmp/diff.html" "$tmp/diff.dom"; then
 			ok "diff page: rendered under its CSP, no violations"
 		else
 			nok "diff page: rendered under its CSP ($(grep 'violates' "$tmp/diff.dom.err" | head -c 200))"
