@@ -8,8 +8,9 @@
 #include "advise/advice.h"
 #include "analyze/analyze.h"
 
-/* Writes a->verdict ("" when there is nothing to say). dv is the diagnosed device, NULL without
- * a snapshot. Returns 0, -1 when memory ran out. */
+/* Writes a->verdict: every run gets a sentence, whatever its evidence (the renderers have no
+ * other). dv is the diagnosed device, NULL without a snapshot. Returns 0, -1 when memory ran
+ * out. */
 int ad_write_verdict(ad_advice *a, const an_device *dv);
 
 #endif

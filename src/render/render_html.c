@@ -85,10 +85,10 @@ static hr_oom oom_facts(const rp_report *run, const rp_view *view)
 
 /* ---- verdict ---- */
 
+/* The diagnosis' verdict, coloured by the worst finding. */
 static void verdict(hr_ctx *c, const hr_oom *oom)
 {
-	const rp_report *run = c->run;
-	const ad_advice *ad = &run->advice;
+	const ad_advice *ad = &c->run->advice;
 	int worst = -1;
 	for (size_t i = 0; i < ad->finding_count; i++)
 		worst = MR_MAX(worst, (int)ad->findings[i].severity);
@@ -96,45 +96,7 @@ static void verdict(hr_ctx *c, const hr_oom *oom)
 	                  : worst == AD_WARNING                ? "warn"
 	                                                       : "ok";
 	mr_buf_printf(c->b, "<p class=\"verdict %s\" id=verdict>", cls);
-	if (ad->verdict && ad->verdict[0]) {
-		advice_text(c, ad->verdict, NULL, 1000);
-		mr_buf_puts(c->b, "</p>");
-		return;
-	}
-	/* No diagnosis: a neutral sentence from the numbers alone. */
-	char a[32], r[32], f[32], l[32];
-	if (oom->present) {
-		mr_buf_printf(
-		    c->b,
-		    "Out of memory on device %d: %s was requested; the largest free cached "
-		    "block was %s, with %s free in %" PRIu64 " cached block%s.",
-		    oom->device, hr_bytes(a, oom->requested), hr_bytes(l, oom->largest_free),
-		    hr_bytes(f, oom->free_cached), oom->free_pieces,
-		    oom->free_pieces == 1 ? "" : "s");
-	} else {
-		const an_device *dv = c->view->device_count ? c->view->devices[0] : NULL;
-		if (!dv) {
-			mr_buf_puts(c->b, "No device memory was recorded in the inputs.");
-		} else if (dv->has_trace) {
-			const an_pool *p = &dv->pool[AN_POOL_ALL];
-			mr_buf_printf(
-			    c->b,
-			    "No out-of-memory recorded: allocated memory on device %d peaked "
-			    "at %s%s with %s reserved; %s of the reserved memory is free in "
-			    "cached blocks now.",
-			    dv->device, hr_bytes(a, dv->peak_allocated),
-			    dv->truncated ? " or more" : "", hr_bytes(r, dv->peak_reserved),
-			    hr_bytes(f, p->free_cached));
-		} else {
-			const an_pool *p = &dv->pool[AN_POOL_ALL];
-			mr_buf_printf(c->b,
-			              "Device %d holds %s allocated in %s reserved; %s is free in "
-			              "cached blocks, the largest %s.",
-			              dv->device, hr_bytes(a, p->allocated),
-			              hr_bytes(r, p->reserved), hr_bytes(f, p->free_cached),
-			              hr_bytes(l, p->largest_free));
-		}
-	}
+	advice_text(c, ad->verdict, NULL, 1000);
 	mr_buf_puts(c->b, "</p>");
 }
 

@@ -48,48 +48,6 @@ static void md_advice(mr_buf *b, const rd_options *opt, const char *text, const 
 	mr_buf_free(&tmp);
 }
 
-/* The neutral sentence used when the diagnosis has no verdict. */
-static void fallback_verdict(mr_buf *b, const rp_report *run, const rp_view *view)
-{
-	char a[32], r[32], f[32], l[32];
-	const ad_oom *o = &run->advice.oom;
-	if (o->present) {
-		mr_buf_printf(
-		    b,
-		    "Out of memory on device %d: %s requested, largest free cached block %s, "
-		    "%s free in %" PRIu64 " cached blocks.",
-		    o->device, md_bytes(a, o->requested), md_bytes(l, o->largest_free),
-		    md_bytes(f, o->free_cached), o->free_pieces);
-		return;
-	}
-	if (view->device_count) {
-		const an_device *dv = view->devices[0];
-		const an_pool *p = &dv->pool[AN_POOL_ALL];
-		if (dv->oom_events)
-			mr_buf_printf(b,
-			              "Out of memory recorded on device %d with %s reserved and %s "
-			              "allocated.",
-			              dv->device, md_bytes(r, p->reserved),
-			              md_bytes(a, p->allocated));
-		else if (dv->has_trace)
-			mr_buf_printf(
-			    b,
-			    "No out-of-memory recorded: allocated memory on device %d peaked at "
-			    "%s%s with %s reserved.",
-			    dv->device, md_bytes(a, dv->peak_allocated),
-			    dv->truncated ? " or more" : "", md_bytes(r, dv->peak_reserved));
-		else
-			mr_buf_printf(
-			    b,
-			    "Device %d holds %s allocated in %s reserved; %s is free in cached "
-			    "blocks, the largest %s.",
-			    dv->device, md_bytes(a, p->allocated), md_bytes(r, p->reserved),
-			    md_bytes(f, p->free_cached), md_bytes(l, p->largest_free));
-		return;
-	}
-	mr_buf_puts(b, "No device memory was recorded in the inputs.");
-}
-
 /* The exact change as a fenced block when it is plain text, else escaped inline. */
 static void md_change(mr_buf *b, const rd_options *opt, const char *text)
 {
@@ -292,10 +250,7 @@ mr_status rd_render_md(const rp_report *run, const rd_options *opt, mr_buf *out,
 	if (st)
 		return st;
 	mr_buf_puts(&b, "### memreport\n\n**");
-	if (ad->verdict && ad->verdict[0])
-		md_advice(&b, opt, ad->verdict, NULL, 600);
-	else
-		fallback_verdict(&b, run, &view);
+	md_advice(&b, opt, ad->verdict, NULL, 600);
 	mr_buf_puts(&b, "**\n\n");
 	device_table(&b, run, &view);
 	numbers_table(&b, &view);
