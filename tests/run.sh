@@ -39,8 +39,10 @@ f=$(echo "$out" | grep -c '^not ok ')
 echo "cli.sh: $p passed, $f failed"
 passed=$((passed + p))
 failed=$((failed + f))
-# every saved fuzz input, replayed; hostile inputs through the command line; golden outputs
-for s in "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" "sh tests/golden.sh $bin"; do
+# every saved fuzz input, replayed; hostile inputs through the command line; golden outputs;
+# memreport.capture against a stand-in torch
+for s in "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" "sh tests/golden.sh $bin" \
+	"sh tests/capture.sh $bin"; do
 	out=$($s 2>&1)
 	echo "$out" | grep -v '^ok ' || true
 	p=$(echo "$out" | grep -c '^ok ')
