@@ -69,7 +69,7 @@ $(MAN): docs/memreport.1.md build/md2man
 	build/md2man MEMREPORT 1 "memreport 0.1.0" < $< > $@.part && mv $@.part $@
 
 demo: deps
-	$(MAKE) $(BIN)
+	$(MAKE) $(BIN) $(MAN)
 	./$(BIN) samples/oom_fragmentation.pickle samples/oom_fragmentation.log -o demo-report.html
 	@echo "Report written to demo-report.html (open it in a browser)."
 

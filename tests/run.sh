@@ -40,9 +40,9 @@ echo "cli.sh: $p passed, $f failed"
 passed=$((passed + p))
 failed=$((failed + f))
 # every saved fuzz input, replayed; hostile inputs through the command line; golden outputs;
-# memreport.capture against a stand-in torch
+# memreport.capture against a stand-in torch; make install
 for s in "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" "sh tests/golden.sh $bin" \
-	"sh tests/capture.sh $bin"; do
+	"sh tests/capture.sh $bin" "sh tests/install.sh $bin"; do
 	out=$($s 2>&1)
 	echo "$out" | grep -v '^ok ' || true
 	p=$(echo "$out" | grep -c '^ok ')
