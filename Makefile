@@ -147,3 +147,22 @@ $(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(OBJ_LIB)
 fuzz-replay-bins: $(FUZZ_REPLAY)
 check: fuzz-replay-bins
 .PHONY: fuzz-replay-bins
+
+# ---- packages (README "Install"): `make deb`; `make install` is above ----
+# The version is the binary's own (MEMREPORT_VERSION in the sources).
+VERSION := $(shell grep -rhs 'define MEMREPORT_VERSION ' src | sed 's/.*"\(.*\)".*/\1/' | head -n 1)
+DIST    ?= dist
+STRIP   ?= strip
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 1)
+
+# dist/memreport_VERSION_ARCH.deb with dpkg-deb: /usr/bin/memreport, the man page, the
+# copyright file; Depends from dpkg-shlibdeps (dpkg-dev, part of build-essential).
+deb: $(BIN) $(MAN)
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) STRIP=$(STRIP) sh tools/mkdeb.sh $(BIN) $(MAN) $(VERSION) $(DIST)
+
+clean: clean-dist
+clean-dist:
+	rm -f $(DIST)/memreport-*.whl $(DIST)/memreport_*.deb
+	rmdir $(DIST) 2>/dev/null || true
+
+.PHONY: deb clean-dist

@@ -1,6 +1,7 @@
 #!/bin/sh
-# install.sh BINARY: `make install` (PREFIX, DESTDIR) into a temporary folder. Prints
-# "ok N - ..." or "not ok N - ..."; a check whose tool is missing here prints "ok N - # SKIP ...".
+# install.sh BINARY: `make install` (PREFIX, DESTDIR) and `make deb`, each into a temporary
+# folder. Prints "ok N - ..." or "not ok N - ..."; a check whose tool is missing here
+# prints "ok N - # SKIP ...".
 set -u
 bin=$1
 case $bin in /*) ;; *) bin="$(pwd)/${bin#./}" ;; esac
@@ -40,3 +41,43 @@ fi
 mk install DESTDIR="$tmp/root2" && [ -x "$tmp/root2/usr/local/bin/memreport" ] \
 	&& [ -f "$tmp/root2/usr/local/share/man/man1/memreport.1" ] \
 	&& ok "PREFIX defaults to /usr/local" || nok "PREFIX defaults to /usr/local"
+
+# ---- make deb ----
+if ! command -v dpkg-deb >/dev/null 2>&1 || ! command -v dpkg-shlibdeps >/dev/null 2>&1; then
+	skip "make deb: no dpkg-deb / dpkg-shlibdeps (dpkg-dev) here"
+elif mk deb DIST="$tmp/dist"; then
+	deb=$(ls "$tmp"/dist/memreport_*.deb 2>/dev/null)
+	v=${version#memreport }
+	arch=$(dpkg --print-architecture)
+	[ "$deb" = "$tmp/dist/memreport_${v}_$arch.deb" ] && ok "make deb writes DIST/memreport_VERSION_ARCH.deb" \
+		|| nok "make deb writes DIST/memreport_VERSION_ARCH.deb ($deb)"
+	[ "$(dpkg-deb -f "$deb" Package Version Architecture | tr '\n' ' ')" = "Package: memreport Version: $v Architecture: $arch " ] \
+		&& ok "its control names package, version and architecture" || nok "its control names package, version and architecture"
+	dpkg-deb -c "$deb" | awk '{print $1, $2, $6}' > "$tmp/contents"
+	grep -qx -- '-rwxr-xr-x root/root ./usr/bin/memreport' "$tmp/contents" \
+		&& grep -qx -- '-rw-r--r-- root/root ./usr/share/man/man1/memreport.1.gz' "$tmp/contents" \
+		&& grep -qx -- '-rw-r--r-- root/root ./usr/share/doc/memreport/copyright' "$tmp/contents" \
+		&& ok "it holds /usr/bin/memreport, the man page and the copyright file, owned by root" \
+		|| nok "it holds /usr/bin/memreport, the man page and the copyright file, owned by root ($(cat "$tmp/contents"))"
+	# Depends names the package of every library the binary links, and these five
+	depends=$(dpkg-deb -f "$deb" Depends)
+	missing=""
+	for lib in $(readelf -d "$bin" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p'); do
+		path=$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')
+		pkg=$(dpkg -S "$path" 2>/dev/null | head -n 1 | cut -d: -f1)
+		[ -n "$pkg" ] || pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -n 1 | cut -d: -f1)
+		case ", $depends" in *", $pkg "* | *", $pkg,"*) ;; *) missing="$missing $lib($pkg)" ;; esac
+	done
+	for pkg in libzip4 libmsgpackc2 libcmark0.30.2 libpng16-16 libc6; do
+		case ", $depends" in *", $pkg "* | *", $pkg,"*) ;; *) missing="$missing $pkg" ;; esac
+	done
+	[ -z "$missing" ] && ok "Depends names the runtime package of every linked library ($depends)" \
+		|| nok "Depends names the runtime package of every linked library (missing:$missing; $depends)"
+	mkdir "$tmp/x" && dpkg-deb -x "$deb" "$tmp/x" && [ "$("$tmp/x/usr/bin/memreport" --version)" = "$version" ] \
+		&& ok "the packaged binary runs" || nok "the packaged binary runs"
+	sum=$(sha256sum < "$deb")
+	mk deb DIST="$tmp/dist" && [ "$(sha256sum < "$deb")" = "$sum" ] \
+		&& ok "make deb is reproducible (same bytes twice)" || nok "make deb is reproducible (same bytes twice)"
+else
+	nok "make deb"
+fi
