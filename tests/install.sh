@@ -1,6 +1,6 @@
 #!/bin/sh
-# install.sh BINARY: `make install` (PREFIX, DESTDIR) and `make deb`, each into a temporary
-# folder. Prints "ok N - ..." or "not ok N - ..."; a check whose tool is missing here
+# install.sh BINARY: `make install` (PREFIX, DESTDIR), `make deb` and `make wheel`, each into a
+# temporary folder. Prints "ok N - ..." or "not ok N - ..."; a check whose tool is missing here
 # prints "ok N - # SKIP ...".
 set -u
 bin=$1
@@ -80,4 +80,37 @@ elif mk deb DIST="$tmp/dist"; then
 		&& ok "make deb is reproducible (same bytes twice)" || nok "make deb is reproducible (same bytes twice)"
 else
 	nok "make deb"
+fi
+
+# ---- make wheel ----
+if ! python3 -c 'import setuptools, wheel' >/dev/null 2>&1 && ! /usr/bin/python3 -c 'import setuptools, wheel' >/dev/null 2>&1; then
+	skip "make wheel: no python3 with setuptools and wheel here"
+elif mk wheel DIST="$tmp/wdist"; then
+	whl=$(ls "$tmp"/wdist/memreport-*.whl 2>/dev/null)
+	strip --strip-unneeded -o "$tmp/stripped" "$bin"
+	python3 - "$whl" "${version#memreport }" "$tmp/stripped" > "$tmp/wheel.txt" <<'EOF'
+import os, stat, sys, sysconfig, zipfile
+whl, version, stripped = sys.argv[1:]
+def ok(cond, desc):
+    print(1 if cond else 0, desc)
+plat = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+ok(os.path.basename(whl) == "memreport-%s-py3-none-%s.whl" % (version, plat),
+   "make wheel writes DIST/memreport-VERSION-py3-none-%s.whl (%s)" % (plat, os.path.basename(whl)))
+z = zipfile.ZipFile(whl)
+names = z.namelist()
+data = "memreport-%s.data/scripts/memreport" % version
+ok(data in names and stat.S_IMODE(z.getinfo(data).external_attr >> 16) & 0o111 == 0o111,
+   "it carries the binary as an executable script (%s)" % data)
+ok(data in names and z.read(data) == open(stripped, "rb").read(), "the binary in it is the one built, stripped")
+info = z.read("memreport-%s.dist-info/WHEEL" % version).decode()
+ok("Root-Is-Purelib: false" in info, "it is a platform wheel, not a pure one")
+ok({"memreport/__init__.py", "memreport/__main__.py", "memreport/capture/__init__.py",
+    "memreport/capture/__main__.py"} <= set(names), "it carries memreport and memreport.capture")
+EOF
+	[ -s "$tmp/wheel.txt" ] || nok "the wheel could not be read"
+	while read -r status desc; do
+		if [ "$status" = 1 ]; then ok "$desc"; else nok "$desc"; fi
+	done < "$tmp/wheel.txt"
+else
+	nok "make wheel"
 fi

@@ -40,7 +40,7 @@ echo "cli.sh: $p passed, $f failed"
 passed=$((passed + p))
 failed=$((failed + f))
 # every saved fuzz input, replayed; hostile inputs through the command line; golden outputs;
-# memreport.capture against a stand-in torch; make install, make deb
+# memreport.capture against a stand-in torch; make install, make deb, make wheel
 for s in "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" "sh tests/golden.sh $bin" \
 	"sh tests/capture.sh $bin" "sh tests/install.sh $bin"; do
 	out=$($s 2>&1)
