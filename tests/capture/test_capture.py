@@ -410,6 +410,8 @@ p = python(cwd, """
 ok(p.stdout.strip() == "caught" and only_run(cwd, "inner") and files(only_run(cwd, "inner")) == OOM_FILES
    and not os.path.exists(os.path.join(cwd, "outer")),
    "as a decorator, nested in a block: the innermost saves the OOM, once", (p.stderr, files(cwd)))
+rec = [x["args"]["enabled"] for x in calls(cwd) if x["call"] == "_record_memory_history"]
+ok(rec == ["all", None], "nested: the outer block's recording goes on until the outer block ends", rec)
 
 p = python(TMP, args=["-m", "memreport", "--version"])
 v = subprocess.run([BIN, "--version"], capture_output=True, text=True).stdout

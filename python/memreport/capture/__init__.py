@@ -324,7 +324,9 @@ class on_oom(ContextDecorator):
         self._staged = None
         self._recording = False
         self._torch = torch = _torch()
-        if torch is not None:
+        with _lock:
+            outer = any(c._recording for c in _active)
+        if torch is not None and not outer:  # inside another block, its recording goes on
             try:
                 self._record(torch, True)
                 self._recording = True
