@@ -82,7 +82,7 @@ $(MAN): docs/memreport.1.md build/md2man
 	build/md2man MEMREPORT 1 "memreport 0.1.0" < $< > $@.part && mv $@.part $@
 
 demo: deps
-	$(MAKE) $(BIN)
+	$(MAKE) $(BIN) $(MAN)
 	./$(BIN) samples/oom_fragmentation.pickle samples/oom_fragmentation.log -o demo-report.html
 	@echo "Report written to demo-report.html (open it in a browser)."
 
@@ -162,3 +162,39 @@ $(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(OBJ_LIB)
 fuzz-replay-bins: $(FUZZ_REPLAY)
 check: fuzz-replay-bins
 .PHONY: fuzz-replay-bins
+
+# ---- packages (README "Install"): `make wheel`, `make deb`; `make install` is above ----
+# The version is the binary's own (MEMREPORT_VERSION in the sources).
+VERSION := $(shell grep -rhs 'define MEMREPORT_VERSION ' src | sed 's/.*"\(.*\)".*/\1/' | head -n 1)
+DIST    ?= dist
+STRIP   ?= strip
+# A python3 that has setuptools and wheel (Debian: python3-setuptools python3-wheel).
+PYTHON  ?= $(firstword $(foreach p,python3 /usr/bin/python3,$(shell $(p) -c 'import setuptools, wheel' >/dev/null 2>&1 && echo $(p))))
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 1)
+WHEEL_BUILD := build/wheel
+
+# dist/memreport-VERSION-py3-none-PLATFORM.whl: the stripped binary (installed into the
+# environment's bin/) and the memreport Python package; no network, no build isolation.
+wheel: $(BIN)
+	@test -n "$(PYTHON)" || { echo "make wheel: no python3 with setuptools and wheel; install them with:" >&2; \
+		echo "  sudo apt-get install -y python3-setuptools python3-wheel" >&2; exit 1; }
+	rm -rf $(WHEEL_BUILD) $(DIST)/memreport-*.whl
+	mkdir -p $(WHEEL_BUILD)/bin $(DIST)
+	$(STRIP) --strip-unneeded -o $(WHEEL_BUILD)/bin/memreport $(BIN)
+	cd python && PYTHONWARNINGS=ignore SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) MEMREPORT_BINARY=$(abspath $(WHEEL_BUILD)/bin/memreport) \
+		$(PYTHON) setup.py -q build --build-base $(abspath $(WHEEL_BUILD)/build) \
+		egg_info --egg-base $(abspath $(WHEEL_BUILD)) \
+		bdist_wheel --bdist-dir $(abspath $(WHEEL_BUILD)/bdist) --dist-dir $(abspath $(DIST)) >/dev/null
+	@ls $(DIST)/memreport-*.whl
+
+# dist/memreport_VERSION_ARCH.deb with dpkg-deb: /usr/bin/memreport, the man page, the
+# copyright file; Depends from dpkg-shlibdeps (dpkg-dev, part of build-essential).
+deb: $(BIN) $(MAN)
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) STRIP=$(STRIP) sh tools/mkdeb.sh $(BIN) $(MAN) $(VERSION) $(DIST)
+
+clean: clean-dist
+clean-dist:
+	rm -f $(DIST)/memreport-*.whl $(DIST)/memreport_*.deb
+	rmdir $(DIST) 2>/dev/null || true
+
+.PHONY: wheel deb clean-dist

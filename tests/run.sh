@@ -40,9 +40,11 @@ echo "cli.sh: $p passed, $f failed"
 passed=$((passed + p))
 failed=$((failed + f))
 # every saved fuzz input, replayed; hostile inputs through the command line; golden outputs;
-# the stage order of docs/architecture.md; functions of at most 120 lines
+# the stage order of docs/architecture.md; functions of at most 120 lines; memreport.capture
+# against a stand-in torch; make install, make deb, make wheel
 for s in "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" "sh tests/golden.sh $bin" \
-	"sh tools/check_layers.sh" "sh tools/check_functions.sh"; do
+	"sh tools/check_layers.sh" "sh tools/check_functions.sh" "sh tests/capture.sh $bin" \
+	"sh tests/install.sh $bin"; do
 	out=$($s 2>&1)
 	echo "$out" | grep -v '^ok ' || true
 	p=$(echo "$out" | grep -c '^ok ')
