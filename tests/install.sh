@@ -33,7 +33,7 @@ t "the man page is installed in PREFIX/share/man/man1" test -f "$tmp/root/usr/sh
 	&& ok "the installed binary reports without the source tree (templates built in)" \
 	|| nok "the installed binary reports without the source tree (templates built in)"
 if command -v man >/dev/null 2>&1; then
-	MANPAGER=cat MANWIDTH=80 man -l "$tmp/root/usr/share/man/man1/memreport.1" 2>/dev/null | grep -q 'memreport batch' \
+	MANPAGER=cat MANWIDTH=80 man -l "$tmp/root/usr/share/man/man1/memreport.1" 2>/dev/null | grep -Eq 'memreport +batch' \
 		&& ok "man renders the installed page" || nok "man renders the installed page"
 else
 	skip "man renders the installed page: no man here"
