@@ -364,18 +364,30 @@
     ctx.stroke();
   }
 
+  /* The hovered or pinned band: lightened, with its top and bottom edges drawn (no line at
+   * each drop, which would fill a band that sinks often). */
   function outline(V, g, ctx, j) {
-    ctx.strokeStyle = INK; ctx.lineWidth = 2;
-    var P = V.P;
+    var P = V.P, first = -1, last = -1;
+    ctx.fillStyle = "rgba(255,255,255,.45)"; ctx.strokeStyle = INK; ctx.lineWidth = 1.5;
+    ctx.beginPath();
     for (var i = 0; i < P.n; i++) {
       if (P.band[i] !== j) continue;
-      var a = px(V, g, P.x0[i]), z = px(V, g, P.x1[i]), t = py(V, g, P.off[i] + V.b[j]);
-      ctx.strokeRect(a, t, Math.max(z - a, 1), Math.max(py(V, g, P.off[i]) - t, 1));
+      var a = px(V, g, P.x0[i]), z = Math.max(px(V, g, P.x1[i]), a + 1);
+      var t = py(V, g, P.off[i] + V.b[j]), u = py(V, g, P.off[i]);
+      ctx.fillRect(a, t, z - a, Math.max(u - t, 1));
+      ctx.moveTo(a, t); ctx.lineTo(z, t); ctx.moveTo(a, u); ctx.lineTo(z, u);
+      if (first < 0) { first = i; ctx.moveTo(a, t); ctx.lineTo(a, u); }
+      last = i;
     }
+    if (last >= 0) {
+      var e = Math.max(px(V, g, P.x1[last]), px(V, g, P.x0[last]) + 1);
+      ctx.moveTo(e, py(V, g, P.off[last] + V.b[j])); ctx.lineTo(e, py(V, g, P.off[last]));
+    }
+    ctx.stroke();
   }
 
   var MARK_STYLE = { peak: [INK, "peak", [4, 3]], oom: [RED, "OOM", []],
-    snapshot: ["#4a5565", "snapshot", [1, 2]], iteration: ["#9aa4b1", "", [1, 3]] };
+    snapshot: ["#4a5565", "snapshot", [1, 2]], iteration: ["#c3cad4", "", [2, 4]] };
 
   /* Marks: a line through the plot and a flag in the lane above it; a flag is where a click
    * selects the mark's moment. Marks of one moment share a flag; flags never overlap (they
@@ -394,17 +406,20 @@
       ctx.beginPath(); ctx.moveTo(cx, M.top); ctx.lineTo(cx, M.top + g.ph); ctx.stroke();
       ctx.setLineDash([]);
       }
-      if (m.kind === "iteration") {
-        var label = cx - lastIter > 34 ? String(num(m.n)) : "";
+      if (m.kind === "iteration") { /* numbered where it has a moment and there is room */
+        var label = m.moment >= 0 && cx - lastIter > 30 ? String(num(m.n)) : "";
         if (label) lastIter = cx;
-        flags.push({ cx: cx, label: label, marks: [m], color: st[0], iter: true });
+        flags.push({ cx: cx, label: label, marks: [m], color: "#8a94a3", iter: true });
         return;
       }
       var prev = flags.filter(function (f) { return !f.iter; }).pop();
       if (prev && prev.marks[0].moment === m.moment && m.moment >= 0) { prev.label += " + " + st[1]; prev.marks.push(m); }
       else flags.push({ cx: cx, label: st[1], marks: [m], color: st[0] });
     });
-    flags.forEach(function (f) { f.w = f.label ? ctx.measureText(f.label).width + 8 : 6; f.x0 = Math.min(f.cx, right - f.w); });
+    flags.forEach(function (f) {
+      f.w = f.label ? ctx.measureText(f.label).width + 8 : f.marks[0].moment >= 0 ? 6 : 2;
+      f.x0 = Math.min(f.label ? f.cx : f.cx - f.w / 2, right - f.w);
+    });
     var main = flags.filter(function (f) { return !f.iter; });
     for (i = 1; i < main.length; i++) main[i].x0 = Math.max(main[i].x0, main[i - 1].x0 + main[i - 1].w + 2);
     for (i = main.length - 1; i >= 0; i--)
@@ -416,7 +431,7 @@
       var mo = num(f.marks[0].moment), sel = mo >= 0 && mo === V.moment;
       ctx.fillStyle = sel ? INK : mo >= 0 ? f.color : "#d5dae1";
       if (!f.iter || sel) { ctx.strokeStyle = ctx.fillStyle; ctx.beginPath(); ctx.moveTo(f.cx, 20); ctx.lineTo(f.cx, M.top); ctx.stroke(); }
-      ctx.fillRect(f.x0, 4, f.w, 16);
+      if (f.label || mo >= 0) ctx.fillRect(f.x0, 4, f.w, 16); else ctx.fillRect(f.x0, 12, f.w, 8);
       if (f.label) { ctx.fillStyle = "#fff"; ctx.fillText(f.label, f.x0 + 4, 12); }
       V.flags.push({ x0: f.x0 - 1, x1: f.x0 + f.w + 1, mark: f.marks[0], marks: f.marks });
     }
@@ -449,17 +464,22 @@
     var start = V.rawStart(j), end = V.rawEnd(j), stack = V.st[j];
     box.appendChild(el("div", "tl-size", fmtBytes(V.b[j]) + " "))
       .appendChild(el("span", "tl-k", "(" + group(V.b[j]) + " B requested)"));
-    var u = userFrame(stack), l = libFrame(stack), line;
-    if (u) { line = el("div"); line.appendChild(el("span", "tl-k", "your code: ")); line.appendChild(frameNode(u)); box.appendChild(line); }
-    if (l) { line = el("div"); line.appendChild(el("span", "tl-k", "library: ")); line.appendChild(frameNode(l)); box.appendChild(line); }
-    if (!u && !l) box.appendChild(el("div", "tl-k", stackOf(stack) ? "no Python frame outside C++" :
-      "no stack recorded (backward allocations from the autograd engine have none)"));
+    frameLines(stack, box);
     var from = start < 0 ? "before the trace began" : fmtX(V, start);
     var to = end < 0 ? "still live at the end" : fmtX(V, end);
     box.appendChild(el("div", "tl-k", "allocated " + from + ", " + (end < 0 ? to : "freed " + to) +
       (start >= 0 && end >= 0 ? " (lived " + lifeText(V, start, end) + ")" : "")));
     if (start < 0 && end >= 0)
       box.appendChild(el("div", "tl-k", "its allocation is older than the trace: the stack is where it was freed"));
+  }
+
+  /* The user's own frame first, then the innermost library frame, or why there is none. */
+  function frameLines(stack, box) {
+    var u = userFrame(stack), l = libFrame(stack), line;
+    if (u) { line = el("div"); line.appendChild(el("span", "tl-k", "your code: ")); line.appendChild(frameNode(u)); box.appendChild(line); }
+    if (l) { line = el("div"); line.appendChild(el("span", "tl-k", "library: ")); line.appendChild(frameNode(l)); box.appendChild(line); }
+    if (!u && !l) box.appendChild(el("div", "tl-k", stackOf(stack) ? "no Python frame (C++ frames only)" :
+      "no stack recorded (the autograd engine allocates in backward with none)"));
   }
 
   function showTip(V, tip, wrap, cx, cy, fill) {
@@ -684,7 +704,7 @@
       }
     });
     V.mHead.textContent = "Segments at " + momentTitle(V, mo) + (mo.event >= 0 ? " (after " +
-      (V.unit === "event" ? "" : "event " + group(mo.event) + ", ") + fmtX(V, num(mo.x)) + ")" : "");
+      fmtX(V, num(mo.x)).replace(" (", ", ").replace(/\)$/, "") + ")" : "");
     var p = V.mSum;
     while (p.firstChild) p.removeChild(p.firstChild);
     function part(k, v) { p.appendChild(document.createTextNode(k + " ")); p.appendChild(el("b", "", v)); p.appendChild(document.createTextNode(" · ")); }
@@ -770,8 +790,7 @@
     t.appendChild(el("div", "tl-size", fmtBytes(sz) + " " + what));
     if (st !== 2 && req && req !== sz) t.appendChild(el("div", "tl-k", fmtBytes(req) + " requested, " + fmtBytes(sz - req) + " lost to rounding"));
     t.appendChild(el("div", "tl-k", "at offset " + fmtBytes(b[j]) + " (0x" + (num(s[0]) + num(b[j])).toString(16) + ")"));
-    var u = st !== 2 ? userFrame(num(b[j + 4])) : null;
-    if (u) { var line = el("div"); line.appendChild(el("span", "tl-k", "your code: ")); line.appendChild(frameNode(u)); t.appendChild(line); }
+    if (st !== 2) frameLines(num(b[j + 4]), t);
   }
 
   function bindMap(V) {
