@@ -257,19 +257,8 @@
     yAxis(V, g, ctx);
     ctx.save();
     ctx.beginPath(); ctx.rect(M.left, M.top, g.pw, g.ph); ctx.clip();
-    /* one path per colour: thousands of rectangles, ten fills */
-    var paths = PALETTE.map(function () { return new Path2D(); });
-    var P = V.P, x0 = V.view.x0, x1 = V.view.x1, k = g.pw / (x1 - x0), ky = g.ph / V.yMax;
-    var base = M.top + g.ph;
-    for (i = 0; i < P.n; i++) {
-      if (P.x1[i] <= x0 || P.x0[i] >= x1) continue;
-      var j = P.band[i], h = V.b[j] * ky;
-      if (h < 0.05) continue; /* far below a pixel: it would not show */
-      var a = M.left + (Math.max(P.x0[i], x0) - x0) * k, z = M.left + (Math.min(P.x1[i], x1) - x0) * k;
-      paths[j % PALETTE.length].rect(a, base - (P.off[i] + V.b[j]) * ky, Math.max(z - a, 0.6), h);
-    }
-    for (i = 0; i < paths.length; i++) { ctx.fillStyle = PALETTE[i]; ctx.fill(paths[i]); }
-    drawSmall(V, g, ctx);
+    var bands = rasterBands(V, g);
+    if (bands) ctx.drawImage(bands, M.left, M.top, g.pw, g.ph);
     drawReserved(V, g, ctx);
     var sel = V.pinned >= 0 ? V.pinned : V.hover;
     if (sel >= 0) outline(V, g, ctx, sel);
@@ -286,6 +275,63 @@
     V.rangeEl.textContent = V.unit === "event" ? "showing events " + group(V.view.x0) + "–" +
       group(V.view.x1) + " of " + group(V.xEnd) + " (" + lifeText(V, V.view.x0, V.view.x1) + ")" :
       "showing " + fmtX(V, V.view.x0) + " – " + fmtX(V, V.view.x1);
+  }
+
+  /* The bands, rasterised by hand into an offscreen canvas: a canvas path of ~100 000
+   * rectangles costs about half a second to fill in software, these pixel writes a few
+   * milliseconds. Each piece covers at least one pixel column; rows are rounded, so bands
+   * thinner than a pixel show where they cross a row boundary, in proportion. */
+  var PACKED = PALETTE.map(function (c) {
+    var v = parseInt(c.slice(1), 16);
+    return (0xff000000 | ((v & 0xff) << 16) | (v & 0xff00) | ((v >> 16) & 0xff)) >>> 0;
+  });
+  function rasterBands(V, g) {
+    var r = window.devicePixelRatio || 1, W = Math.round(g.pw * r), H = Math.round(g.ph * r);
+    if (W <= 0 || H <= 0) return null;
+    var off = V.offscreen || (V.offscreen = document.createElement("canvas"));
+    off.width = W; off.height = H;
+    var octx = off.getContext("2d"), img = octx.createImageData(W, H);
+    var buf = new Uint32Array(img.data.buffer), P = V.P, x0 = V.view.x0, x1 = V.view.x1;
+    var kx = W / (x1 - x0), ky = H / V.yMax;
+    smallBand(V, buf, W, H, kx, ky);
+    for (var i = 0; i < P.n; i++) {
+      if (P.x1[i] <= x0 || P.x0[i] >= x1) continue;
+      var j = P.band[i], c0 = Math.max(0, Math.floor((P.x0[i] - x0) * kx));
+      var c1 = Math.min(W, Math.max(c0 + 1, Math.ceil((P.x1[i] - x0) * kx)));
+      var r0 = Math.max(0, H - Math.round((P.off[i] + V.b[j]) * ky)), r1 = Math.min(H, H - Math.round(P.off[i] * ky));
+      var col = PACKED[j % PACKED.length];
+      for (var y = r0; y < r1; y++) buf.fill(col, y * W + c0, y * W + c1);
+    }
+    octx.putImageData(img, 0, 0);
+    return off;
+  }
+
+  /* The merged small allocations: a band on top of the drawn ones, like the viewer's
+   * "summarized" band. Its bottom follows the bands' total (exact), its top adds the small
+   * series. Per pixel column it spans the lowest bottom to the highest top found there;
+   * the bands, painted after it, cover what overlaps them. */
+  var SMALL_PACKED = 0xffccc0b8;
+  function smallBand(V, buf, W, H, kx, ky) {
+    var lo = new Float64Array(W).fill(Infinity), hi = new Float64Array(W).fill(-Infinity);
+    var x0 = V.view.x0, i = 0, j = 0, x = 0, c, y;
+    if (!V.sx.length) return;
+    while (i < V.topX.length || j < V.sx.length) {
+      var next = j >= V.sx.length || (i < V.topX.length && V.topX[i] <= V.sx[j]) ? V.topX[i++] : V.sx[j++];
+      if (next > x) { paint(x, next); x = next; }
+    }
+    paint(x, V.xEnd);
+    function paint(a, z) { /* the stretch [a, z) has constant values */
+      if (z <= x0 || a >= V.view.x1) return;
+      var top = stepAt(V.topX, V.topV, a), sm = stepAt(V.sx, V.sSmall, a);
+      if (sm <= 0) return;
+      var c0 = Math.max(0, Math.floor((a - x0) * kx)), c1 = Math.min(W, Math.max(c0 + 1, Math.ceil((z - x0) * kx)));
+      for (c = c0; c < c1; c++) { if (top < lo[c]) lo[c] = top; if (top + sm > hi[c]) hi[c] = top + sm; }
+    }
+    for (c = 0; c < W; c++) {
+      if (!(hi[c] > lo[c])) continue;
+      var r0 = Math.max(0, H - Math.round(hi[c] * ky)), r1 = Math.min(H, H - Math.round(lo[c] * ky));
+      for (y = r0; y < r1; y++) buf[y * W + c] = SMALL_PACKED;
+    }
   }
 
   function yAxis(V, g, ctx) {
@@ -322,33 +368,6 @@
     ctx.textAlign = "left";
     ctx.fillText(V.unit === "event" ? "event index in the trace (alloc, free and segment events)" :
       "time since the first recorded event", M.left, y + 18);
-  }
-
-  /* The merged small allocations: a band on top of the drawn ones, like the viewer's
-   * "summarized" band. Its top follows the bands' total (exact) plus the small series. */
-  function drawSmall(V, g, ctx) {
-    if (!V.sx.length) return;
-    var xs = [], i = 0, j = 0;
-    while (i < V.topX.length || j < V.sx.length) {
-      var x = j >= V.sx.length || (i < V.topX.length && V.topX[i] <= V.sx[j]) ? V.topX[i++] : V.sx[j++];
-      if (!xs.length || xs[xs.length - 1] !== x) xs.push(x);
-    }
-    xs.push(V.xEnd);
-    var upper = [], lower = [];
-    for (i = 0; i + 1 < xs.length; i++) {
-      if (xs[i + 1] < V.view.x0 || xs[i] > V.view.x1) continue;
-      var top = stepAt(V.topX, V.topV, xs[i]), sm = stepAt(V.sx, V.sSmall, xs[i]);
-      var a = px(V, g, xs[i]), z = px(V, g, xs[i + 1]);
-      upper.push(a, py(V, g, top + sm), z, py(V, g, top + sm));
-      lower.push(a, py(V, g, top), z, py(V, g, top));
-    }
-    if (!upper.length) return;
-    ctx.beginPath();
-    ctx.moveTo(upper[0], upper[1]);
-    for (i = 2; i < upper.length; i += 2) ctx.lineTo(upper[i], upper[i + 1]);
-    for (i = lower.length - 2; i >= 0; i -= 2) ctx.lineTo(lower[i], lower[i + 1]);
-    ctx.closePath();
-    ctx.fillStyle = SMALL; ctx.fill();
   }
 
   function drawReserved(V, g, ctx) {
