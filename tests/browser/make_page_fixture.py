@@ -220,10 +220,12 @@ def device_allocations(events, segs):
                 a = Alloc(-1, addr, req, frames)
                 older.append(a)
             a.block = (size, state)
-    # Stacking order: allocations alive through the whole trace at the bottom (snapshot order),
-    # then older ones freed in the trace, the last freed lowest, then the trace's in order.
-    freed_older = sorted((a for a in allocs if a.start < 0), key=lambda a: -a.end)
-    return older + freed_older + [a for a in allocs if a.start >= 0]
+    # Stacking order: the allocations older than the trace first, those still live at the end
+    # lowest, then the last freed first (ties in order of first appearance: in the trace, then
+    # in the snapshot); then the trace's own, in the order of their alloc events.
+    first = [a for a in allocs if a.start < 0] + older
+    first.sort(key=lambda a: -(a.end if a.end >= 0 else len(events)))
+    return first + [a for a in allocs if a.start >= 0]
 
 
 def series(n_events, points, values_after):
@@ -298,7 +300,9 @@ def moment_segments(stacks, segs, events, allocs, m, at_snapshot):
     live = []
     for a in allocs:
         if a.start <= m and (a.end < 0 or a.end > m):
-            state = STATE_PENDING if 0 <= a.freereq <= m else STATE_ACTIVE
+            pending = 0 <= a.freereq <= m or (a.freereq < 0 and a.start < 0 and a.block
+                                               and a.block[1] == STATE_PENDING)
+            state = STATE_PENDING if pending else STATE_ACTIVE
             size = a.block[0] if (a.end < 0 and a.block) else round_block(a.bytes)
             live.append((a.addr, size, a.bytes, state, a))
     live.sort(key=lambda b: b[0])
@@ -403,8 +407,8 @@ def build_device(stacks, dev, segs, events, band_budget):
     if len(iters) <= ITERATION_MOMENTS:
         with_moment = set(range(len(iters)))
     else:
-        with_moment = {round(j * (len(iters) - 1) / (ITERATION_MOMENTS - 1))
-                       for j in range(ITERATION_MOMENTS)}
+        k = ITERATION_MOMENTS - 1  # evenly spaced, the first and the last included
+        with_moment = {(2 * j * (len(iters) - 1) + k) // (2 * k) for j in range(k + 1)}
     for j, i in enumerate(iters):
         marks.append({"kind": "iteration", "event": i, "n": j + 1, "_moment": j in with_moment})
     marks.append({"kind": "snapshot", "event": n - 1})
