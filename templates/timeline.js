@@ -502,7 +502,7 @@
   }
 
   function showTip(V, tip, wrap, cx, cy, fill) {
-    while (tip.firstChild) tip.removeChild(tip.firstChild);
+    tip.textContent = "";
     fill(tip);
     tip.hidden = false;
     var w = tip.offsetWidth, h = tip.offsetHeight, W = wrap.clientWidth;
@@ -536,6 +536,7 @@
     var hit = bandAt(V, x, bytes);
     V.hover = hit && hit.band >= 0 ? hit.band : -1;
     V.cursor = x;
+    showDetail(V);
     showTip(V, V.tip, V.chart, cx, cy, function (t) {
       if (hit && hit.band >= 0) bandInfo(V, hit.band, t);
       else if (hit) {
@@ -548,20 +549,23 @@
     });
   }
 
-  function leave(V) { V.hover = -1; V.cursor = null; V.tip.hidden = true; }
+  function leave(V) { V.hover = -1; V.cursor = null; V.tip.hidden = true; showDetail(V); }
 
-  function pin(V, j) {
-    V.pinned = j;
-    var det = V.detail;
-    while (det.firstChild) det.removeChild(det.firstChild);
-    det.hidden = j < 0;
-    if (j < 0) return;
+  /* The stack pane under the chart: the pinned band, else the hovered one, else a hint. Its
+   * height is fixed, so the maps below stay put while the pointer moves. */
+  function showDetail(V) {
+    var j = V.pinned >= 0 ? V.pinned : V.hover, det = V.detail, key = j + (V.pinned >= 0 ? "p" : "");
+    if (!det || det.key === key) return;
+    det.key = key;
+    det.textContent = "";
+    if (j < 0) { det.appendChild(el("p", "muted", "Hover a band for its whole stack; click it (or Enter) to pin it here.")); return; }
     var head = el("div");
     bandInfo(V, j, head);
     det.appendChild(head);
-    det.appendChild(el("div", "stack-h", "Stack (innermost first; PyTorch's allocator frames hidden)"));
+    det.appendChild(el("div", "stack-h", (V.pinned === j ? "Pinned. " : "") + "Stack, innermost first (PyTorch's allocator frames hidden):"));
     det.appendChild(stackList(V.st[j]));
   }
+  function pin(V, j) { V.pinned = j; showDetail(V); }
 
   function flagAt(V, cx) {
     for (var i = (V.flags || []).length - 1; i >= 0; i--)
@@ -666,6 +670,7 @@
       at = at < 0 ? (k === "ArrowUp" ? 0 : list.length - 1) : Math.max(0, Math.min(list.length - 1, at + (k === "ArrowUp" ? 1 : -1)));
       V.kbd = list[at];
       V.hover = V.kbd.band; V.cursor = mid;
+      showDetail(V);
       var g = V.g, cy = py(V, g, V.kbd.off + V.b[V.kbd.band] / 2);
       showTip(V, V.tip, V.chart, px(V, g, mid), cy, function (t) { bandInfo(V, V.kbd.band, t); t.appendChild(el("div", "tl-foot", totalsLine(V, mid))); });
       redraw(V);
@@ -725,7 +730,7 @@
     V.mHead.textContent = "Segments at " + momentTitle(V, mo) + (mo.event >= 0 ? " (after " +
       fmtX(V, num(mo.x)).replace(" (", ", ").replace(/\)$/, "") + ")" : "");
     var p = V.mSum;
-    while (p.firstChild) p.removeChild(p.firstChild);
+    p.textContent = "";
     function part(k, v) { p.appendChild(document.createTextNode(k + " ")); p.appendChild(el("b", "", v)); p.appendChild(document.createTextNode(" · ")); }
     part("reserved", fmtBytes(sum.reserved) + " in " + segs.length + " segments");
     part("allocated", fmtBytes(sum.alloc));
@@ -882,9 +887,10 @@
       legendItem(ul, "tl-small", "smaller allocations, merged");
       legendItem(ul, "tl-resline", "reserved");
       box.appendChild(ul);
-      V.detail = el("div", "tl-detail"); V.detail.hidden = true;
+      V.detail = el("div", "tl-detail");
       V.detail.setAttribute("aria-live", "polite");
       box.appendChild(V.detail);
+      showDetail(V);
       if (V.approx) box.appendChild(el("p", "muted small", "Too many bands drop at once here: some are drawn where they were allocated, not where they sank to."));
       bindChart(V);
     } else {

@@ -100,12 +100,15 @@ async function oomCapacity(browser) {
   ok(tip.includes(fmtBytes(bytes)) && tip.includes(group(bytes) + " B"), `oom_capacity: hover shows the band's size (${fmtBytes(bytes)})`, tip);
   ok(tip.includes("your code: " + user.name + " " + user.file + ":" + user.line), `oom_capacity: hover shows its user frame first (${user.name} ${path.basename(user.file)}:${user.line})`, tip);
 
+  const pane = await page.evaluate(() => document.querySelectorAll(".tl-detail ol.frames li").length);
+  ok(pane === stack.length - 2, `oom_capacity: hover shows the full stack below the chart (${stack.length - 2} frames)`, pane);
+
   /* Click pins: the detail panel keeps the full stack, with the user's frame marked. */
   await page.mouse.click(box.x, box.y);
   await frames(page);
   const pinned = await page.evaluate(() => ({
     pinned: window.memreportTimeline.pinned(0),
-    shown: !document.querySelector(".tl-detail").hidden,
+    shown: /^Pinned/.test(document.querySelector(".tl-detail .stack-h").textContent),
     frames: document.querySelectorAll(".tl-detail ol.frames li").length,
     user: (document.querySelector(".tl-detail li.tl-user") || {}).textContent || "",
     cpp: /CUDACachingAllocator/.test(document.querySelector(".tl-detail").textContent),
@@ -115,7 +118,7 @@ async function oomCapacity(browser) {
   await page.mouse.move(box.x, 30);
   await page.keyboard.press("Escape");
   await frames(page);
-  ok(await page.evaluate(() => window.memreportTimeline.pinned(0) === -1 && document.querySelector(".tl-detail").hidden), "oom_capacity: Escape unpins");
+  ok(await page.evaluate(() => window.memreportTimeline.pinned(0) === -1 && !document.querySelector(".tl-detail ol.frames")), "oom_capacity: Escape unpins");
 
   /* Wheel zoom changes the visible range, around the pointer. */
   const v0 = await view(page);
