@@ -18,13 +18,13 @@
   /* Adjacent bands get different colours, as in PyTorch's viewer (Tableau 10). */
   var PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
     "#ff9da7", "#9c755f", "#86bcb6"];
-  var SMALL = "#b8c0cc", RESERVED = "#e07b24", INK = "#1d2330", MUTED = "#5f6b7a";
+  var RESERVED = "#e07b24", INK = "#1d2330", MUTED = "#5f6b7a";
   var GRID = "#edf0f3", RED = "#c8372d";
   var STATE = { active: "#3b7ddd", waste: "#f2a93b", pending: "#8e5bc4", split: "#e2625a",
     whole: "#9fd39a", track: "#eceff3" };
   var PIECE_CAP = 3000000; /* stacking pieces kept; past it, bands stop dropping (see prepare) */
   var M = { left: 74, right: 14, top: 24, bottom: 34 }; /* plot margins, CSS pixels */
-  var HEIGHT = 330, OVERVIEW = 46, ROW = 16, ROWGAP = 5, SEGGAP = 3;
+  var HEIGHT = 330, OVERVIEW = 46, ROW = 16, ROWGAP = 5;
 
   var strings = arr(data.strings), frames = arr(data.frames), stacks = arr(data.stacks);
 
@@ -53,7 +53,7 @@
   function fmtX(V, x) {
     if (V.unit !== "event") return fmtSec(x);
     var i = V.st_us ? indexAt(V.sx, x) : -1;
-    return "event " + group(x) + (i >= 0 ? " (" + (V.exact ? "" : "≈") + fmtSec(V.st_us[i]) + ")" : "");
+    return "event " + group(Math.floor(x)) + (i >= 0 ? " (" + (V.exact ? "" : "≈") + fmtSec(V.st_us[i]) + ")" : "");
   }
   function fmtSpan(V, dx) {
     if (V.unit === "event") return group(dx) + " event" + (Math.round(dx) === 1 ? "" : "s");
@@ -105,8 +105,8 @@
   function stackList(id) {
     var s = stackOf(id);
     if (!s || s.length <= 2)
-      return el("p", "muted", "No Python frame was recorded for this allocation (the autograd " +
-        "engine allocates in backward from C++ threads, which have none).");
+      return el("p", "muted", "No stack was recorded for this allocation (allocations that " +
+        "the autograd engine makes in backward have no Python frame).");
     var ol = el("ol", "frames");
     for (var i = 2; i < s.length; i++) {
       var li = el("li", i - 2 === s[0] ? "tl-user" : i - 2 === s[1] ? "tl-lib" : "");
@@ -122,7 +122,11 @@
    * band sits on the live bands before it in the data's order and drops when one of them is
    * freed. The result is a list of pieces (x0, x1, bottom offset, band), each a rectangle. */
   function prepare(d) {
-    var V = { d: d, unit: d.x_unit === "event" ? "event" : "us", xEnd: Math.max(num(d.x_end), 1) };
+    /* With events on x, the state after event i spans [i, i + 1): the domain ends one past
+     * the last event, so the final state (the snapshot, often the OOM) has room too. */
+    var unit = d.x_unit === "event" ? "event" : "us";
+    var V = { d: d, unit: unit, xEnd: Math.max(num(d.x_end) + (unit === "event" ? 1 : 0), 1) };
+    V.half = unit === "event" ? 0.5 : 0; /* marks sit mid-way through their event's state */
     var raw = arr(d.bands), n = Math.floor(raw.length / 4);
     var s = new Float64Array(n), e = new Float64Array(n), b = new Float64Array(n);
     var st = new Int32Array(n);
@@ -281,10 +285,11 @@
    * rectangles costs about half a second to fill in software, these pixel writes a few
    * milliseconds. Each piece covers at least one pixel column; rows are rounded, so bands
    * thinner than a pixel show where they cross a row boundary, in proportion. */
-  var PACKED = PALETTE.map(function (c) {
+  function pack(c) { /* "#rrggbb" as one opaque little-endian RGBA pixel */
     var v = parseInt(c.slice(1), 16);
     return (0xff000000 | ((v & 0xff) << 16) | (v & 0xff00) | ((v >> 16) & 0xff)) >>> 0;
-  });
+  }
+  var PACKED = PALETTE.map(pack), SMALL_PACKED = pack("#b8c0cc");
   function rasterBands(V, g) {
     var r = window.devicePixelRatio || 1, W = Math.round(g.pw * r), H = Math.round(g.ph * r);
     if (W <= 0 || H <= 0) return null;
@@ -310,7 +315,6 @@
    * "summarized" band. Its bottom follows the bands' total (exact), its top adds the small
    * series. Per pixel column it spans the lowest bottom to the highest top found there;
    * the bands, painted after it, cover what overlaps them. */
-  var SMALL_PACKED = 0xffccc0b8;
   function smallBand(V, buf, W, H, kx, ky) {
     var lo = new Float64Array(W).fill(Infinity), hi = new Float64Array(W).fill(-Infinity);
     var x0 = V.view.x0, i = 0, j = 0, x = 0, c, y;
@@ -417,13 +421,13 @@
     var iters = V.marks.filter(function (m) { return m.kind === "iteration" && m.x >= V.view.x0 && m.x <= V.view.x1; });
     var iterLines = iters.length < 2 || g.pw / iters.length >= 8; /* else only their flags */
     V.marks.forEach(function (m) {
-      var st = MARK_STYLE[m.kind] || MARK_STYLE.snapshot, x = num(m.x);
+      var st = MARK_STYLE[m.kind] || MARK_STYLE.snapshot, x = num(m.x) + V.half;
       if (x < V.view.x0 || x > V.view.x1) return;
       var cx = Math.round(px(V, g, x)) + 0.5;
       if (m.kind !== "iteration" || iterLines) {
-      ctx.strokeStyle = st[0]; ctx.lineWidth = m.kind === "oom" ? 2 : 1; ctx.setLineDash(st[2]);
-      ctx.beginPath(); ctx.moveTo(cx, M.top); ctx.lineTo(cx, M.top + g.ph); ctx.stroke();
-      ctx.setLineDash([]);
+        ctx.strokeStyle = st[0]; ctx.lineWidth = m.kind === "oom" ? 2 : 1; ctx.setLineDash(st[2]);
+        ctx.beginPath(); ctx.moveTo(cx, M.top); ctx.lineTo(cx, M.top + g.ph); ctx.stroke();
+        ctx.setLineDash([]);
       }
       if (m.kind === "iteration") { /* numbered where it has a moment and there is room */
         var label = m.moment >= 0 && cx - lastIter > 30 ? String(num(m.n)) : "";

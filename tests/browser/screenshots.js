@@ -34,10 +34,10 @@ async function shoot(browser, file) {
   const target = await page.evaluate(() => {
     const data = JSON.parse(document.getElementById("memreport-data").textContent);
     const d = data.devices.find((v) => v.device === data.focus.device) || data.devices[0];
-    const x = Math.max(0, Math.min(d.moments[data.focus.moment].x, d.x_end) - 0.5);
+    const x = d.moments[data.focus.moment].x + 0.5; /* mid-way through its event's state */
     let best = -1;
     for (let i = 0; i < d.bands.length / 4; i++) {
-      const s = Math.max(0, d.bands[4 * i]), e = d.bands[4 * i + 1] < 0 ? d.x_end : d.bands[4 * i + 1];
+      const s = Math.max(0, d.bands[4 * i]), e = d.bands[4 * i + 1] < 0 ? d.x_end + 1 : d.bands[4 * i + 1];
       if (s <= x && x < e && (best < 0 || d.bands[4 * i + 2] > d.bands[4 * best + 2])) best = i;
     }
     const i = data.devices.indexOf(d);

@@ -85,7 +85,7 @@ async function oomCapacity(browser) {
   const peak = d.marks.find((m) => m.kind === "peak");
   let best = -1;
   for (let i = 0; i < d.bands.length / 4; i++) {
-    const s = d.bands[4 * i] < 0 ? 0 : d.bands[4 * i], e = d.bands[4 * i + 1] < 0 ? d.x_end : d.bands[4 * i + 1];
+    const s = d.bands[4 * i] < 0 ? 0 : d.bands[4 * i], e = d.bands[4 * i + 1] < 0 ? d.x_end + 1 : d.bands[4 * i + 1];
     if (s <= peak.x && peak.x < e && (best < 0 || d.bands[4 * i + 2] > d.bands[4 * best + 2])) best = i;
   }
   const bytes = d.bands[4 * best + 2], stack = data.stacks[d.bands[4 * best + 3]];
@@ -249,7 +249,7 @@ async function hostile(browser) {
   const boxes = await page.evaluate(() => {
     const d = JSON.parse(document.getElementById("memreport-data").textContent).devices[0], out = [];
     for (let i = 0; i < d.bands.length / 4; i++) {
-      const s = Math.max(0, d.bands[4 * i]), e = d.bands[4 * i + 1] < 0 ? d.x_end : d.bands[4 * i + 1];
+      const s = Math.max(0, d.bands[4 * i]), e = d.bands[4 * i + 1] < 0 ? d.x_end + 1 : d.bands[4 * i + 1];
       const b = window.memreportTimeline.bandBox(0, i, (s + e) / 2);
       if (b) out.push(b);
     }
