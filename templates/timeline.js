@@ -502,7 +502,7 @@
     if (u) { line = el("div"); line.appendChild(el("span", "tl-k", "your code: ")); line.appendChild(frameNode(u)); box.appendChild(line); }
     if (l) { line = el("div"); line.appendChild(el("span", "tl-k", "library: ")); line.appendChild(frameNode(l)); box.appendChild(line); }
     if (!u && !l) box.appendChild(el("div", "tl-k", stackOf(stack) ? "no Python frame (C++ frames only)" :
-      "no stack recorded (the autograd engine allocates in backward with none)"));
+      "no stack recorded (as for what the autograd engine allocates in backward)"));
   }
 
   function showTip(V, tip, wrap, cx, cy, fill) {
@@ -545,7 +545,7 @@
       if (hit && hit.band >= 0) bandInfo(V, hit.band, t);
       else if (hit) {
         t.appendChild(el("div", "tl-size", fmtBytes(hit.small) + " in small allocations"));
-        t.appendChild(el("div", "tl-k", "allocations under " + fmtBytes(V.d.band_min_bytes) +
+        t.appendChild(el("div", "tl-k", "allocations of at most " + fmtBytes(V.d.band_min_bytes) +
           " each, merged into one band (" + group(V.n) + " of " + group(V.d.allocations) +
           " allocations are drawn as bands)"));
       }

@@ -473,7 +473,7 @@ def build(snap):
 def to_json(data):
     """Compact JSON that is safe inside <script type="application/json">: no '<', '>' or '&'
     survive as such, so neither </script> nor <!-- can end or change the element."""
-    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(data, separators=(",", ":"))  # ASCII: a lone surrogate is \udXXX too
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
