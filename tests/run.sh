@@ -32,7 +32,8 @@ for t in "$build"/tests/test_*; do
 	passed=$((passed + p))
 	failed=$((failed + f))
 done
-out=$( (sh tests/cli.sh "$bin"; [ -f tests/browser.sh ] && sh tests/browser.sh "$bin") 2>&1)
+out=$( (sh tests/cli.sh "$bin"; [ -f tests/browser.sh ] && sh tests/browser.sh "$bin"
+	[ -f tests/browser/run.sh ] && sh tests/browser/run.sh "$bin") 2>&1)
 echo "$out" | grep -v '^ok ' || true
 p=$(echo "$out" | grep -c '^ok ')
 f=$(echo "$out" | grep -c '^not ok ')

@@ -1,0 +1,37 @@
+#!/bin/sh
+# tests/browser/run.sh BINARY: the interactive page in headless Chromium (puppeteer-core, see
+# package.json). Builds pages with make_page_fixture.py from corpus samples and the hostile
+# fixture, then runs timeline.test.js on them. Prints "ok N - ..." / "not ok N - ..." lines;
+# skips when Chromium, node, python3 or node_modules (npm ci) is absent.
+set -u
+bin=${1:-./memreport}
+shared=${MEMREPORT_SHARED:-../shared}
+corpus="$shared/corpus"
+export CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+here=$(dirname "$0")
+if [ ! -x "$CHROMIUM" ]; then
+	echo "ok 1 - # SKIP interactive page: chromium not installed"
+	exit 0
+fi
+if ! command -v node >/dev/null 2>&1 || [ ! -d node_modules/puppeteer-core ]; then
+	echo "ok 1 - # SKIP interactive page: node or node_modules absent (run npm ci)"
+	exit 0
+fi
+if [ ! -f "$corpus/oom_capacity/oom_snapshot.pickle" ] || [ ! -f "$corpus/no_history/snapshot.pickle" ]; then
+	echo "ok 1 - # SKIP interactive page: corpus samples not found in $corpus"
+	exit 0
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fixture() { # NAME SNAPSHOT
+	if ! python3 "$here/make_page_fixture.py" "$2" -o "$tmp/$1.html" --memreport "$bin" 2>"$tmp/$1.err"; then
+		echo "not ok 1 - page fixture $1 ($(head -c 300 "$tmp/$1.err"))"
+		exit 1
+	fi
+}
+fixture oom_capacity "$corpus/oom_capacity/oom_snapshot.pickle"
+fixture no_history "$corpus/no_history/snapshot.pickle"
+fixture hostile tests/fixtures/html/hostile_snapshot.pickle
+# One byte more in the inline timeline.js: its hash no longer matches the page's CSP.
+sed 's/var PALETTE = \[/var PALETTE =  [/' "$tmp/oom_capacity.html" > "$tmp/tampered.html"
+node "$here/timeline.test.js" "$tmp"
