@@ -98,6 +98,11 @@ static void verdict(hr_ctx *c, const hr_oom *oom)
 	mr_buf_printf(c->b, "<p class=\"verdict %s\" id=verdict>", cls);
 	advice_text(c, ad->verdict, NULL, 1000);
 	mr_buf_puts(c->b, "</p>");
+	if (ad->what_ran && ad->what_ran[0]) {
+		mr_buf_puts(c->b, "<p class=what-ran id=what-ran>What ran: ");
+		advice_text(c, ad->what_ran, NULL, 400);
+		mr_buf_puts(c->b, "</p>");
+	}
 }
 
 /* ---- cards per device and pool ---- */

@@ -153,6 +153,60 @@ static void prose_field(mr_buf *b, const char *key, const char *text, const ad_p
 	mr_buf_free(&tmp);
 }
 
+static void u64_or_null(mr_buf *b, const char *key, int known, uint64_t v)
+{
+	if (known)
+		json_u64(b, key, v, 1);
+	else
+		mr_buf_printf(b, ", \"%s\": null", key);
+}
+
+/* Who held the device at the OOM: what the trace's oom event and the message say. */
+static void outside_json(mr_buf *b, const ad_oom *o)
+{
+	u64_or_null(b, "device_free_bytes", o->has_device_free, o->device_free);
+	u64_or_null(b, "non_pytorch_bytes", o->has_non_pytorch, o->non_pytorch);
+	mr_buf_puts(b, ", \"other_processes\": ");
+	if (!o->has_others) {
+		mr_buf_puts(b, "null");
+		return;
+	}
+	mr_buf_puts(b, "[");
+	for (size_t i = 0; i < o->process_count; i++)
+		mr_buf_printf(b, "%s{\"pid\": %d, \"bytes\": %" PRIu64 "}", i ? ", " : "",
+		              o->processes[i].pid, o->processes[i].bytes);
+	mr_buf_puts(b, "]");
+}
+
+/* What ran, on the diagnosed device. */
+static void run_json(mr_buf *b, const rp_report *run)
+{
+	const an_structure *st = NULL;
+	for (size_t i = 0; i < run->an.device_count; i++)
+		if (run->an.devices[i].device == run->advice.device)
+			st = &run->an.devices[i].run;
+	mr_buf_puts(b, ",\n  \"run\": {\"kind\": ");
+	mr_json_str(b, an_run_kind_name(st ? st->kind : AN_RUN_UNKNOWN));
+	if (st && st->start_count)
+		json_u64(b, "iterations", st->start_count, 1);
+	else
+		mr_buf_puts(b, ", \"iterations\": null");
+	mr_buf_puts(b, ", \"techniques\": [");
+	for (unsigned i = 0, n = 0; st && i < AN_TECH_COUNT; i++)
+		if (st->techniques & (1u << i)) {
+			mr_buf_puts(b, n++ ? ", " : "");
+			mr_json_str(b, an_technique_name(i));
+		}
+	mr_buf_puts(b, "]");
+	if (st && st->growth_found)
+		json_u64(b, "growth_per_iteration_bytes", st->growth_per_iteration, 1);
+	else
+		mr_buf_puts(b, ", \"growth_per_iteration_bytes\": null");
+	mr_buf_puts(b, ", \"summary\": ");
+	mr_json_str(b, run->advice.what_ran ? run->advice.what_ran : "");
+	mr_buf_puts(b, "}");
+}
+
 static void advice_json(mr_buf *b, const ad_advice *a, const rd_options *opt)
 {
 	mr_buf_puts(b, ",\n  \"verdict\": ");
@@ -177,6 +231,7 @@ static void advice_json(mr_buf *b, const ad_advice *a, const rd_options *opt)
 			mr_buf_puts(b, ", \"limit_bytes\": null");
 		json_u64(b, "reserved_bytes", a->oom.reserved, 1);
 		json_u64(b, "allocated_bytes", a->oom.allocated, 1);
+		outside_json(b, &a->oom);
 		mr_buf_puts(b, "}");
 	} else {
 		mr_buf_puts(b, "null");
@@ -252,6 +307,7 @@ mr_status rd_render_json(const rp_report *run, const rd_options *opt, mr_buf *ou
 		settings_json(b, &run->ev.snap);
 	else
 		mr_buf_puts(b, "null");
+	run_json(b, run);
 	advice_json(b, &run->advice, opt);
 	mr_buf_puts(b, "}\n");
 	rp_view_free(&view);
