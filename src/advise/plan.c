@@ -145,7 +145,8 @@ static int casts_find(const plan_ctx *p, size_t end, casts *k)
 			return -1;
 		k->size[n++] = block_size(ev[i].size / 2);
 	}
-	qsort(k->size, n, sizeof *k->size, u64_cmp);
+	if (n > 1)
+		qsort(k->size, n, sizeof *k->size, u64_cmp);
 	k->quota = mr_alloc_array(n ? n : 1, sizeof *k->quota);
 	k->used = mr_alloc_array(n ? n : 1, sizeof *k->used);
 	if (!k->quota || !k->used)
