@@ -163,6 +163,37 @@ refused "a dict key with a newline and an ESC stays on one line" "$in/newline_ke
 printf 'hello, this is neither a memory_summary() table nor an out-of-memory message\n' >"$in/text.txt"
 refused "text that is neither a table nor an OOM message" "$in/text.txt"
 
+# ---- paths in messages -----------------------------------------------------------------------
+# A file name with a newline and an ESC sequence: the message stays one line and no control
+# byte reaches the terminal (issue 14 item 9), for every command and for simulate's text header.
+esc=$(printf '\033')
+odd="$in/$(printf 'odd\nname\033[31m')"
+no_control() { ! LC_ALL=C grep -q "$esc" "$1"; }
+printf 'neither a table nor an OOM message\n' >"$odd.txt"
+for args in "report" "diff" "simulate" "batch"; do
+	case $args in
+	report) "$bin" -q "$odd.txt" -o "$out/r.json" 2>"$tmp/err" ;;
+	diff) "$bin" diff "$odd.txt" "$odd.missing" -o "$out/d.json" 2>"$tmp/err" ;;
+	simulate) "$bin" simulate "$odd.missing" --alloc-conf recorded 2>"$tmp/err" ;;
+	batch) "$bin" batch "$odd.missing" -o "$out/b" -q 2>"$tmp/err" ;;
+	esac
+	rc=$?
+	lines=$(wc -l <"$tmp/err" | tr -d ' ')
+	[ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && no_control "$tmp/err" && grep -q 'odd?name?\[31m' "$tmp/err" &&
+		ok "$args: a path with a newline and an ESC is one escaped line" ||
+		nok "$args: a path with a newline and an ESC is one escaped line (exit $rc, $lines lines: $(od -c "$tmp/err" | head -n 3))"
+done
+if [ -f "$snap" ]; then
+	cp "$snap" "$odd.pickle"
+	"$bin" simulate "$odd.pickle" --alloc-conf recorded --format text >"$tmp/sim.txt" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 0 ] && no_control "$tmp/sim.txt" && sed -n 2p "$tmp/sim.txt" | grep -q '^settings: ' &&
+		head -n 1 "$tmp/sim.txt" | grep -q 'odd?name?\[31m.pickle, device' &&
+		ok "simulate: the text header quotes the path on one line" ||
+		nok "simulate: the text header quotes the path on one line (exit $rc: $(head -n 2 "$tmp/sim.txt"))"
+	rm -f "$odd.pickle"
+fi
+
 # ---- full disk -------------------------------------------------------------------------------
 if [ -w /dev/full ] && [ -f "$snap" ]; then
 	"$bin" -q "$snap" --format json -o - >/dev/full 2>"$tmp/err"

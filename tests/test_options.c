@@ -1,6 +1,7 @@
 /* test_options.c: the one option parser of every command (cmd/options.c). */
 #include "testutil.h"
 
+#include "base/escape.h"
 #include "cmd/options.h"
 
 static mr_status parse(cmd_id which, char **argv, cmd_options *o, mr_error *err)
@@ -111,12 +112,29 @@ static void test_mistakes(void **state)
 	cmd_options_free(&o);
 }
 
+/* Messages quote paths through mr_one_line: nothing a terminal acts on survives, the length
+ * stays, and printable UTF-8 is kept. */
+static void test_one_line(void **state)
+{
+	(void)state;
+	char s[] = "a\nb\x1b[31mc\x7f\r\t"
+	           "\xc2\x9b"             /* C1 CSI, as UTF-8 */
+	           "\x9b"                 /* a lone 8-bit CSI: invalid UTF-8 */
+	           "\xe2\x80\xae"         /* U+202E right-to-left override */
+	           "\xe2\x81\xa6"         /* U+2066 left-to-right isolate */
+	           "\xc3\xa9\xe2\x82\xac" /* e-acute and the euro sign stay */
+	           "\xc3";                /* cut inside a character */
+	mr_one_line(s);
+	assert_string_equal(s, "a?b?[31mc????????????\xc3\xa9\xe2\x82\xac?");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_spellings),
 	    cmocka_unit_test(test_commands),
 	    cmocka_unit_test(test_mistakes),
+	    cmocka_unit_test(test_one_line),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

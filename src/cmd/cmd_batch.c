@@ -21,6 +21,7 @@
 #include "base/pool.h"
 #include "cmd/cache.h"
 #include "cmd/options.h"
+#include "cmd/say.h"
 #include "load/discover.h"
 #include "render/batch_index.h"
 #include "render/render_html.h"
@@ -207,16 +208,16 @@ static int report_failures(const ar_set *set, const row_result *results)
 		const char *why = results[i].error ? results[i].error : "not processed";
 		size_t nl = strlen(name);
 		if (strncmp(why, name, nl) == 0 && why[nl] == ':') /* the message names it */
-			fprintf(stderr, "memreport: %s\n", why);
+			cmd_say("%s", why);
 		else
-			fprintf(stderr, "memreport: %s: %s\n", name, why);
+			cmd_say("%s: %s", name, why);
 		if (results[i].status == MR_EINPUT)
 			any_input = 1;
 		else
 			any_fail = 1;
 	}
 	if (set->count == 0) {
-		fprintf(stderr, "memreport: no runs found in the inputs\n");
+		cmd_say("no runs found in the inputs");
 		any_input = 1;
 	}
 	return any_fail ? MR_EFAIL : any_input ? MR_EINPUT : 0;
@@ -246,7 +247,7 @@ static int write_indexes(const char *out_dir, const ar_set *set, const row_resul
 		if (!st)
 			st = write_if_changed(path, index.data ? index.data : "", index.len, &werr);
 		if (st) {
-			fprintf(stderr, "memreport: %s\n", werr.msg);
+			cmd_say("%s", werr.msg);
 			rc = MR_EFAIL;
 		}
 		free(path);
@@ -294,8 +295,7 @@ static int make_dirs(const char *path)
 
 static int batch_usage_error(const char *msg)
 {
-	fprintf(stderr, "memreport batch: %s\n%s", msg, batch_usage);
-	return MR_EINPUT;
+	return cmd_usage_error("memreport batch", msg, batch_usage);
 }
 
 /* The cache folder to use (NULL: none), ready; *rc is set when it cannot be. */
@@ -306,12 +306,11 @@ static const char *prepare_cache(const cmd_options *opt, int *rc)
 	if (cache_dir && opt->templates) {
 		/* Reports then depend on files the cache key does not cover. */
 		if (!opt->quiet)
-			fprintf(stderr, "memreport: --templates given: not using the cache\n");
+			cmd_say("--templates given: not using the cache");
 		cache_dir = NULL;
 	}
 	if (cache_dir && (make_dirs(cache_dir) != 0 || ca_prepare_dir(cache_dir, &err))) {
-		fprintf(stderr, "memreport: cache %s: %s\n", cache_dir,
-		        err.msg[0] ? err.msg : strerror(errno));
+		cmd_say("cache %s: %s", cache_dir, err.msg[0] ? err.msg : strerror(errno));
 		*rc = MR_EFAIL;
 	}
 	return cache_dir;
@@ -328,11 +327,11 @@ static void summary(const cmd_options *opt, const batch_job *job)
 	}
 	if (opt->quiet)
 		return;
-	fprintf(stderr, "memreport: wrote %s/index.html: %zu of %zu runs reported", job->out_dir,
-	        done_count, job->set->count);
+	char from_cache[64] = "";
 	if (job->cache_dir)
-		fprintf(stderr, " (%zu from the cache)", cached);
-	fputc('\n', stderr);
+		snprintf(from_cache, sizeof from_cache, " (%zu from the cache)", cached);
+	cmd_say("wrote %s/index.html: %zu of %zu runs reported%s", job->out_dir, done_count,
+	        job->set->count, from_cache);
 }
 
 /* Finds the runs, reports them and writes the index. Returns the exit status. */
@@ -345,8 +344,7 @@ static int run_batch(const cmd_options *opt)
 	mr_error err = {0};
 	sr_limits lim;
 	if (make_dirs(out_dir) != 0) {
-		fprintf(stderr, "memreport: cannot create folder %s: %s\n", out_dir,
-		        strerror(errno));
+		cmd_say("cannot create folder %s: %s", out_dir, strerror(errno));
 		rc = MR_EFAIL;
 		goto done;
 	}
@@ -359,12 +357,12 @@ static int run_batch(const cmd_options *opt)
 	if (cache_dir)
 		sr_skip_folder(&lim, cache_dir);
 	if (ar_discover(opt->args, opt->arg_count, &lim, &set, &err)) {
-		fprintf(stderr, "memreport: %s\n", err.msg);
+		cmd_say("%s", err.msg);
 		rc = MR_EFAIL;
 		goto done;
 	}
 	if (!(results = mr_alloc_array(set.count ? set.count : 1, sizeof *results))) {
-		fprintf(stderr, "memreport: out of memory\n");
+		cmd_say("out of memory");
 		rc = MR_EFAIL;
 		goto done;
 	}
@@ -378,7 +376,7 @@ static int run_batch(const cmd_options *opt)
 	run_rows(&job);
 	rc = report_failures(&set, results);
 	if (job.cache_write_failures)
-		fprintf(stderr, "memreport: warning: %zu cache entr%s could not be written to %s\n",
+		cmd_say("warning: %zu cache entr%s could not be written to %s",
 		        job.cache_write_failures, job.cache_write_failures == 1 ? "y" : "ies",
 		        cache_dir);
 	if (write_indexes(out_dir, &set, results))
@@ -402,7 +400,7 @@ int cmd_batch(int argc, char **argv)
 	if (cmd_parse(CMD_BATCH, argc, argv, &opt, &err)) {
 		rc = err.status == MR_EINPUT ? batch_usage_error(err.msg) : MR_EFAIL;
 		if (rc == MR_EFAIL)
-			fprintf(stderr, "memreport: %s\n", err.msg);
+			cmd_say("%s", err.msg);
 	} else if (opt.help) {
 		fputs(batch_usage, stdout);
 	} else if (!opt.arg_count) {

@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "base/output.h"
 #include "cmd/options.h"
+#include "cmd/say.h"
 #include "decode/sniff.h"
 #include "load/discover.h"
 #include "render/render_diff.h"
@@ -29,8 +30,7 @@ static const char diff_usage[] =
 
 static int diff_usage_error(const char *msg)
 {
-	fprintf(stderr, "memreport diff: %s\n%s", msg, diff_usage);
-	return MR_EINPUT;
+	return cmd_usage_error("memreport diff", msg, diff_usage);
 }
 
 /* Folders and archives go through discovery; anything else is a plain input. */
@@ -119,11 +119,11 @@ static int write_diff(const cmd_options *opt)
 		out_path = default_path;
 	}
 	if (st) {
-		fprintf(stderr, "memreport: %s\n", err.msg);
+		cmd_say("%s", err.msg);
 	} else if ((st = out_write(out_path, buf.data ? buf.data : "", buf.len, &err))) {
-		fprintf(stderr, "memreport: %s: %s\n", out_path, err.msg);
+		cmd_say("%s: %s", out_path, err.msg);
 	} else if (default_path && !opt->quiet) {
-		fprintf(stderr, "memreport: wrote %s\n", default_path);
+		cmd_say("wrote %s", default_path);
 	}
 	for (int i = 0; i < loaded; i++)
 		rp_free(&runs[i]);
@@ -141,7 +141,7 @@ int cmd_diff(int argc, char **argv)
 	if (cmd_parse(CMD_DIFF, argc, argv, &opt, &err)) {
 		rc = err.status == MR_EINPUT ? diff_usage_error(err.msg) : MR_EFAIL;
 		if (rc == MR_EFAIL)
-			fprintf(stderr, "memreport: %s\n", err.msg);
+			cmd_say("%s", err.msg);
 	} else if (opt.help) {
 		fputs(diff_usage, stdout);
 	} else if (opt.arg_count != 2) {

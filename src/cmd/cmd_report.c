@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "base/output.h"
 #include "cmd/options.h"
+#include "cmd/say.h"
 #include "load/load.h"
 #include "render/render_html.h"
 #include "render/render_json.h"
@@ -85,8 +86,7 @@ static const char *format_ext(cmd_format f)
 
 static int usage_error(const char *msg)
 {
-	fprintf(stderr, "memreport: %s\n(see memreport --help)\n", msg);
-	return MR_EINPUT;
+	return cmd_usage_error("memreport", msg, "(see memreport --help)\n");
 }
 
 /* Loads the inputs, runs the pipeline and writes the report. Returns the exit status. */
@@ -106,7 +106,7 @@ static int write_report(const cmd_options *opt)
 	if (!st)
 		st = rp_build(&run, &ev, opt->device, &err);
 	if (st) {
-		fprintf(stderr, "memreport: %s\n", err.msg);
+		cmd_say("%s", err.msg);
 		goto done;
 	}
 	if (bar.shown)
@@ -126,10 +126,9 @@ static int write_report(const cmd_options *opt)
 	if (!st)
 		st = out_write(out_path, buf.data ? buf.data : "", buf.len, &err);
 	if (st)
-		fprintf(stderr, "memreport: %s%s%s\n", out_path ? out_path : "",
-		        out_path ? ": " : "", err.msg);
+		cmd_say("%s%s%s", out_path ? out_path : "", out_path ? ": " : "", err.msg);
 	else if (default_path && !opt->quiet)
-		fprintf(stderr, "memreport: wrote %s\n", default_path);
+		cmd_say("wrote %s", default_path);
 done:
 	free(default_path);
 	mr_buf_free(&buf);
@@ -146,7 +145,7 @@ int cmd_report(int argc, char **argv)
 		if (err.status == MR_EINPUT) {
 			rc = usage_error(err.msg);
 		} else {
-			fprintf(stderr, "memreport: %s\n", err.msg);
+			cmd_say("%s", err.msg);
 			rc = MR_EFAIL;
 		}
 	} else if (opt.help) {

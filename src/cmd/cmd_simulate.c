@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +17,11 @@
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/escape.h"
+#include "base/mem.h"
 #include "base/output.h"
 #include "base/units.h"
 #include "cmd/options.h"
+#include "cmd/say.h"
 #include "load/load.h"
 #include "sim/config.h"
 #include "sim/replay.h"
@@ -43,13 +46,17 @@ typedef struct {
 	int text;
 } sim_args;
 
-static int arg_error(const char *path, const char *fmt, const char *arg)
+/* "memreport: [PATH: ]<message>"; returns the exit status of bad usage. */
+static int arg_error(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int arg_error(const char *path, const char *fmt, ...)
 {
-	fprintf(stderr, "memreport: ");
-	if (path)
-		fprintf(stderr, "%s: ", path);
-	fprintf(stderr, fmt, arg);
-	fputc('\n', stderr);
+	char msg[768];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	cmd_say("%s%s%s", path ? path : "", path ? ": " : "", msg);
 	return MR_EINPUT;
 }
 
@@ -69,7 +76,7 @@ static int parse_args(int argc, char **argv, sim_args *a)
 	a->device = opt.device;
 	a->text = opt.format == CMD_TEXT;
 	if (st == MR_EFAIL) {
-		fprintf(stderr, "memreport: %s\n", err.msg);
+		cmd_say("%s", err.msg);
 		rc = MR_EFAIL;
 	} else if (opt.help) {
 		fputs(sim_usage, stdout);
@@ -174,8 +181,12 @@ static void render_text(const sim_args *a, const sim_result *rec, const sim_resu
 	mr_buf conf = {0};
 	sim_config_format(&pred->config, &conf);
 	char s[32];
-	mr_buf_printf(b, "memreport simulate: %s, device %d, %zu trace events\n", a->snapshot,
-	              (int)pred->device, pred->events);
+	char *shown = mr_strdup(a->snapshot); /* a path may hold a newline or an ESC */
+	if (shown)
+		mr_one_line(shown);
+	mr_buf_printf(b, "memreport simulate: %s, device %d, %zu trace events\n",
+	              shown ? shown : "?", (int)pred->device, pred->events);
+	free(shown);
 	mr_buf_printf(b, "settings: %s\n", conf.len ? conf.data : "(PyTorch defaults)");
 	if (a->limit) {
 		mr_format_bytes(s, sizeof s, a->limit);
@@ -246,7 +257,7 @@ int cmd_simulate(int argc, char **argv)
 	const char *paths[] = {a.snapshot};
 	mr_status st = ld_load(&run, paths, 1, NULL, NULL, &err);
 	if (st) {
-		fprintf(stderr, "memreport: %s\n", err.msg);
+		cmd_say("%s", err.msg);
 		return (int)st;
 	}
 	sim_result rec, pred;
@@ -263,8 +274,7 @@ int cmd_simulate(int argc, char **argv)
 	}
 	sim_config_from_settings(&run.snap, &recorded);
 	if (sim_parse_conf(a.conf, &recorded, &cfg, &err)) {
-		fprintf(stderr, "memreport: %s: --alloc-conf '%s': %s\n", a.snapshot, a.conf,
-		        err.msg);
+		cmd_say("%s: --alloc-conf '%s': %s", a.snapshot, a.conf, err.msg);
 		rc = MR_EINPUT;
 		goto done;
 	}
@@ -280,7 +290,7 @@ int cmd_simulate(int argc, char **argv)
 		prediction = &pred;
 	}
 	if (st) {
-		fprintf(stderr, "memreport: %s: %s\n", a.snapshot, err.msg);
+		cmd_say("%s: %s", a.snapshot, err.msg);
 		rc = (int)st;
 		goto done;
 	}
@@ -289,13 +299,13 @@ int cmd_simulate(int argc, char **argv)
 	else
 		render_json(&a, &rec, prediction, &out);
 	if (out.failed) {
-		fprintf(stderr, "memreport: out of memory\n");
+		cmd_say("out of memory");
 		rc = MR_EFAIL;
 		goto done;
 	}
 	st = out_write(a.out_path, out.data ? out.data : "", out.len, &err);
 	if (st) {
-		fprintf(stderr, "memreport: %s: %s\n", a.out_path, err.msg);
+		cmd_say("%s: %s", a.out_path, err.msg);
 		rc = (int)st;
 	}
 done:

@@ -11,6 +11,7 @@
 
 #include "base/buf.h"
 #include "base/error.h"
+#include "base/escape.h"
 #include "base/mem.h"
 #include "base/units.h"
 #include "decode/sniff.h"
