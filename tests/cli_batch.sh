@@ -79,6 +79,10 @@ rc=$?
 	&& ok "broken runs listed with their errors, exit 2" || nok "broken runs listed with their errors (exit $rc)"
 "$bin" batch "$corpus/mlp_healthy" >/dev/null 2>&1
 [ $? -eq 2 ] && ok "batch without -o exits 2" || nok "batch without -o exits 2"
+(cd "$tmp" && "$bin" batch "$corpus/mlp_healthy" -o - -q >/dev/null 2>"$tmp/err")
+rc=$?
+[ "$rc" -eq 2 ] && [ ! -e "$tmp/-" ] && grep -q 'standard output' "$tmp/err" \
+	&& ok "batch -o - is refused, no folder named -" || nok "batch -o - is refused (exit $rc)"
 
 # a batch written inside its input folder does not find its own reports the next time
 mkdir -p "$tmp/self"

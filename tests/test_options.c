@@ -110,6 +110,20 @@ static void test_mistakes(void **state)
 	assert_string_equal(err.msg, "--limit needs a size such as 4GiB, got 'lots'");
 	assert_true(o.help);
 	cmd_options_free(&o);
+	/* strtod reads these, but none is a size; (uint64_t)NaN would be undefined behaviour */
+	const char *bad_sizes[] = {"nan",   "NaN",     "inf",  "-inf", "infinity",
+	                           "-1",    "-0.5GiB", "1e30", "0x10", "18446744073709551616",
+	                           "16EiB", "4GiBs"};
+	for (size_t i = 0; i < sizeof bad_sizes / sizeof bad_sizes[0]; i++) {
+		char *g[] = {"simulate", "s", "--limit", (char *)bad_sizes[i], NULL};
+		assert_int_equal(parse(CMD_SIMULATE, g, &o, &err), MR_EINPUT);
+		assert_non_null(strstr(err.msg, "--limit needs a size"));
+		cmd_options_free(&o);
+	}
+	char *h[] = {"simulate", "s", "--limit", "0.5GiB", NULL};
+	assert_int_equal(parse(CMD_SIMULATE, h, &o, &err), MR_OK);
+	assert_int_equal(o.limit, 512ull << 20);
+	cmd_options_free(&o);
 }
 
 /* Messages quote paths through mr_one_line: nothing a terminal acts on survives, the length

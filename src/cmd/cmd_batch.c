@@ -407,6 +407,10 @@ int cmd_batch(int argc, char **argv)
 		rc = batch_usage_error("no input given");
 	} else if (!opt.output) {
 		rc = batch_usage_error("-o DIR is required");
+	} else if (strcmp(opt.output, "-") == 0) {
+		/* "-" means standard output everywhere else: never a folder named "-" */
+		rc = batch_usage_error("-o - is standard output, and batch writes a folder: give "
+		                       "its path (./- for a folder named -)");
 	} else {
 		if (opt.templates)
 			tp_set_dir(opt.templates);
