@@ -90,6 +90,51 @@ if [ -f "$snap" ]; then
 		[ $? -eq 1 ] && ok "full disk on stdout exits 1" || nok "full disk on stdout exits 1"
 	fi
 fi
+# -o targets that are not regular files (issue 14 item 1): a device or FIFO is written in place,
+# a link is written through; only a regular file is replaced by a rename. The device nodes are
+# private copies of /dev/null and /dev/full (mknod, as root), so no test can harm the real ones.
+snap_small=samples/mlp_healthy.pickle
+case $snap_small in /*) ;; *) snap_small="$(cd "$(dirname "$0")/.." && pwd)/$snap_small" ;; esac
+if mknod "$tmp/null" c 1 3 2>/dev/null && mknod "$tmp/full" c 1 7 2>/dev/null; then
+	"$bin" "$snap_small" --format json -o "$tmp/null" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 0 ] && [ -c "$tmp/null" ] && ! ls "$tmp" | grep -q tmp \
+		&& ok "-o a null device: written, still a device" || nok "-o a null device (exit $rc: $(cat "$tmp/err"))"
+	"$bin" "$snap_small" --format json -o "$tmp/full" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 1 ] && [ -c "$tmp/full" ] && grep -q "No space left on device" "$tmp/err" && [ "$(wc -l <"$tmp/err")" -eq 1 ] \
+		&& ok "-o a full device: exit 1, No space left on device, still a device" \
+		|| nok "-o a full device (exit $rc: $(cat "$tmp/err"))"
+	rm -f "$tmp/null" "$tmp/full"
+else
+	ok "-o a device # SKIP mknod needs root"
+fi
+mkfifo "$tmp/fifo"
+timeout 60 cat "$tmp/fifo" >"$tmp/from_fifo" &
+reader=$!
+"$bin" "$snap_small" --format json -o "$tmp/fifo" 2>"$tmp/err"
+rc=$?
+wait "$reader"
+[ "$rc" -eq 0 ] && [ -p "$tmp/fifo" ] && grep -q '"schema": "memreport/1"' "$tmp/from_fifo" \
+	&& ok "-o a FIFO: the report goes down the pipe, the FIFO stays" || nok "-o a FIFO (exit $rc: $(cat "$tmp/err"))"
+rm -f "$tmp/fifo" "$tmp/from_fifo"
+mkdir -p "$tmp/links"
+: >"$tmp/links/real.json"
+chmod 600 "$tmp/links/real.json"
+ln -s real.json "$tmp/links/link.json"
+ln -s missing.json "$tmp/links/dangling.json"
+"$bin" "$snap_small" --format json -o "$tmp/links/link.json" 2>"$tmp/err" &&
+	"$bin" "$snap_small" --format json -o "$tmp/links/dangling.json" 2>>"$tmp/err"
+rc=$?
+[ "$rc" -eq 0 ] && [ -L "$tmp/links/link.json" ] && [ -L "$tmp/links/dangling.json" ] \
+	&& grep -q '"schema": "memreport/1"' "$tmp/links/real.json" && grep -q '"schema": "memreport/1"' "$tmp/links/missing.json" \
+	&& [ "$(stat -c %a "$tmp/links/real.json")" = 600 ] && [ "$(ls "$tmp/links" | wc -l)" -eq 4 ] \
+	&& ok "-o a symbolic link writes through it (dangling too), the link and the file's mode stay" \
+	|| nok "-o a symbolic link writes through it (exit $rc: $(cat "$tmp/err"); $(ls -l "$tmp/links"))"
+"$bin" "$snap_small" -o "$tmp/links" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 1 ] && grep -q 'is a folder' "$tmp/err" && ok "-o a folder exits 1" || nok "-o a folder exits 1 (exit $rc: $(cat "$tmp/err"))"
+
 # memreport simulate
 if [ -f tests/cli_simulate.sh ]; then
 	sh tests/cli_simulate.sh "$bin" $((n + 1))

@@ -439,7 +439,7 @@ mr_status ca_put(const char *dir, const h128_digest *key, const ca_entry *e, mr_
 		st = mr_oom(err);
 		goto done;
 	}
-	st = out_write(path, bytes.data, bytes.len, err);
+	st = out_replace(path, bytes.data, bytes.len, err);
 done:
 	free(path);
 	mr_buf_free(&bytes);

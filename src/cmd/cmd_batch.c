@@ -98,7 +98,7 @@ static mr_status write_if_changed(const char *path, const char *data, size_t len
 		if (same)
 			return MR_OK;
 	}
-	return out_write(path, data, len, err);
+	return out_replace(path, data, len, err);
 }
 
 static mr_status run_key(const batch_job *job, sr_reader *rd, const ar_run *run, h128_digest *key,
