@@ -135,6 +135,40 @@ rc=$?
 rc=$?
 [ "$rc" -eq 1 ] && grep -q 'is a folder' "$tmp/err" && ok "-o a folder exits 1" || nok "-o a folder exits 1 (exit $rc: $(cat "$tmp/err"))"
 
+# never over the evidence (issue 14 item 2): an output that is an input, by name, through a link,
+# as a hard link, or as the default path, exits 2 with one line and leaves the input as it was
+# expect_guard DESCRIPTION PROTECTED COMMAND...
+expect_guard() {
+	d=$1
+	keep=$2
+	shift 2
+	sum=$(cksum <"$keep")
+	"$@" >/dev/null 2>"$tmp/err"
+	rc=$?
+	if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q 'would overwrite its own evidence' "$tmp/err" \
+		&& [ "$(cksum <"$keep")" = "$sum" ]; then ok "$d"; else nok "$d (exit $rc: $(head -c 300 "$tmp/err"))"; fi
+}
+mkdir -p "$tmp/ev"
+cp "$snap_small" "$tmp/ev/s.pickle"
+cp "$snap_small" "$tmp/ev/t.pickle"
+cp samples/oom_fragmentation.log "$tmp/ev/s.pickle.html"
+ln -s s.pickle "$tmp/ev/link.pickle"
+ln "$tmp/ev/s.pickle" "$tmp/ev/hard.pickle"
+expect_guard "-o the input itself" "$tmp/ev/s.pickle" "$bin" "$tmp/ev/s.pickle" -o "$tmp/ev/s.pickle"
+expect_guard "-o a link to the input" "$tmp/ev/s.pickle" "$bin" "$tmp/ev/s.pickle" -o "$tmp/ev/link.pickle"
+expect_guard "-o a hard link of the input" "$tmp/ev/s.pickle" "$bin" "$tmp/ev/s.pickle" --format json -o "$tmp/ev/hard.pickle"
+expect_guard "the default output is the second input" "$tmp/ev/s.pickle.html" "$bin" "$tmp/ev/s.pickle" "$tmp/ev/s.pickle.html"
+expect_guard "diff -o AFTER" "$tmp/ev/t.pickle" "$bin" diff "$tmp/ev/s.pickle" "$tmp/ev/t.pickle" --format json -o "$tmp/ev/t.pickle"
+expect_guard "simulate -o SNAPSHOT" "$tmp/ev/s.pickle" "$bin" simulate "$tmp/ev/s.pickle" --alloc-conf recorded -o "$tmp/ev/link.pickle"
+mkdir -p "$tmp/ev/out"
+"$bin" "$snap_small" --format json -o - | python3 -c "import json,sys; d=json.load(sys.stdin); print(json.dumps({'allocated_bytes.all.current': d['devices'][0]['allocated_bytes'], 'reserved_bytes.all.current': d['devices'][0]['reserved_bytes']}))" >"$tmp/ev/out/index.json"
+expect_guard "batch: index.json would land on an input" "$tmp/ev/out/index.json" "$bin" batch "$tmp/ev/out/index.json" "$tmp/ev/s.pickle" -o "$tmp/ev/out" -q
+[ "$(ls "$tmp/ev/out")" = index.json ] && ok "batch: nothing written when an output is an input" || nok "batch: nothing written when an output is an input ($(ls "$tmp/ev/out"))"
+"$bin" batch "$tmp/ev/out" -o "$tmp/ev/out" -q 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 2 ] && grep -q 'is the input folder' "$tmp/err" && [ "$(ls "$tmp/ev/out")" = index.json ] \
+	&& ok "batch: -o the input folder is refused" || nok "batch: -o the input folder is refused (exit $rc: $(cat "$tmp/err"))"
+
 # memreport simulate
 if [ -f tests/cli_simulate.sh ]; then
 	sh tests/cli_simulate.sh "$bin" $((n + 1))

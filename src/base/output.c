@@ -1,4 +1,4 @@
-/* output.c: atomic report writing, devices and links. */
+/* output.c: atomic report writing, devices and links, and the guard over the inputs. */
 #include "base/output.h"
 
 #include <errno.h>
@@ -151,4 +151,57 @@ char *out_default_path(const char *input, const char *ext)
 		return NULL;
 	}
 	return b.data;
+}
+
+/* ---- the guard over the inputs ---------------------------------------------------------- */
+
+mr_status out_guard_add(out_guard *g, const char *path, mr_error *err)
+{
+	struct stat st;
+	if (strcmp(path, "-") == 0 || stat(path, &st) != 0)
+		return MR_OK;
+	if (MR_GROW(g->inputs, g->cap, g->count + 1))
+		return mr_oom(err);
+	struct out_input *in = &g->inputs[g->count];
+	if (!(in->path = mr_strdup(path)))
+		return mr_oom(err);
+	in->dev = (uint64_t)st.st_dev;
+	in->ino = (uint64_t)st.st_ino;
+	g->count++;
+	return MR_OK;
+}
+
+mr_status out_guard_check(const out_guard *g, const char *output, mr_error *err)
+{
+	struct stat st;
+	if (strcmp(output, "-") == 0 || stat(output, &st) != 0)
+		return MR_OK;
+	for (size_t i = 0; i < g->count; i++)
+		if (g->inputs[i].dev == (uint64_t)st.st_dev &&
+		    g->inputs[i].ino == (uint64_t)st.st_ino)
+			return mr_fail(err, MR_EINPUT,
+			               "%s is the input %s: the report would overwrite its own "
+			               "evidence (choose another output)",
+			               output, g->inputs[i].path);
+	return MR_OK;
+}
+
+void out_guard_free(out_guard *g)
+{
+	for (size_t i = 0; i < g->count; i++)
+		free(g->inputs[i].path);
+	free(g->inputs);
+	memset(g, 0, sizeof *g);
+}
+
+mr_status out_check_inputs(const char *output, const char *const *inputs, size_t n, mr_error *err)
+{
+	out_guard g = {0};
+	mr_status st = MR_OK;
+	for (size_t i = 0; i < n && !st; i++)
+		st = out_guard_add(&g, inputs[i], err);
+	if (!st)
+		st = out_guard_check(&g, output, err);
+	out_guard_free(&g);
+	return st;
 }

@@ -316,7 +316,43 @@ static const char *prepare_cache(const cmd_options *opt, int *rc)
 	return cache_dir;
 }
 
-/* Finds the runs, reports them and writes the index. Returns the exit status. */
+/* The output folder must not be an input folder (its reports would be read back as runs), and
+ * no report or index may land on an input file. Returns 0, or MR_EINPUT after saying why. */
+static int check_outputs(const char *out_dir, const cmd_options *opt, const ar_set *set)
+{
+	out_guard g = {0};
+	mr_error err = {0};
+	mr_status st = MR_OK;
+	struct stat out_st, in_st;
+	int out_exists = stat(out_dir, &out_st) == 0;
+	for (size_t i = 0; i < opt->arg_count && !st; i++) {
+		const char *in = opt->args[i];
+		if (out_exists && stat(in, &in_st) == 0 && S_ISDIR(in_st.st_mode) &&
+		    in_st.st_dev == out_st.st_dev && in_st.st_ino == out_st.st_ino)
+			st = mr_fail(
+			    &err, MR_EINPUT,
+			    "-o %s is the input folder %s: its reports would be read as runs "
+			    "(write them into another folder)",
+			    out_dir, in);
+		else
+			st = out_guard_add(&g, in, &err);
+	}
+	for (size_t r = 0; r < set->count && !st; r++)
+		for (size_t m = 0; m < set->runs[r].member_count && !st; m++)
+			st = out_guard_add(&g, set->runs[r].members[m].path, &err);
+	for (size_t r = 0; out_exists && r <= set->count + 1 && !st; r++) {
+		char *path = r < set->count ? mr_format("%s/%s.html", out_dir, set->runs[r].slug)
+		                            : mr_format("%s/index.%s", out_dir,
+		                                        r == set->count ? "html" : "json");
+		st = path ? out_guard_check(&g, path, &err) : mr_oom(&err);
+		free(path);
+	}
+	out_guard_free(&g);
+	if (st)
+		cmd_say("%s", err.msg);
+	return (int)st;
+}
+
 /* The batch's last line: how many runs got a report (and how many from the cache). */
 static void summary(const cmd_options *opt, const batch_job *job)
 {
@@ -343,6 +379,19 @@ static int run_batch(const cmd_options *opt)
 	row_result *results = NULL;
 	mr_error err = {0};
 	sr_limits lim;
+	sr_default_limits(&lim);
+	/* A batch written inside its own input folder must not find its reports next time (the
+	 * folders are created after discovery when they do not exist yet: nothing to skip). */
+	sr_skip_folder(&lim, out_dir);
+	if (opt->cache)
+		sr_skip_folder(&lim, opt->cache);
+	if (ar_discover(opt->args, opt->arg_count, &lim, &set, &err)) {
+		cmd_say("%s", err.msg);
+		rc = MR_EFAIL;
+		goto done;
+	}
+	if ((rc = check_outputs(out_dir, opt, &set)))
+		goto done;
 	if (make_dirs(out_dir) != 0) {
 		cmd_say("cannot create folder %s: %s", out_dir, strerror(errno));
 		rc = MR_EFAIL;
@@ -351,16 +400,6 @@ static int run_batch(const cmd_options *opt)
 	cache_dir = prepare_cache(opt, &rc);
 	if (rc)
 		goto done;
-	sr_default_limits(&lim);
-	/* A batch written inside its own input folder must not find its reports next time. */
-	sr_skip_folder(&lim, out_dir);
-	if (cache_dir)
-		sr_skip_folder(&lim, cache_dir);
-	if (ar_discover(opt->args, opt->arg_count, &lim, &set, &err)) {
-		cmd_say("%s", err.msg);
-		rc = MR_EFAIL;
-		goto done;
-	}
 	if (!(results = mr_alloc_array(set.count ? set.count : 1, sizeof *results))) {
 		cmd_say("out of memory");
 		rc = MR_EFAIL;

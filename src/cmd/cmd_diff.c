@@ -102,8 +102,16 @@ static int write_diff(const cmd_options *opt)
 	char *default_path = NULL;
 	mr_error err = {0};
 	mr_status st = MR_OK;
+	if (!out_path) {
+		default_path = out_default_path(paths[1], json ? "diff.json" : "diff.html");
+		if (!default_path)
+			st = mr_oom(&err);
+		out_path = default_path;
+	}
+	if (!st)
+		st = out_check_inputs(out_path, paths, 2, &err);
 	/* ld_load names the file; discovery errors name it too */
-	for (; loaded < 2; loaded++)
+	for (; !st && loaded < 2; loaded++)
 		if ((st = load_side(paths[loaded], opt->device, &runs[loaded], &err)))
 			break;
 	if (!st)
@@ -112,12 +120,6 @@ static int write_diff(const cmd_options *opt)
 	if (!st)
 		st = json ? rd_diff_json(&d, &runs[0], &runs[1], &ropt, 1000, &buf, &err)
 		          : rd_diff_html(&d, &runs[0], &runs[1], &ropt, 200, &buf, &err);
-	if (!st && !out_path) {
-		default_path = out_default_path(paths[1], json ? "diff.json" : "diff.html");
-		if (!default_path)
-			st = mr_oom(&err);
-		out_path = default_path;
-	}
 	if (st) {
 		cmd_say("%s", err.msg);
 	} else if ((st = out_write(out_path, buf.data ? buf.data : "", buf.len, &err))) {

@@ -100,7 +100,22 @@ static int write_report(const cmd_options *opt)
 	mr_buf buf = {0};
 	ld_evidence ev;
 	rp_report run = {0};
-	mr_status st = ld_load(&ev, opt->args, opt->arg_count, show_progress, &bar, &err);
+	mr_status st = MR_OK;
+	if (!out_path) {
+		default_path = out_default_path(opt->args[0], format_ext(opt->format));
+		if (!default_path) {
+			st = mr_oom(&err);
+			cmd_say("%s", err.msg);
+			goto done;
+		}
+		out_path = default_path;
+	}
+	/* Before anything is read: the report must never land on its own evidence. */
+	if ((st = out_check_inputs(out_path, opt->args, opt->arg_count, &err))) {
+		cmd_say("%s", err.msg);
+		goto done;
+	}
+	st = ld_load(&ev, opt->args, opt->arg_count, show_progress, &bar, &err);
 	if (!st && bar.shown)
 		fprintf(stderr, "analysing %zu trace events...\n", ev.snap.event_store_count);
 	if (!st)
@@ -117,16 +132,10 @@ static int write_report(const cmd_options *opt)
 	case CMD_TEXT: st = rd_render_text(&run, &ropt, &buf, &err); break;
 	default: st = rd_render_html(&run, &ropt, &buf, &err);
 	}
-	if (!st && !out_path) {
-		default_path = out_default_path(opt->args[0], format_ext(opt->format));
-		if (!default_path)
-			st = mr_oom(&err);
-		out_path = default_path;
-	}
 	if (!st)
 		st = out_write(out_path, buf.data ? buf.data : "", buf.len, &err);
 	if (st)
-		cmd_say("%s%s%s", out_path ? out_path : "", out_path ? ": " : "", err.msg);
+		cmd_say("%s: %s", out_path, err.msg);
 	else if (default_path && !opt->quiet)
 		cmd_say("wrote %s", default_path);
 done:

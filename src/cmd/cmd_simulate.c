@@ -255,7 +255,12 @@ int cmd_simulate(int argc, char **argv)
 	ld_evidence run;
 	mr_error err = {0};
 	const char *paths[] = {a.snapshot};
-	mr_status st = ld_load(&run, paths, 1, NULL, NULL, &err);
+	mr_status st = out_check_inputs(a.out_path, paths, 1, &err);
+	if (st) {
+		cmd_say("%s", err.msg);
+		return (int)st;
+	}
+	st = ld_load(&run, paths, 1, NULL, NULL, &err);
 	if (st) {
 		cmd_say("%s", err.msg);
 		return (int)st;
