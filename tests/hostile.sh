@@ -194,6 +194,44 @@ if [ -f "$snap" ]; then
 	rm -f "$odd.pickle"
 fi
 
+# ---- inputs that shrink while they are read (issue 14 item 7) ----------------------------------
+# MEMREPORT_TEST_STOP_AT_MAP=PATH stops memreport (SIGSTOP) right after it maps PATH and before
+# it reads a byte; the test truncates the file, as logrotate's copytruncate does, and continues
+# it. At a page boundary the next read faults (SIGBUS, exit 135 before); inside a page the rest
+# of it reads as zeros. Both must be exit 2, "file changed while being read", nothing written.
+# stop_truncate_continue SIZE FILE COMMAND...: runs COMMAND, cuts FILE to SIZE while it is stopped.
+stop_truncate_continue() {
+	size=$1
+	file=$2
+	shift 2
+	MEMREPORT_TEST_STOP_AT_MAP="$file" "$@" >/dev/null 2>"$tmp/err" &
+	pid=$!
+	i=0
+	while [ "$i" -lt 300 ] && kill -0 "$pid" 2>/dev/null && ! grep -q '^State:[[:space:]]*T' "/proc/$pid/status" 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	truncate -s "$size" "$file"
+	kill -CONT "$pid" 2>/dev/null
+	wait "$pid"
+	rc=$?
+}
+small="$(dirname "$0")/../samples/oom_fragmentation.pickle"
+for size in 8192 10000; do
+	rm -rf "$out" && mkdir -p "$out"
+	cp "$small" "$in/shrinks.pickle"
+	stop_truncate_continue "$size" "$in/shrinks.pickle" "$bin" -q "$in/shrinks.pickle" --format json -o "$out/r.json"
+	[ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "shrinks.pickle: file changed while being read" "$tmp/err" &&
+		[ -z "$(ls -A "$out")" ] && ok "a snapshot cut to $size bytes while read: exit 2, nothing written" ||
+		nok "a snapshot cut to $size bytes while read (exit $rc: $(head -c 300 "$tmp/err"))"
+done
+mkdir -p "$in/run"
+cp "$small" "$in/run/snapshot.pickle"
+stop_truncate_continue 8192 "$in/run/snapshot.pickle" "$bin" batch "$in/run" -o "$out/b" -q
+[ "$rc" -eq 2 ] && grep -q "file changed while being read" "$out/b/index.json" &&
+	ok "batch: a member cut while read is its row's error, exit 2" ||
+	nok "batch: a member cut while read (exit $rc: $(head -c 300 "$tmp/err"))"
+
 # ---- full disk -------------------------------------------------------------------------------
 if [ -w /dev/full ] && [ -f "$snap" ]; then
 	"$bin" -q "$snap" --format json -o - >/dev/full 2>"$tmp/err"

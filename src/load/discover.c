@@ -647,7 +647,14 @@ mr_status ar_load(sr_reader *rd, const ar_run *run, const sr_limits *lim, ld_evi
 		mr_one_line(err->msg);
 		return st;
 	}
+	mr_error changed = {0};
 	st = ld_load_buffers(out, c.names, c.data, c.lens, c.count, err);
+	if (sr_contents_check(&c, &changed)) { /* what the loader said does not matter then */
+		if (!st)
+			ld_free(out);
+		st = changed.status;
+		*err = changed;
+	}
 	sr_contents_free(&c);
 	mr_one_line(err->msg); /* member names come from the archive */
 	return st;

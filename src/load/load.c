@@ -236,15 +236,20 @@ mr_status ld_load(ld_evidence *ev, const char *const *paths, size_t count, ld_pr
 {
 	mr_status st = begin(ev, count, err);
 	for (size_t i = 0; i < count && !st; i++) {
-		mr_error local = {0};
+		mr_error local = {0}, changed = {0};
 		in_data in;
 		if ((st = in_read(paths[i], &in, &local))) {
 			mr_fail(err, st, "%s: %s", paths[i], local.msg);
 			break;
 		}
 		add_ctx ac = {1, &in, progress, progress_ctx};
-		st = add_named(ev, paths[i], in.data, in.len, &ac, err);
+		st = add_buffer(ev, paths[i], in.data, in.len, &ac, &local);
+		/* A file cut while it was decoded explains whatever the decoder said about it. */
+		if (in_check(&in, &changed))
+			st = changed.status, local = changed;
 		in_release(&in);
+		if (st)
+			mr_fail(err, st, "%s: %s", paths[i], local.msg);
 	}
 	if (st)
 		ld_free(ev);
