@@ -70,6 +70,32 @@ rc=$?
 [ "$rc" -eq 0 ] && grep -q "(0 from the cache)" "$tmp/err" && cmp -s "$tmp/out/index.json" "$tmp/c3/index.json" \
 	&& ok "corrupt cache entries are rebuilt, not trusted" || nok "corrupt cache entries are rebuilt (exit $rc: $(cat "$tmp/err"))"
 
+# hostile cache entries (issue 14 item 8): a FIFO, a link to /dev/zero and a huge sparse file in
+# place of three entries are misses, read without blocking and without filling memory
+"$bin" batch $runs -o "$tmp/c4" --cache "$tmp/cache" -q
+set -- "$tmp/cache"/*.mrc
+if [ "$#" -ge 3 ]; then
+	rm -f "$1" "$2" "$3"
+	mkfifo "$1"
+	ln -s /dev/zero "$2"
+	truncate -s 4G "$3"
+	timeout 120 "$bin" batch $runs -o "$tmp/c5" --cache "$tmp/cache" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 0 ] && grep -q "($((count - 3)) from the cache)" "$tmp/err" && cmp -s "$tmp/out/index.json" "$tmp/c5/index.json" \
+		&& [ -f "$1" ] && [ ! -L "$2" ] && [ "$(wc -c <"$3")" -lt 100000000 ] \
+		&& ok "cache entries that are a FIFO, a link to /dev/zero or 4 GiB are misses, rebuilt as files" \
+		|| nok "hostile cache entries (exit $rc: $(cat "$tmp/err"))"
+else
+	nok "hostile cache entries: the cache has $# entries"
+fi
+# a new cache folder is private (0700); an existing one keeps its permissions
+"$bin" batch "$corpus/mlp_healthy" -o "$tmp/c6" --cache "$tmp/newcache/sub" -q
+mkdir -m 755 "$tmp/shared_cache"
+"$bin" batch "$corpus/mlp_healthy" -o "$tmp/c7" --cache "$tmp/shared_cache" -q
+[ "$(stat -c %a "$tmp/newcache/sub")" = 700 ] && [ "$(stat -c %a "$tmp/shared_cache")" = 755 ] \
+	&& ok "a new cache folder is 0700, an existing one keeps 0755" \
+	|| nok "cache folder modes ($(stat -c %a "$tmp/newcache/sub" "$tmp/shared_cache" | tr '\n' ' '))"
+
 # a broken run is listed and does not stop the others: exit 2
 printf '\200\004garbage' > "$tmp/broken.pickle"
 "$bin" batch "$corpus/mlp_healthy" "$tmp/broken.pickle" "$tmp/does-not-exist" -o "$tmp/b" -q 2>"$tmp/err"

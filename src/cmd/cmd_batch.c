@@ -272,7 +272,9 @@ static void run_rows(batch_job *job)
 		fputc('\n', stderr);
 }
 
-static int make_dirs(const char *path)
+/* Creates path and the folders above it (0755); the last one gets leaf_mode. Existing
+ * folders keep their permissions. */
+static int make_dirs(const char *path, mode_t leaf_mode)
 {
 	char *copy = mr_strdup(path);
 	if (!copy)
@@ -287,7 +289,7 @@ static int make_dirs(const char *path)
 		}
 		*p = '/';
 	}
-	int rc = mkdir(copy, 0755) != 0 && errno != EEXIST ? -1 : 0;
+	int rc = mkdir(copy, leaf_mode) != 0 && errno != EEXIST ? -1 : 0;
 	free(copy);
 	struct stat st;
 	return rc == 0 && stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
@@ -309,7 +311,7 @@ static const char *prepare_cache(const cmd_options *opt, int *rc)
 			cmd_say("--templates given: not using the cache");
 		cache_dir = NULL;
 	}
-	if (cache_dir && (make_dirs(cache_dir) != 0 || ca_prepare_dir(cache_dir, &err))) {
+	if (cache_dir && (make_dirs(cache_dir, 0700) != 0 || ca_prepare_dir(cache_dir, &err))) {
 		cmd_say("cache %s: %s", cache_dir, err.msg[0] ? err.msg : strerror(errno));
 		*rc = MR_EFAIL;
 	}
@@ -392,7 +394,7 @@ static int run_batch(const cmd_options *opt)
 	}
 	if ((rc = check_outputs(out_dir, opt, &set)))
 		goto done;
-	if (make_dirs(out_dir) != 0) {
+	if (make_dirs(out_dir, 0755) != 0) {
 		cmd_say("cannot create folder %s: %s", out_dir, strerror(errno));
 		rc = MR_EFAIL;
 		goto done;

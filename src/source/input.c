@@ -165,22 +165,25 @@ void in_adopt(in_data *out, uint8_t *heap, size_t len)
 	out->len = len;
 }
 
-mr_status in_read(const char *path, in_data *out, mr_error *err)
+/* Opens and reads path. With regular_only the last component is not followed when it is a
+ * link, a FIFO does not block the open, and anything but a regular file of at most max_bytes
+ * is refused. */
+static mr_status read_path(const char *path, int regular_only, uint64_t max_bytes, in_data *out,
+                           mr_error *err)
 {
-	memset(out, 0, sizeof *out);
-	if (strcmp(path, "-") == 0) {
-		if (isatty(STDIN_FILENO))
-			fprintf(stderr, "memreport: reading standard input (a snapshot, log or "
-			                "memory_stats() dump); end it with Ctrl-D\n");
-		return read_all(STDIN_FILENO, out, err);
-	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int flags = O_RDONLY | O_CLOEXEC | (regular_only ? O_NOFOLLOW | O_NONBLOCK : 0);
+	int fd = open(path, flags);
 	if (fd < 0)
 		return mr_fail(err, MR_EINPUT, "cannot open: %s", strerror(errno));
 	struct stat st;
 	mr_status rc = MR_OK;
 	if (fstat(fd, &st) != 0) {
 		rc = mr_fail(err, MR_EFAIL, "cannot stat: %s", strerror(errno));
+	} else if (regular_only && !S_ISREG(st.st_mode)) {
+		rc = mr_fail(err, MR_EINPUT, "not a regular file");
+	} else if (regular_only && (uint64_t)st.st_size > max_bytes) {
+		rc = mr_fail(err, MR_EINPUT, "%lld bytes, over the limit of %llu",
+		             (long long)st.st_size, (unsigned long long)max_bytes);
 	} else if (S_ISDIR(st.st_mode)) {
 		rc = mr_fail(err, MR_EINPUT,
 		             "is a folder, not a file (use `memreport batch` for folders)");
@@ -210,6 +213,24 @@ mr_status in_read(const char *path, in_data *out, mr_error *err)
 	}
 	close(fd);
 	return rc;
+}
+
+mr_status in_read(const char *path, in_data *out, mr_error *err)
+{
+	memset(out, 0, sizeof *out);
+	if (strcmp(path, "-") == 0) {
+		if (isatty(STDIN_FILENO))
+			fprintf(stderr, "memreport: reading standard input (a snapshot, log or "
+			                "memory_stats() dump); end it with Ctrl-D\n");
+		return read_all(STDIN_FILENO, out, err);
+	}
+	return read_path(path, 0, 0, out, err);
+}
+
+mr_status in_read_regular(const char *path, uint64_t max_bytes, in_data *out, mr_error *err)
+{
+	memset(out, 0, sizeof *out);
+	return read_path(path, 1, max_bytes, out, err);
 }
 
 mr_status in_check(const in_data *in, mr_error *err)

@@ -32,6 +32,10 @@ typedef struct {
 
 /* Reads `path` ("-" is standard input). Errors name no path: the caller adds it. */
 mr_status in_read(const char *path, in_data *out, mr_error *err);
+/* The same for a file memreport keeps itself (a cache entry), where a stranger may have put
+ * something else: a link is not followed, a FIFO or device is refused without blocking, and so
+ * is a file over max_bytes (MR_EINPUT). */
+mr_status in_read_regular(const char *path, uint64_t max_bytes, in_data *out, mr_error *err);
 /* After the bytes were used: MR_EINPUT "file changed while being read ..." when a mapped file
  * shrank (or a read past its new end was caught), MR_OK otherwise. */
 mr_status in_check(const in_data *in, mr_error *err);
