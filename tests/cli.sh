@@ -47,6 +47,14 @@ if [ -f "$snap" ]; then
 	"$bin" "$snap" --format text -o - | grep -q 'fragmentation' && ok "text report" || nok "text report"
 	"$bin" "$snap" --format md -o - | grep -q '^| 0 |' && ok "markdown report" || nok "markdown report"
 	"$bin" "$snap" -o "$tmp/r.html" && grep -q '</html>' "$tmp/r.html" && ok "html report" || nok "html report"
+	"$bin" "$snap" -o "$tmp/by_ext.json" && grep -q '"schema": "memreport/1"' "$tmp/by_ext.json" \
+		&& "$bin" "$snap" -o "$tmp/by_ext.md" && grep -q '^| 0 |' "$tmp/by_ext.md" \
+		&& ok "-o r.json / r.md without --format take the format from the extension" \
+		|| nok "-o r.json / r.md without --format take the format from the extension"
+	"$bin" "$snap" --format json -o "$tmp/clash.html" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 2 ] && [ ! -e "$tmp/clash.html" ] && grep -q 'disagree' "$tmp/err" \
+		&& ok "--format json -o x.html exits 2" || nok "--format json -o x.html exits 2 (exit $rc)"
 	"$bin" "$snap" --device 3 --format json -o - | grep -q '"devices": \[\]' \
 		&& ok "--device filters devices" || nok "--device filters devices"
 	cat "$snap" | "$bin" - --format json -o - | grep -q '"reserved_bytes": 2208301056' \

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/error.h"
 #include "base/mem.h"
@@ -45,6 +46,17 @@ static const struct {
     {"markdown", CMD_MD, C_REPORT},
     {"text", CMD_TEXT, C_REPORT | C_SIMULATE},
     {"txt", CMD_TEXT, C_REPORT | C_SIMULATE},
+};
+
+/* The formats -o's extension names (compared without case). */
+static const struct {
+	const char *ext;
+	cmd_format format;
+	const char *word; /* for messages */
+} extensions[] = {
+    {"html", CMD_HTML, "html"}, {"htm", CMD_HTML, "html"},  {"json", CMD_JSON, "json"},
+    {"md", CMD_MD, "md"},       {"markdown", CMD_MD, "md"}, {"txt", CMD_TEXT, "text"},
+    {"text", CMD_TEXT, "text"},
 };
 
 static unsigned bit_of(cmd_id which)
@@ -131,6 +143,47 @@ static void take(cmd_options *o, unsigned cmd, int val, const char *spelled, con
 	}
 }
 
+static int command_writes(unsigned cmd, cmd_format f)
+{
+	for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+		if ((formats[i].commands & cmd) && formats[i].format == f)
+			return 1;
+	return 0;
+}
+
+/* -o report.json without --format means JSON; with a --format that says otherwise, or an
+ * extension of a format the command does not write, it is a mistake. Other extensions (or
+ * none) leave the format alone. */
+static void format_of_output(cmd_options *o, unsigned cmd, int format_given, mr_error *err)
+{
+	if (cmd == C_BATCH || !o->output || strcmp(o->output, "-") == 0)
+		return;
+	const char *base = strrchr(o->output, '/');
+	const char *dot = strrchr(base ? base + 1 : o->output, '.');
+	if (!dot || dot[1] == '\0')
+		return;
+	for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++) {
+		if (strcasecmp(dot + 1, extensions[i].ext) != 0)
+			continue;
+		cmd_format f = extensions[i].format;
+		if (!command_writes(cmd, f))
+			mr_fail(err, MR_EINPUT, "-o %s: this command writes %s, not %s", o->output,
+			        format_list(cmd), extensions[i].word);
+		else if (format_given && o->format != f)
+			mr_fail(err, MR_EINPUT,
+			        "--format %s and -o %s disagree (its extension says %s): give one "
+			        "of them, or both the same",
+			        o->format == CMD_HTML   ? "html"
+			        : o->format == CMD_JSON ? "json"
+			        : o->format == CMD_MD   ? "md"
+			                                : "text",
+			        o->output, extensions[i].word);
+		else
+			o->format = f;
+		return;
+	}
+}
+
 /* How the option just read was written ("--out=x" -> "--out"; "-qz" -> "-z"): its word is
  * argv[optind - 1], or the one before when its value was a word of its own. */
 static void spelling(char **argv, int optopt_val, char *buf, size_t bufsz)
@@ -176,6 +229,7 @@ mr_status cmd_parse(cmd_id which, int argc, char **argv, cmd_options *out, mr_er
 	longs[nl] = (struct option){NULL, 0, NULL, 0};
 	shorts[ns] = '\0';
 	mr_error first = {0}; /* the first mistake; the parse goes on */
+	int format_given = 0;
 	opterr = 0;
 	optind = 0; /* glibc: start afresh (a process may parse more than once) */
 	int c;
@@ -190,9 +244,11 @@ mr_status cmd_parse(cmd_id which, int argc, char **argv, cmd_options *out, mr_er
 			mr_fail(&first, MR_EINPUT, "%s needs %s", spelled, needs(optopt, cmd));
 		else
 			take(out, cmd, c, spelled, optarg, &first);
+		format_given |= c == OPT_FORMAT;
 	}
 	while (optind < argc) /* after "--" */
 		out->args[out->arg_count++] = argv[optind++];
+	format_of_output(out, cmd, format_given, &first);
 	return first.status ? mr_fail(err, first.status, "%s", first.msg) : MR_OK;
 }
 
