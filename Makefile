@@ -2,7 +2,7 @@
 
 CC      ?= cc
 PKGS_MSGPACK := $(shell pkg-config --exists msgpack-c 2>/dev/null && echo msgpack-c || echo msgpack)
-PKGS    := libzip $(PKGS_MSGPACK) libcmark libpng zlib
+PKGS    := libzip $(PKGS_MSGPACK) libcmark libpng zlib liblzma
 DEPS_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 DEPS_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

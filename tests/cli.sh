@@ -143,6 +143,27 @@ rc=$?
 rc=$?
 [ "$rc" -eq 1 ] && grep -q 'is a folder' "$tmp/err" && ok "-o a folder exits 1" || nok "-o a folder exits 1 (exit $rc: $(cat "$tmp/err"))"
 
+# gzip and xz inputs (issue 15 item 6), found by their content whatever their names: the same
+# report as the plain files, for a run on the command line, a run folder and a zip
+if command -v gzip >/dev/null && command -v xz >/dev/null; then
+	frag=samples/oom_fragmentation
+	mkdir -p "$tmp/gz/run"
+	gzip -c "$frag.pickle" >"$tmp/gz/run/snapshot.bin"
+	xz -c "$frag.log" >"$tmp/gz/run/train.log.xz"
+	"$bin" "$frag.pickle" "$frag.log" --format json -o "$tmp/gz/plain.json"
+	"$bin" "$tmp/gz/run/snapshot.bin" "$tmp/gz/run/train.log.xz" --format json -o "$tmp/gz/packed.json"
+	rc=$?
+	sed "s|$tmp/gz/run/snapshot.bin|$frag.pickle|; s|$tmp/gz/run/train.log.xz|$frag.log|" "$tmp/gz/packed.json" >"$tmp/gz/packed.sed"
+	[ "$rc" -eq 0 ] && cmp -s "$tmp/gz/plain.json" "$tmp/gz/packed.sed" \
+		&& ok "a gzip snapshot and an xz log give the report of the plain files" \
+		|| nok "a gzip snapshot and an xz log give the report of the plain files (exit $rc)"
+	(cd "$tmp/gz" && zip -qr run.zip run)
+	"$bin" batch "$tmp/gz/run" "$tmp/gz/run.zip" -o "$tmp/gz/out" -q
+	rc=$?
+	[ "$rc" -eq 0 ] && [ "$(grep -c '{"path": "run/snapshot.bin", "kind": "snapshot"}, {"path": "run/train.log.xz", "kind": "oom_message"}' "$tmp/gz/out/index.json")" -eq 2 ] \
+		&& ok "batch reads gzip and xz members of folders and zips" || nok "batch reads gzip and xz members of folders and zips (exit $rc)"
+fi
+
 # never over the evidence (issue 14 item 2): an output that is an input, by name, through a link,
 # as a hard link, or as the default path, exits 2 with one line and leaves the input as it was
 # expect_guard DESCRIPTION PROTECTED COMMAND...

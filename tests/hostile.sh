@@ -163,6 +163,19 @@ refused "a dict key with a newline and an ESC stays on one line" "$in/newline_ke
 printf 'hello, this is neither a memory_summary() table nor an out-of-memory message\n' >"$in/text.txt"
 refused "text that is neither a table nor an OOM message" "$in/text.txt"
 
+# ---- compressed inputs: the limits of zip members (issue 15 item 6) ----------------------------
+if command -v gzip >/dev/null && command -v xz >/dev/null; then
+	head -c $((200 << 20)) /dev/zero | xz -c >"$in/bomb.xz"
+	refused "200 MiB of zeros in a 30 KiB xz file" "$in/bomb.xz" "compression bomb"
+	gzip -c "$(dirname "$0")/../samples/mlp_healthy.pickle" >"$in/snap.gz"
+	head -c 5000 "$in/snap.gz" >"$in/cut.gz"
+	refused "a gzip snapshot cut short" "$in/cut.gz" "gzip data is cut short"
+	gzip -c "$in/snap.gz" >"$in/twice.gz"
+	refused "a snapshot gzipped twice" "$in/twice.gz" "compressed twice"
+	printf '\037\213garbage' >"$in/garbage.gz"
+	refused "gzip magic and garbage" "$in/garbage.gz" "gzip data"
+fi
+
 # ---- paths in messages -----------------------------------------------------------------------
 # A file name with a newline and an ESC sequence: the message stays one line and no control
 # byte reaches the terminal (issue 14 item 9), for every command and for simulate's text header.
