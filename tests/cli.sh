@@ -164,6 +164,36 @@ if command -v gzip >/dev/null && command -v xz >/dev/null; then
 		&& ok "batch reads gzip and xz members of folders and zips" || nok "batch reads gzip and xz members of folders and zips (exit $rc)"
 fi
 
+# a run folder or a zip of one run is a single-run input (issue 15 item 6): the discovery of batch
+mkdir -p "$tmp/one/run"
+cp samples/oom_fragmentation.pickle "$tmp/one/run/oom_snapshot.pickle"
+cp samples/oom_fragmentation.log "$tmp/one/run/train.log"
+"$bin" samples/oom_fragmentation.pickle samples/oom_fragmentation.log --format json -o - | grep -v '"path"' >"$tmp/one/files.json"
+"$bin" "$tmp/one/run/" --format json -o - 2>"$tmp/err" | grep -v '"path"' >"$tmp/one/folder.json"
+rc=$?
+(cd "$tmp/one" && zip -qr run.zip run)
+"$bin" "$tmp/one/run.zip" --format json -o - | grep -v '"path"' >"$tmp/one/zip.json"
+[ "$rc" -eq 0 ] && [ -s "$tmp/one/files.json" ] && cmp -s "$tmp/one/files.json" "$tmp/one/folder.json" && cmp -s "$tmp/one/files.json" "$tmp/one/zip.json" \
+	&& ok "a run folder and a zip of it report what their files report" \
+	|| nok "a run folder and a zip of it report what their files report (exit $rc: $(cat "$tmp/err"))"
+"$bin" -q "$tmp/one/run/" && [ -s "$tmp/one/run.html" ] && ok "a folder's default report is FOLDER.html beside it" \
+	|| nok "a folder's default report is FOLDER.html beside it ($(ls "$tmp/one"))"
+mkdir -p "$tmp/one/two/a" "$tmp/one/two/b"
+cp samples/mlp_healthy.pickle "$tmp/one/two/a/"
+cp samples/mlp_healthy.pickle "$tmp/one/two/b/"
+"$bin" "$tmp/one/two" -o "$tmp/one/two.html" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 2 ] && [ ! -e "$tmp/one/two.html" ] && grep -q 'holds 2 runs ("two/a", "two/b")' "$tmp/err" \
+	&& ok "a folder of several runs exits 2 naming them" || nok "a folder of several runs exits 2 naming them (exit $rc: $(cat "$tmp/err"))"
+"$bin" "$tmp/one/run" samples/mlp_healthy.pickle -o "$tmp/one/x.html" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 2 ] && grep -q 'give it alone' "$tmp/err" && ok "a folder with other inputs exits 2" || nok "a folder with other inputs exits 2 (exit $rc)"
+sum=$(cksum <"$tmp/one/run/train.log")
+"$bin" "$tmp/one/run" -o "$tmp/one/run/train.log" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 2 ] && [ "$(cksum <"$tmp/one/run/train.log")" = "$sum" ] && grep -q 'overwrite its own evidence' "$tmp/err" \
+	&& ok "a folder's report never lands on one of its files" || nok "a folder's report never lands on one of its files (exit $rc)"
+
 # never over the evidence (issue 14 item 2): an output that is an input, by name, through a link,
 # as a hard link, or as the default path, exits 2 with one line and leaves the input as it was
 # expect_guard DESCRIPTION PROTECTED COMMAND...

@@ -176,13 +176,17 @@ mr_status out_guard_check(const out_guard *g, const char *output, mr_error *err)
 	struct stat st;
 	if (strcmp(output, "-") == 0 || stat(output, &st) != 0)
 		return MR_OK;
-	for (size_t i = 0; i < g->count; i++)
-		if (g->inputs[i].dev == (uint64_t)st.st_dev &&
-		    g->inputs[i].ino == (uint64_t)st.st_ino)
-			return mr_fail(err, MR_EINPUT,
-			               "%s is the input %s: the report would overwrite its own "
-			               "evidence (choose another output)",
-			               output, g->inputs[i].path);
+	for (size_t i = 0; i < g->count; i++) {
+		const struct out_input *in = &g->inputs[i];
+		if (in->dev != (uint64_t)st.st_dev || in->ino != (uint64_t)st.st_ino)
+			continue;
+		int same_name = strcmp(output, in->path) == 0;
+		return mr_fail(err, MR_EINPUT,
+		               "%s is %s%s: the report would overwrite its own evidence (choose "
+		               "another output)",
+		               output, same_name ? "an input" : "the input ",
+		               same_name ? "" : in->path);
+	}
 	return MR_OK;
 }
 

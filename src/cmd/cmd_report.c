@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "base/output.h"
 #include "cmd/options.h"
+#include "cmd/run_input.h"
 #include "cmd/say.h"
 #include "load/load.h"
 #include "render/render_html.h"
@@ -100,6 +101,7 @@ static int write_report(const cmd_options *opt)
 	mr_buf buf = {0};
 	ld_evidence ev;
 	rp_report run = {0};
+	cmd_run inputs = {0};
 	mr_status st = MR_OK;
 	if (!out_path) {
 		default_path = out_default_path(opt->args[0], format_ext(opt->format));
@@ -110,12 +112,13 @@ static int write_report(const cmd_options *opt)
 		}
 		out_path = default_path;
 	}
-	/* Before anything is read: the report must never land on its own evidence. */
-	if ((st = out_check_inputs(out_path, opt->args, opt->arg_count, &err))) {
+	/* Before anything is decoded: the report must never land on its own evidence. */
+	if ((st = cmd_run_find(&inputs, opt->args, opt->arg_count, &err)) ||
+	    (st = cmd_run_guard(&inputs, out_path, &err))) {
 		cmd_say("%s", err.msg);
 		goto done;
 	}
-	st = ld_load(&ev, opt->args, opt->arg_count, show_progress, &bar, &err);
+	st = cmd_run_load(&inputs, show_progress, &bar, &ev, &err);
 	if (!st && bar.shown)
 		fprintf(stderr, "analysing %zu trace events...\n", ev.snap.event_store_count);
 	if (!st)
@@ -139,6 +142,7 @@ static int write_report(const cmd_options *opt)
 	else if (default_path && !opt->quiet)
 		cmd_say("wrote %s", default_path);
 done:
+	cmd_run_free(&inputs);
 	free(default_path);
 	mr_buf_free(&buf);
 	rp_free(&run);
