@@ -55,8 +55,10 @@ if [ -f "$snap" ]; then
 	rc=$?
 	[ "$rc" -eq 2 ] && [ ! -e "$tmp/clash.html" ] && grep -q 'disagree' "$tmp/err" \
 		&& ok "--format json -o x.html exits 2" || nok "--format json -o x.html exits 2 (exit $rc)"
-	"$bin" "$snap" --device 3 --format json -o - | grep -q '"devices": \[\]' \
-		&& ok "--device filters devices" || nok "--device filters devices"
+	"$bin" "$snap" --device 3 --format json -o "$tmp/nodev.json" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 2 ] && [ ! -e "$tmp/nodev.json" ] && grep -q 'has no device 3 (it has device 0)' "$tmp/err" \
+		&& ok "--device naming a device the snapshot lacks exits 2" || nok "--device naming a device the snapshot lacks exits 2 (exit $rc)"
 	cat "$snap" | "$bin" - --format json -o - | grep -q '"reserved_bytes": 2208301056' \
 		&& ok "standard input" || nok "standard input"
 	cp "$snap" "$tmp/copy.pickle"
@@ -163,6 +165,23 @@ if command -v gzip >/dev/null && command -v xz >/dev/null; then
 	[ "$rc" -eq 0 ] && [ "$(grep -c '{"path": "run/snapshot.bin", "kind": "snapshot"}, {"path": "run/train.log.xz", "kind": "oom_message"}' "$tmp/gz/out/index.json")" -eq 2 ] \
 		&& ok "batch reads gzip and xz members of folders and zips" || nok "batch reads gzip and xz members of folders and zips (exit $rc)"
 fi
+
+# --device N: only device N, which the evidence must have (issue 15 item 6)
+multi=tests/fixtures/eras/multi_device.pickle
+[ "$("$bin" "$multi" --device 1 --format json -o - | grep -o '"device": [0-9]*' | sort -u | tr '\n' ' ')" = '"device": 1 ' ] \
+	&& ok "--device 1 reports device 1 only" || nok "--device 1 reports device 1 only"
+for cmdline in "$multi --device 2" "diff $multi $multi --device 2" "simulate $multi --alloc-conf recorded --device 2" \
+	"tests/fixtures/text/legacy_fairseq_2gpu.log --device 2"; do
+	# shellcheck disable=SC2086
+	"$bin" $cmdline -o "$tmp/dev.out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 2 ] && [ ! -e "$tmp/dev.out" ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q 'no device 2 (it has .*0, 1)' "$tmp/err" \
+		&& ok "$cmdline: exit 2, listing devices 0 and 1" || nok "$cmdline: exit 2 listing the devices (exit $rc: $(cat "$tmp/err"))"
+done
+"$bin" batch "$multi" -o "$tmp/devb" --device 2 -q 2>/dev/null
+rc=$?
+[ "$rc" -eq 2 ] && grep -q 'no device 2 (it has devices 0, 1)' "$tmp/devb/index.json" \
+	&& ok "batch --device 2: the row says which devices the run has, exit 2" || nok "batch --device 2 (exit $rc)"
 
 # a run folder or a zip of one run is a single-run input (issue 15 item 6): the discovery of batch
 mkdir -p "$tmp/one/run"

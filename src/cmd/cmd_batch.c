@@ -21,6 +21,7 @@
 #include "base/pool.h"
 #include "cmd/cache.h"
 #include "cmd/options.h"
+#include "cmd/run_input.h"
 #include "cmd/say.h"
 #include "load/discover.h"
 #include "render/batch_index.h"
@@ -71,6 +72,10 @@ static mr_status report_run(const batch_job *job, sr_reader *rd, const ar_run *r
 	mr_status st = ar_load(rd, run, job->lim, &ev, err);
 	if (st || (st = rp_build(&rep, &ev, job->opt->device, err)))
 		return st;
+	if ((st = cmd_run_check_device(&rep, job->opt->device, err))) {
+		rp_free(&rep);
+		return st;
+	}
 	if (!(st = ix_row_of(&rep, &ropt, &e->row, err)) &&
 	    !(st = rd_render_json(&rep, &ropt, &json, err)))
 		st = rd_render_html(&rep, &ropt, &html, err);

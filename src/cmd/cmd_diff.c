@@ -46,6 +46,10 @@ static mr_status load_sides(const char *const *paths, const char *out_path, int 
 		if ((st = cmd_run_load(&sides[*loaded], NULL, NULL, &ev, err)) ||
 		    (st = rp_build(&runs[*loaded], &ev, device, err)))
 			break;
+		if ((st = cmd_run_check_device(&runs[*loaded], device, err))) {
+			rp_free(&runs[*loaded]);
+			break;
+		}
 	}
 	cmd_run_free(&sides[0]);
 	cmd_run_free(&sides[1]);

@@ -121,8 +121,8 @@ static int write_report(const cmd_options *opt)
 	st = cmd_run_load(&inputs, show_progress, &bar, &ev, &err);
 	if (!st && bar.shown)
 		fprintf(stderr, "analysing %zu trace events...\n", ev.snap.event_store_count);
-	if (!st)
-		st = rp_build(&run, &ev, opt->device, &err);
+	if (!st && !(st = rp_build(&run, &ev, opt->device, &err)))
+		st = cmd_run_check_device(&run, opt->device, &err);
 	if (st) {
 		cmd_say("%s", err.msg);
 		goto done;

@@ -246,6 +246,26 @@ static void render_text(const sim_args *a, const sim_result *rec, const sim_resu
 	mr_buf_free(&conf);
 }
 
+/* --device N must be a device of the snapshot. Returns 0, or the exit status after saying
+ * which devices it has. */
+static int check_device(const sim_args *a, const md_snapshot *snap)
+{
+	if (a->device < 0)
+		return 0;
+	mr_buf ids = {0};
+	for (size_t i = 0; i < snap->device_count; i++) {
+		if (snap->devices[i].id == a->device) {
+			mr_buf_free(&ids);
+			return 0;
+		}
+		mr_buf_printf(&ids, "%s%d", i ? ", " : "", (int)snap->devices[i].id);
+	}
+	int rc = arg_error(a->snapshot, "--device %d: the snapshot has no device %d (it has %s)",
+	                   a->device, a->device, ids.data ? ids.data : "none");
+	mr_buf_free(&ids);
+	return rc;
+}
+
 int cmd_simulate(int argc, char **argv)
 {
 	sim_args a;
@@ -283,6 +303,8 @@ int cmd_simulate(int argc, char **argv)
 		rc = MR_EINPUT;
 		goto done;
 	}
+	if ((rc = check_device(&a, &run.snap)))
+		goto done;
 	int32_t device = a.device;
 	for (size_t i = 0; device < 0 && i < run.snap.device_count; i++)
 		if (run.snap.devices[i].event_count)

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/output.h"
 #include "decode/sniff.h"
+#include "report/view.h"
 #include "source/walk.h"
 
 /* A folder, or a file that is a zip archive by its content; "-" and missing paths are not
@@ -98,4 +99,49 @@ void cmd_run_free(cmd_run *r)
 {
 	ar_set_free(&r->set);
 	memset(r, 0, sizeof *r);
+}
+
+/* Adds id to ids[0..*n) unless it is there (or there are already cap of them). */
+static void add_id(int32_t *ids, size_t *n, size_t cap, int32_t id)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (ids[i] == id)
+			return;
+	if (*n < cap)
+		ids[(*n)++] = id;
+}
+
+mr_status cmd_run_check_device(const rp_report *r, int device, mr_error *err)
+{
+	if (device < 0)
+		return MR_OK;
+	rp_view all;
+	mr_status st = rp_view_init(&all, r, -1, err);
+	if (st)
+		return st;
+	int32_t ids[RP_VIEW_MAX_NUMBERS];
+	size_t n = 0;
+	for (size_t i = 0; i < all.device_count; i++)
+		add_id(ids, &n, RP_VIEW_MAX_NUMBERS, all.devices[i]->device);
+	for (size_t i = 0; i < all.number_count; i++)
+		add_id(ids, &n, RP_VIEW_MAX_NUMBERS, all.numbers[i].device);
+	for (size_t i = 0; i < r->ev.text.oom_count; i++)
+		if (r->ev.text.ooms[i].device >= 0)
+			add_id(ids, &n, RP_VIEW_MAX_NUMBERS, r->ev.text.ooms[i].device);
+	rp_view_free(&all);
+	mr_buf list = {0};
+	for (size_t i = 0; i < n; i++) {
+		if (ids[i] == device)
+			return MR_OK;
+		mr_buf_printf(&list, "%s%d", i ? ", " : "", (int)ids[i]);
+	}
+	const char *first = r->ev.input_count ? r->ev.inputs[0].path : "the evidence";
+	st = n ? mr_fail(err, MR_EINPUT,
+	                 "%s: --device %d: the evidence has no device %d (it has %s %s)", first,
+	                 device, device, n == 1 ? "device" : "devices", list.data ? list.data : "")
+	       : mr_fail(err, MR_EINPUT,
+	                 "%s: --device %d: the evidence names no device (leave --device out)",
+	                 first, device);
+	mr_buf_free(&list);
+	return st;
 }

@@ -9,7 +9,10 @@
  *
  * Ownership: a cmd_run borrows the paths (argv) and owns what discovery found; cmd_run_free
  * releases it, and is safe after a failed find. cmd_run_load fills an ld_evidence that ld_free
- * releases. Nothing here prints. */
+ * releases. Nothing here prints.
+ *
+ * The evidence must also have the device --device names: cmd_run_check_device, once the run is
+ * built. */
 #ifndef MR_RUN_INPUT_H
 #define MR_RUN_INPUT_H
 
@@ -18,6 +21,7 @@
 #include "base/error.h"
 #include "load/discover.h"
 #include "load/load.h"
+#include "report/report.h"
 #include "source/limits.h"
 
 typedef struct {
@@ -35,5 +39,10 @@ mr_status cmd_run_guard(const cmd_run *r, const char *output, mr_error *err);
 mr_status cmd_run_load(const cmd_run *r, ld_progress_fn progress, void *progress_ctx,
                        ld_evidence *ev, mr_error *err);
 void cmd_run_free(cmd_run *r);
+
+/* --device N (device >= 0) must name a device of the report's evidence (a snapshot's devices,
+ * or the devices its tables, stats and OOM messages name): MR_EINPUT otherwise, "no device 3 in
+ * the evidence (it has devices 0, 1)". */
+mr_status cmd_run_check_device(const rp_report *r, int device, mr_error *err);
 
 #endif
