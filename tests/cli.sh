@@ -166,6 +166,19 @@ if command -v gzip >/dev/null && command -v xz >/dev/null; then
 		&& ok "batch reads gzip and xz members of folders and zips" || nok "batch reads gzip and xz members of folders and zips (exit $rc)"
 fi
 
+# --redact-paths rewrites recorded paths only, never code (issue 15 item 6): the change stays in
+# its code fence, byte for byte
+cap="$corpus/oom_capacity/snapshot.pickle"
+[ -f "$cap" ] || cap="$corpus/oom_capacity/oom_snapshot.pickle"
+if [ -f "$cap" ]; then
+	"$bin" "$cap" --redact-paths --format md -o "$tmp/red.md"
+	"$bin" "$cap" --redact-paths -o "$tmp/red.html"
+	grep -A1 '^   ```$' "$tmp/red.md" | grep -q '^   batch_size //= 2; accumulate' && grep -q 'batch_size //= 2' "$tmp/red.html" \
+		&& ! grep -q 'redacted&gt;/=' "$tmp/red.md" && grep -q '&lt;redacted&gt;/train.py' "$tmp/red.md" \
+		&& ok "--redact-paths keeps code (batch_size //= 2, fenced) and still redacts recorded paths" \
+		|| nok "--redact-paths keeps code (batch_size //= 2, fenced) and still redacts recorded paths"
+fi
+
 # --device N: only device N, which the evidence must have (issue 15 item 6)
 multi=tests/fixtures/eras/multi_device.pickle
 [ "$("$bin" "$multi" --device 1 --format json -o - | grep -o '"device": [0-9]*' | sort -u | tr '\n' ' ')" = '"device": 1 ' ] \
