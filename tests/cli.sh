@@ -260,6 +260,27 @@ rc=$?
 [ "$rc" -eq 2 ] && grep -q 'is the input folder' "$tmp/err" && [ "$(ls "$tmp/ev/out")" = index.json ] \
 	&& ok "batch: -o the input folder is refused" || nok "batch: -o the input folder is refused (exit $rc: $(cat "$tmp/err"))"
 
+# 80 columns (issue 15 item 6): --help of every command, and every text output, line by line
+# longest FILE...: the widest line in columns (UTF-8 characters), 0 for empty files
+longest() { cat "$@" | LC_ALL=C.UTF-8 wc -L | tr -d ' '; }
+for c in "" batch diff simulate; do
+	# shellcheck disable=SC2086
+	"$bin" $c --help >"$tmp/help_$c.txt"
+done
+w=$(longest "$tmp"/help_*.txt)
+[ "$w" -le 80 ] && ok "--help of every command fits 80 columns ($w)" || nok "--help of every command fits 80 columns (longest $w)"
+: >"$tmp/texts"
+for f in samples/*.pickle samples/*.log tests/fixtures/eras/*.pickle tests/fixtures/text/* "$corpus"/*/*snapshot.pickle \
+	"$corpus"/*/*.txt "$corpus"/*/train.log "$shared"/third_party/snapshots/*; do
+	[ -f "$f" ] || continue
+	"$bin" "$f" --format text -o - >>"$tmp/texts" 2>/dev/null
+	"$bin" "$f" --format text --redact-paths -o - >>"$tmp/texts" 2>/dev/null
+done
+"$bin" simulate samples/oom_fragmentation.pickle --alloc-conf expandable_segments:True --limit 4GiB --format text >>"$tmp/texts"
+w=$(longest "$tmp/texts")
+[ "$w" -le 80 ] && [ "$(wc -l <"$tmp/texts")" -gt 1000 ] && ok "every text report and simulate's text fit 80 columns ($w)" \
+	|| nok "every text report and simulate's text fit 80 columns (longest $w)"
+
 # memreport simulate
 if [ -f tests/cli_simulate.sh ]; then
 	sh tests/cli_simulate.sh "$bin" $((n + 1))

@@ -48,8 +48,8 @@ static void show_progress(void *ctx, size_t done, size_t total)
 const char cmd_report_usage[] =
     "usage: memreport INPUT... [-o FILE] [--format html|json|md|text] [--device N]\n"
     "                 [--redact-paths] [--templates DIR] [-q]\n"
-    "       memreport batch INPUT... -o DIR [--cache DIR] [-j N] [--device N] [--redact-paths] "
-    "[-q]\n"
+    "       memreport batch INPUT... -o DIR [--cache DIR] [-j N] [--device N]\n"
+    "                 [--redact-paths] [-q]\n"
     "       memreport diff BEFORE AFTER [-o FILE] [--format html|json] [--device N]\n"
     "                 [--redact-paths] [-q]\n"
     "       memreport simulate SNAPSHOT --alloc-conf CONF [--limit SIZE] [--device N]\n"
@@ -58,14 +58,16 @@ const char cmd_report_usage[] =
     "\n"
     "INPUT is a snapshot pickle (torch.cuda.memory._dump_snapshot), a text file with\n"
     "memory_summary() output or a CUDA out-of-memory error (a whole log is fine), a\n"
-    "memory_stats() JSON dump, or - for standard input. Several inputs are one run.\n"
+    "memory_stats() JSON dump, any of them gzip or xz compressed, or - for standard\n"
+    "input. Several inputs are one run; so is a run folder or a zip of one run.\n"
     "\n"
-    "Options take --name=VALUE as well as --name VALUE; `memreport COMMAND --help` says\n"
-    "more about batch, diff and simulate.\n"
+    "Options take --name=VALUE as well as --name VALUE; `memreport COMMAND --help`\n"
+    "says more about batch, diff and simulate.\n"
     "\n"
     "  -o FILE          write the report to FILE (- for standard output); default:\n"
     "                   <first input>.html (or .json/.md/.txt) beside the input\n"
-    "  --format F       html (default), json (schema memreport/1), md, text\n"
+    "  --format F       html (default), json (schema memreport/1), md, text; without\n"
+    "                   it, the extension of -o FILE chooses\n"
     "  --device N       report only device N\n"
     "  --redact-paths   replace home folders, user names and host-specific prefixes\n"
     "                   in file paths, so the report can go into a public ticket\n"
@@ -73,7 +75,8 @@ const char cmd_report_usage[] =
     "  -q               no progress bar\n"
     "\n"
     "Exit status: 0 success; 2 unusable input (the message names the file and, for\n"
-    "pickles, the byte offset and opcode); 1 any other failure.\n";
+    "pickles, the byte offset and opcode), bad usage, or an output that would\n"
+    "overwrite an input; 1 any other failure.\n";
 
 static const char *format_ext(cmd_format f)
 {

@@ -23,6 +23,7 @@
 #include "cmd/options.h"
 #include "cmd/say.h"
 #include "load/load.h"
+#include "render/render_text.h"
 #include "sim/config.h"
 #include "sim/replay.h"
 #include "sim/result_json.h"
@@ -34,10 +35,11 @@ static const char sim_usage[] =
     "Replays the snapshot's allocation trace through a model of PyTorch's caching\n"
     "allocator. CONF uses PYTORCH_CUDA_ALLOC_CONF syntax (expandable_segments:True,\n"
     "max_split_size_mb:128, roundup_power2_divisions:[256:1,>:4],\n"
-    "garbage_collection_threshold:0.6, ...) and changes only the keys it names; \"recorded\"\n"
-    "replays the recorded settings. --limit SIZE (4GiB, 512MiB, bytes) caps reserved memory\n"
-    "like torch.cuda.set_per_process_memory_fraction. Output: JSON (schema memreport-sim/1,\n"
-    "default) or text, to standard output unless -o FILE.\n";
+    "garbage_collection_threshold:0.6, ...) and changes only the keys it names;\n"
+    "\"recorded\" replays the recorded settings. --limit SIZE (4GiB, 512MiB, bytes)\n"
+    "caps reserved memory like torch.cuda.set_per_process_memory_fraction. Output:\n"
+    "JSON (schema memreport-sim/1, default) or text, to standard output unless\n"
+    "-o FILE.\n";
 
 typedef struct {
 	const char *snapshot, *conf, *out_path;
@@ -176,7 +178,7 @@ static void text_line(mr_buf *b, const char *label, uint64_t bytes)
 	mr_buf_printf(b, "  %-22s %s (%" PRIu64 " bytes)\n", label, s, bytes);
 }
 
-static void render_text(const sim_args *a, const sim_result *rec, const sim_result *pred, mr_buf *b)
+static void write_text(const sim_args *a, const sim_result *rec, const sim_result *pred, mr_buf *b)
 {
 	mr_buf conf = {0};
 	sim_config_format(&pred->config, &conf);
@@ -244,6 +246,18 @@ static void render_text(const sim_args *a, const sim_result *rec, const sim_resu
 	for (size_t i = 0; i < n; i++)
 		mr_buf_printf(b, "note: %s\n", notes[i]);
 	mr_buf_free(&conf);
+}
+
+/* The text, each line at most RD_TEXT_COLUMNS wide (rd_wrap). */
+static void render_text(const sim_args *a, const sim_result *rec, const sim_result *pred,
+                        mr_buf *out)
+{
+	mr_buf text = {0};
+	write_text(a, rec, pred, &text);
+	if (text.failed)
+		out->failed = 1;
+	rd_wrap(out, text.data ? text.data : "", text.len, RD_TEXT_COLUMNS);
+	mr_buf_free(&text);
 }
 
 /* --device N must be a device of the snapshot. Returns 0, or the exit status after saying
