@@ -78,8 +78,8 @@ build/md2man: tools/md2man.c
 	mkdir -p build
 	$(CC) -std=c11 -O2 $(WARN) $(DEPS_CFLAGS) -o $@ $< $(DEPS_LIBS)
 
-$(MAN): docs/memreport.1.md build/md2man
-	build/md2man MEMREPORT 1 "memreport 0.1.0" < $< > $@.part && mv $@.part $@
+$(MAN): docs/memreport.1.md build/md2man src/base/version.h
+	build/md2man MEMREPORT 1 "memreport $(VERSION)" < $< > $@.part && mv $@.part $@
 
 demo: deps
 	$(MAKE) $(BIN) $(MAN)

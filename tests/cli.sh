@@ -260,6 +260,46 @@ rc=$?
 [ "$rc" -eq 2 ] && grep -q 'is the input folder' "$tmp/err" && [ "$(ls "$tmp/ev/out")" = index.json ] \
 	&& ok "batch: -o the input folder is refused" || nok "batch: -o the input folder is refused (exit $rc: $(cat "$tmp/err"))"
 
+# CI use (issue 15 item 5): --fail-on exits 3 exactly when the report holds a finding at or
+# above that severity (the report is written all the same); 2 and 1 outrank it
+seen=""
+bad=""
+for f in samples/*.pickle tests/fixtures/eras/*.pickle "$corpus"/*/*snapshot.pickle; do
+	[ -f "$f" ] || continue
+	for sev in warning critical; do
+		rm -f "$tmp/ci.json"
+		"$bin" "$f" --format json -o "$tmp/ci.json" --fail-on "$sev" -q 2>/dev/null
+		rc=$?
+		want=$(python3 -c "import json,sys
+levels = {'info': 0, 'warning': 1, 'critical': 2}
+d = json.load(open(sys.argv[1]))
+print(3 if any(levels[x['severity']] >= levels[sys.argv[2]] for x in d['findings']) else 0)" "$tmp/ci.json" "$sev" 2>/dev/null)
+		[ "$rc" = "$want" ] || bad="$bad $f:$sev:$rc/$want"
+		seen="$seen $rc"
+	done
+done
+case $seen in *0*) ;; *) bad="$bad (never 0)" ;; esac
+case $seen in *3*) ;; *) bad="$bad (never 3)" ;; esac
+[ -z "$bad" ] && ok "--fail-on exits 3 exactly when a finding is at or above it, 0 otherwise" \
+	|| nok "--fail-on exits 3 exactly when a finding is at or above it:$bad"
+"$bin" /nonexistent.pickle --fail-on warning -o "$tmp/ci2.json" 2>/dev/null
+[ $? -eq 2 ] && ok "--fail-on: an unusable input still exits 2" || nok "--fail-on: an unusable input still exits 2"
+if [ -w /dev/full ]; then
+	"$bin" samples/oom_fragmentation.pickle --fail-on warning -q --format json -o - >/dev/full 2>/dev/null
+	[ $? -eq 1 ] && ok "--fail-on: a full disk still exits 1" || nok "--fail-on: a full disk still exits 1"
+fi
+"$bin" samples/oom_fragmentation.pickle --fail-on info -o "$tmp/ci3.json" 2>/dev/null
+[ $? -eq 2 ] && [ ! -e "$tmp/ci3.json" ] && ok "--fail-on info is bad usage" || nok "--fail-on info is bad usage"
+# the JSON and the Markdown say what made them: memreport's version and the inputs
+version=$("$bin" --version | sed 's/^memreport //')
+"$bin" samples/oom_fragmentation.pickle samples/oom_fragmentation.log --format json -o "$tmp/v.json"
+"$bin" samples/oom_fragmentation.pickle samples/oom_fragmentation.log --format md -o "$tmp/v.md"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['memreport'] == sys.argv[2], d['memreport']
+assert [i['path'] for i in d['inputs']] == ['samples/oom_fragmentation.pickle', 'samples/oom_fragmentation.log']" "$tmp/v.json" "$version" \
+	&& grep -qxF "<sub>memreport $version from samples/oom\\_fragmentation.pickle (snapshot), samples/oom\\_fragmentation.log (oom_message)</sub>" "$tmp/v.md" \
+	&& ok "JSON (key memreport) and Markdown name memreport $version and the inputs" \
+	|| nok "JSON (key memreport) and Markdown name memreport $version and the inputs ($(sed -n 5p "$tmp/v.md"))"
+
 # 80 columns (issue 15 item 6): --help of every command, and every text output, line by line
 # longest FILE...: the widest line in columns (UTF-8 characters), 0 for empty files
 longest() { cat "$@" | LC_ALL=C.UTF-8 wc -L | tr -d ' '; }

@@ -48,6 +48,7 @@ static void show_progress(void *ctx, size_t done, size_t total)
 const char cmd_report_usage[] =
     "usage: memreport INPUT... [-o FILE] [--format html|json|md|text] [--device N]\n"
     "                 [--redact-paths] [--templates DIR] [-q]\n"
+    "                 [--fail-on warning|critical]\n"
     "       memreport batch INPUT... -o DIR [--cache DIR] [-j N] [--device N]\n"
     "                 [--redact-paths] [-q]\n"
     "       memreport diff BEFORE AFTER [-o FILE] [--format html|json] [--device N]\n"
@@ -73,10 +74,12 @@ const char cmd_report_usage[] =
     "                   in file paths, so the report can go into a public ticket\n"
     "  --templates DIR  read templates from DIR instead of the built-in ones\n"
     "  -q               no progress bar\n"
+    "  --fail-on S      exit 3 when a finding is at least S (warning or critical)\n"
     "\n"
     "Exit status: 0 success; 2 unusable input (the message names the file and, for\n"
     "pickles, the byte offset and opcode), bad usage, or an output that would\n"
-    "overwrite an input; 1 any other failure.\n";
+    "overwrite an input; 1 any other failure; 3 --fail-on found a finding (the\n"
+    "report is written; 2 and 1 outrank it).\n";
 
 static const char *format_ext(cmd_format f)
 {
@@ -93,6 +96,32 @@ static int usage_error(const char *msg)
 	return cmd_usage_error("memreport", msg, "(see memreport --help)\n");
 }
 
+/* --fail-on: CMD_EXIT_FINDINGS, after saying which, when a finding is at least that severe;
+ * 0 otherwise. */
+static int fail_on(const cmd_options *opt, const ad_advice *a)
+{
+	if (opt->fail_on < 0)
+		return 0;
+	size_t count = 0;
+	char ids[256] = "";
+	for (size_t i = 0; i < a->finding_count; i++) {
+		if ((int)a->findings[i].severity < opt->fail_on)
+			continue;
+		size_t used = strlen(ids);
+		if (count < 8)
+			snprintf(ids + used, sizeof ids - used, "%s%s", count ? ", " : "",
+			         a->findings[i].id);
+		count++;
+	}
+	if (!count)
+		return 0;
+	if (!opt->quiet)
+		cmd_say("--fail-on %s: %zu finding%s at or above it (%s%s)",
+		        ad_severity_name((ad_severity)opt->fail_on), count, count == 1 ? "" : "s",
+		        ids, count > 8 ? ", ..." : "");
+	return CMD_EXIT_FINDINGS;
+}
+
 /* Loads the inputs, runs the pipeline and writes the report. Returns the exit status. */
 static int write_report(const cmd_options *opt)
 {
@@ -106,6 +135,7 @@ static int write_report(const cmd_options *opt)
 	rp_report run = {0};
 	cmd_run inputs = {0};
 	mr_status st = MR_OK;
+	int rc = 0;
 	if (!out_path) {
 		default_path = out_default_path(opt->args[0], format_ext(opt->format));
 		if (!default_path) {
@@ -144,12 +174,14 @@ static int write_report(const cmd_options *opt)
 		cmd_say("%s: %s", out_path, err.msg);
 	else if (default_path && !opt->quiet)
 		cmd_say("wrote %s", default_path);
+	if (!st)
+		rc = fail_on(opt, &run.advice);
 done:
 	cmd_run_free(&inputs);
 	free(default_path);
 	mr_buf_free(&buf);
 	rp_free(&run);
-	return (int)st;
+	return st ? (int)st : rc;
 }
 
 int cmd_report(int argc, char **argv)

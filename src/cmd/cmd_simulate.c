@@ -20,6 +20,7 @@
 #include "base/mem.h"
 #include "base/output.h"
 #include "base/units.h"
+#include "base/version.h"
 #include "cmd/options.h"
 #include "cmd/say.h"
 #include "load/load.h"
@@ -126,7 +127,8 @@ static void render_json(const sim_args *a, const sim_result *rec, const sim_resu
 {
 	mr_buf conf = {0};
 	sim_config_format(&pred->config, &conf);
-	mr_buf_puts(b, "{\"schema\": \"memreport-sim/1\", \"snapshot\": ");
+	mr_buf_puts(b, "{\"schema\": \"memreport-sim/1\", \"memreport\": \"" MEMREPORT_VERSION
+	               "\", \"snapshot\": ");
 	mr_json_str(b, a->snapshot);
 	mr_buf_printf(b, ", \"device\": %d, \"alloc_conf\": ", (int)pred->device);
 	mr_json_str(b, a->conf);

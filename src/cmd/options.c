@@ -7,12 +7,22 @@
 #include <string.h>
 #include <strings.h>
 
+#include "advise/advice.h"
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/units.h"
 
 enum { C_REPORT = 1, C_BATCH = 2, C_DIFF = 4, C_SIMULATE = 8, C_ALL = 15 };
-enum { OPT_FORMAT = 256, OPT_DEVICE, OPT_REDACT, OPT_TEMPLATES, OPT_CACHE, OPT_CONF, OPT_LIMIT };
+enum {
+	OPT_FORMAT = 256,
+	OPT_DEVICE,
+	OPT_REDACT,
+	OPT_TEMPLATES,
+	OPT_CACHE,
+	OPT_CONF,
+	OPT_LIMIT,
+	OPT_FAIL_ON
+};
 
 static const struct {
 	const char *name;
@@ -30,6 +40,7 @@ static const struct {
     {"jobs", required_argument, 'j', C_BATCH},
     {"alloc-conf", required_argument, OPT_CONF, C_SIMULATE},
     {"limit", required_argument, OPT_LIMIT, C_SIMULATE},
+    {"fail-on", required_argument, OPT_FAIL_ON, C_REPORT},
     {"help", no_argument, 'h', C_ALL},
 };
 enum { OPTION_COUNT = sizeof table / sizeof table[0] };
@@ -97,6 +108,7 @@ static const char *needs(int val, unsigned cmd)
 	case OPT_CACHE: return "a folder";
 	case 'j': return "a number of threads (1-256)";
 	case OPT_CONF: return "a PYTORCH_CUDA_ALLOC_CONF string";
+	case OPT_FAIL_ON: return "warning or critical";
 	default: return "a size such as 4GiB";
 	}
 }
@@ -128,6 +140,15 @@ static void take(cmd_options *o, unsigned cmd, int val, const char *spelled, con
 			mr_fail(err, MR_EINPUT, "%s needs a device number, got '%s'", spelled, arg);
 		else
 			o->device = (int)v;
+		break;
+	case OPT_FAIL_ON:
+		if (strcmp(arg, "warning") == 0)
+			o->fail_on = AD_WARNING;
+		else if (strcmp(arg, "critical") == 0)
+			o->fail_on = AD_CRITICAL;
+		else
+			mr_fail(err, MR_EINPUT, "%s needs warning or critical, got '%s'", spelled,
+			        arg);
 		break;
 	case 'j':
 		if (parse_long(arg, 1, 256, &v))
@@ -212,6 +233,7 @@ mr_status cmd_parse(cmd_id which, int argc, char **argv, cmd_options *out, mr_er
 	size_t nl = 0, ns = 2;
 	memset(out, 0, sizeof *out);
 	out->device = -1;
+	out->fail_on = -1;
 	out->format = which == CMD_SIMULATE ? CMD_JSON : CMD_HTML;
 	out->args = mr_alloc_array((size_t)(argc > 0 ? argc : 1), sizeof *out->args);
 	if (!out->args)

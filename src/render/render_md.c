@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/units.h"
+#include "base/version.h"
 #include "render/html_util.h"
 #include "render/redact.h"
 #include "report/view.h"
@@ -233,6 +234,19 @@ static void top_sites(mr_buf *b, const md_snapshot *s, const rp_view *view, cons
 	}
 }
 
+/* What made the report, for a ticket: memreport's version and the inputs it read. */
+static void provenance(mr_buf *b, const rp_report *run, const rd_options *opt)
+{
+	mr_buf_puts(b, "<sub>memreport " MEMREPORT_VERSION " from ");
+	for (size_t i = 0; i < run->ev.input_count; i++) {
+		char pbuf[4096];
+		mr_buf_puts(b, i ? ", " : "");
+		hu_md_text(b, rd_path(opt, run->ev.inputs[i].path, pbuf, sizeof pbuf), MD_TEXT_CAP);
+		mr_buf_printf(b, " (%s)", ld_kind_name(run->ev.inputs[i].kind));
+	}
+	mr_buf_puts(b, "</sub>\n\n");
+}
+
 mr_status rd_render_md(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
 {
 	mr_buf b = {0};
@@ -244,6 +258,7 @@ mr_status rd_render_md(const rp_report *run, const rd_options *opt, mr_buf *out,
 	mr_buf_puts(&b, "### memreport\n\n**");
 	md_advice(&b, opt, ad->verdict, NULL, 600);
 	mr_buf_puts(&b, "**\n\n");
+	provenance(&b, run, opt);
 	device_table(&b, run, &view);
 	numbers_table(&b, &view);
 	oom_line(&b, &ad->oom);
