@@ -300,6 +300,23 @@ assert [i['path'] for i in d['inputs']] == ['samples/oom_fragmentation.pickle', 
 	&& ok "JSON (key memreport) and Markdown name memreport $version and the inputs" \
 	|| nok "JSON (key memreport) and Markdown name memreport $version and the inputs ($(sed -n 5p "$tmp/v.md"))"
 
+# the man page's examples run (issue 15 item 5): every indented line of its EXAMPLES section,
+# with memreport on PATH, in a folder holding the files they name
+mkdir -p "$tmp/man/bin" "$tmp/man/memreport_runs/before" "$tmp/man/memreport_runs/after"
+ln -s "$bin" "$tmp/man/bin/memreport"
+cp samples/oom_fragmentation.pickle "$tmp/man/oom_snapshot.pickle"
+cp samples/oom_fragmentation.log "$tmp/man/train.log"
+cp samples/mlp_healthy.pickle "$tmp/man/snapshot.pickle"
+cp samples/mlp_healthy.pickle "$tmp/man/memreport_runs/before/snapshot.pickle"
+cp samples/oom_fragmentation.pickle "$tmp/man/memreport_runs/after/snapshot.pickle"
+awk '/^# /{ on = ($0 == "# EXAMPLES") } on && /^    [^ ]/ { sub(/^    /, ""); print }' docs/memreport.1.md >"$tmp/man/examples"
+count=$(wc -l <"$tmp/man/examples")
+failed=""
+while IFS= read -r example; do
+	(cd "$tmp/man" && PATH="$tmp/man/bin:$PATH" sh -c "$example" >/dev/null 2>"$tmp/man/err") || failed="$failed [$example: $(head -c 200 "$tmp/man/err")]"
+done <"$tmp/man/examples"
+[ "$count" -ge 5 ] && [ -z "$failed" ] && ok "the man page's $count examples run" || nok "the man page's examples run ($count found):$failed"
+
 # 80 columns (issue 15 item 6): --help of every command, and every text output, line by line
 # longest FILE...: the widest line in columns (UTF-8 characters), 0 for empty files
 longest() { cat "$@" | LC_ALL=C.UTF-8 wc -L | tr -d ' '; }
