@@ -88,6 +88,16 @@ if [ "$#" -ge 3 ]; then
 else
 	nok "hostile cache entries: the cache has $# entries"
 fi
+# a FIFO where a report goes is replaced, never waited on (the unchanged-report check reads only
+# regular files)
+"$bin" batch "$corpus/mlp_healthy" -o "$tmp/fifo_out" -q
+rm -f "$tmp/fifo_out/mlp_healthy.html"
+mkfifo "$tmp/fifo_out/mlp_healthy.html"
+timeout 60 "$bin" batch "$corpus/mlp_healthy" -o "$tmp/fifo_out" -q
+rc=$?
+[ "$rc" -eq 0 ] && [ -f "$tmp/fifo_out/mlp_healthy.html" ] && ok "a FIFO in place of a report is replaced, not waited on" \
+	|| nok "a FIFO in place of a report is replaced, not waited on (exit $rc)"
+
 # a new cache folder is private (0700); an existing one keeps its permissions
 "$bin" batch "$corpus/mlp_healthy" -o "$tmp/c6" --cache "$tmp/newcache/sub" -q
 mkdir -m 755 "$tmp/shared_cache"
