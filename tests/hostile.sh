@@ -200,8 +200,8 @@ if [ -f "$snap" ]; then
 	cp "$snap" "$odd.pickle"
 	"$bin" simulate "$odd.pickle" --alloc-conf recorded --format text >"$tmp/sim.txt" 2>"$tmp/err"
 	rc=$?
-	[ "$rc" -eq 0 ] && no_control "$tmp/sim.txt" && sed -n 2p "$tmp/sim.txt" | grep -q '^settings: ' &&
-		head -n 1 "$tmp/sim.txt" | grep -q 'odd?name?\[31m.pickle, device' &&
+	[ "$rc" -eq 0 ] && no_control "$tmp/sim.txt" && grep -q '^settings: ' "$tmp/sim.txt" &&
+		grep -q 'odd?name?\[31m.pickle,' "$tmp/sim.txt" && ! grep -q '^name' "$tmp/sim.txt" &&
 		ok "simulate: the text header quotes the path on one line" ||
 		nok "simulate: the text header quotes the path on one line (exit $rc: $(head -n 2 "$tmp/sim.txt"))"
 	rm -f "$odd.pickle"

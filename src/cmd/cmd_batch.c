@@ -97,7 +97,7 @@ static mr_status write_if_changed(const char *path, const char *data, size_t len
 {
 	in_data old;
 	mr_error ignored = {0};
-	/* Only a regular file of this size can hold these bytes: a FIFO there is never waited on. */
+	/* Only a regular file of this size can hold these bytes; a FIFO is never waited on. */
 	if (in_read_regular(path, len, &old, &ignored) == MR_OK) {
 		int same = old.len == len && (len == 0 || memcmp(old.data, data, len) == 0);
 		in_release(&old);
