@@ -44,7 +44,7 @@ static mr_status load_sides(const char *const *paths, const char *out_path, int 
 		ld_evidence ev;
 		/* the loader names the file; discovery errors name it too */
 		if ((st = cmd_run_load(&sides[*loaded], NULL, NULL, &ev, err)) ||
-		    (st = rp_build(&runs[*loaded], &ev, device, err)))
+		    (st = rp_build(&runs[*loaded], &ev, &(rp_params){device, 0}, err)))
 			break;
 		if ((st = cmd_run_check_device(&runs[*loaded], device, err))) {
 			rp_free(&runs[*loaded]);

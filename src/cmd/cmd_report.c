@@ -1,5 +1,6 @@
 /* cmd_report.c: `memreport INPUT... [-o FILE] [--format html|json|md|text] [--device N]
- * [--redact-paths] [--templates DIR] [-q]`: one run, read, analysed and written as a report. */
+ * [--budget SIZE] [--redact-paths] [--templates DIR] [-q]`: one run, read, analysed and written as
+ * a report. */
 #include "cmd/cmd_report.h"
 
 #include <stdio.h>
@@ -47,7 +48,7 @@ static void show_progress(void *ctx, size_t done, size_t total)
 
 const char cmd_report_usage[] =
     "usage: memreport INPUT... [-o FILE] [--format html|json|md|text] [--device N]\n"
-    "                 [--redact-paths] [--templates DIR] [-q]\n"
+    "                 [--budget SIZE] [--redact-paths] [--templates DIR] [-q]\n"
     "                 [--fail-on warning|critical]\n"
     "       memreport batch INPUT... -o DIR [--cache DIR] [-j N] [--device N]\n"
     "                 [--redact-paths] [-q]\n"
@@ -70,6 +71,8 @@ const char cmd_report_usage[] =
     "  --format F       html (default), json (schema memreport/1), md, text; without\n"
     "                   it, the extension of -o FILE chooses\n"
     "  --device N       report only device N\n"
+    "  --budget SIZE    plan how large a microbatch fits SIZE (24GiB, 80GB, bytes);\n"
+    "                   default: the cap the OOM message shows, if any\n"
     "  --redact-paths   replace home folders, user names and host-specific prefixes\n"
     "                   in file paths, so the report can go into a public ticket\n"
     "  --templates DIR  read templates from DIR instead of the built-in ones\n"
@@ -154,7 +157,7 @@ static int write_report(const cmd_options *opt)
 	st = cmd_run_load(&inputs, show_progress, &bar, &ev, &err);
 	if (!st && bar.shown)
 		fprintf(stderr, "analysing %zu trace events...\n", ev.snap.event_store_count);
-	if (!st && !(st = rp_build(&run, &ev, opt->device, &err)))
+	if (!st && !(st = rp_build(&run, &ev, &(rp_params){opt->device, opt->budget}, &err)))
 		st = cmd_run_check_device(&run, opt->device, &err);
 	if (st) {
 		cmd_say("%s", err.msg);

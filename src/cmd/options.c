@@ -21,7 +21,8 @@ enum {
 	OPT_CACHE,
 	OPT_CONF,
 	OPT_LIMIT,
-	OPT_FAIL_ON
+	OPT_FAIL_ON,
+	OPT_BUDGET
 };
 
 static const struct {
@@ -41,6 +42,7 @@ static const struct {
     {"alloc-conf", required_argument, OPT_CONF, C_SIMULATE},
     {"limit", required_argument, OPT_LIMIT, C_SIMULATE},
     {"fail-on", required_argument, OPT_FAIL_ON, C_REPORT},
+    {"budget", required_argument, OPT_BUDGET, C_REPORT},
     {"help", no_argument, 'h', C_ALL},
 };
 enum { OPTION_COUNT = sizeof table / sizeof table[0] };
@@ -156,6 +158,11 @@ static void take(cmd_options *o, unsigned cmd, int val, const char *spelled, con
 			        spelled, arg);
 		else
 			o->jobs = v;
+		break;
+	case OPT_BUDGET:
+		if (mr_parse_size(arg, &o->budget) || !o->budget)
+			mr_fail(err, MR_EINPUT, "%s needs a size such as 24GiB, got '%s'", spelled,
+			        arg);
 		break;
 	default:
 		if (mr_parse_size(arg, &o->limit) || !o->limit)

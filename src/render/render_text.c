@@ -73,6 +73,15 @@ static void header(mr_buf *b, const rp_report *run, const rd_options *opt)
 	const ad_advice *a = &run->advice;
 	if (a->verdict && a->verdict[0])
 		mr_buf_printf(b, "\n%s\n", a->verdict);
+	if (a->what_ran && a->what_ran[0]) {
+		mr_buf_puts(b, "What ran: ");
+		safe(b, a->what_ran);
+		mr_buf_puts(b, "\n");
+	}
+	if (a->capacity_line && a->capacity_line[0]) {
+		safe(b, a->capacity_line);
+		mr_buf_puts(b, "\n");
+	}
 	if (a->oom.present) {
 		char r[32], f[32], l[32], lim[32] = "unknown";
 		mr_format_bytes(r, sizeof r, a->oom.requested);
