@@ -7,8 +7,7 @@
 # Prints "ok N - ..." / "not ok N - ..." lines; skips when /usr/bin/chromium is absent.
 set -u
 bin=$1
-shared=${MEMREPORT_SHARED:-../shared}
-corpus="$shared/corpus"
+. tests/samples.sh
 chromium=${CHROMIUM:-/usr/bin/chromium}
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -56,10 +55,8 @@ probe='<script>
 
 samples="oom_fragmentation gpt_varlen mlp_healthy no_history cuda_graph"
 for s in $samples; do
-	snap="$corpus/$s/snapshot.pickle"
-	[ -f "$snap" ] || snap="$corpus/$s/oom_snapshot.pickle"
-	if [ ! -f "$snap" ]; then
-		ok "$s # SKIP sample not found"
+	if ! snap=$(sample_snapshot "$s"); then
+		ok "$s # SKIP not in build/corpus nor $samples_shared"
 		continue
 	fi
 	html="$tmp/$s.html"
@@ -158,7 +155,7 @@ strict_page() {
 }
 runs=""
 for s in mlp_healthy oom_capacity gpt_varlen oom_fragmentation; do
-	[ -d "$corpus/$s" ] && runs="$runs $corpus/$s"
+	d=$(sample_dir "$s") && runs="$runs $d"
 done
 if [ -n "$runs" ]; then
 	# shellcheck disable=SC2086
