@@ -5,7 +5,8 @@
 # node_modules), "ok N - ... # SKIP why". A skip is counted apart, never as passed nor failed.
 # Samples come from tests/corpus, unpacked first into build/corpus (tests/unpack_corpus.sh), and
 # from $MEMREPORT_SHARED (default ../shared). The browser tests, which mostly wait on
-# Chromium, run beside the others; their lines are printed in their place.
+# Chromium, and make install/deb/wheel run beside the others, in a second lane whose lines are
+# printed last.
 set -u
 build=$1
 bin=$2
@@ -36,9 +37,10 @@ tap() {
 if ! sh tests/unpack_corpus.sh; then
 	count tests/unpack_corpus.sh 0 1 0
 fi
-(sh tests/browser.sh "$bin"
-	[ -f tests/browser/run.sh ] && sh tests/browser/run.sh "$bin") >"$work/browser" 2>&1 &
-browser=$!
+(sh tests/browser.sh "$bin" >"$work/browser" 2>&1
+	[ -f tests/browser/run.sh ] && sh tests/browser/run.sh "$bin" >>"$work/browser" 2>&1
+	sh tests/install.sh "$bin" >"$work/install" 2>&1) &
+lane=$!
 
 for t in "$build"/tests/test_*; do
 	[ -x "$t" ] || continue
@@ -61,11 +63,10 @@ for t in "$build"/tests/test_*; do
 done
 # the command line; every saved fuzz input, replayed; hostile inputs through the command line;
 # golden outputs; the stage order of docs/architecture.md; functions of at most 120 lines;
-# memreport.capture against a stand-in torch; make install, make deb, make wheel; what
-# memreport concludes about every real run
+# memreport.capture against a stand-in torch; what memreport concludes about every real run
 for s in "sh tests/cli.sh $bin" "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" \
 	"sh tests/golden.sh $bin" "sh tools/check_layers.sh" "sh tools/check_functions.sh" \
-	"sh tests/capture.sh $bin" "sh tests/install.sh $bin" "python3 tests/diagnosis.py $bin"; do
+	"sh tests/capture.sh $bin" "python3 tests/diagnosis.py $bin"; do
 	$s >"$work/out" 2>&1
 	name=${s#sh }
 	name=${name#python3 }
@@ -80,8 +81,11 @@ if command -v clang-format >/dev/null 2>&1; then
 		count format 0 1 0
 	fi
 fi
-wait "$browser"
+# the second lane: Chromium on the reports (tests/browser.sh, tests/browser/run.sh); make
+# install, make deb, make wheel
+wait "$lane"
 tap tests/browser.sh "$work/browser"
+tap tests/install.sh "$work/install"
 if [ "$skipped" -ne 0 ]; then
 	echo "(skipped: checks whose samples or tools are absent here; README.md, Building and testing)"
 fi
