@@ -4,23 +4,23 @@ knows how the run was made concludes (the corpus READMEs' "what a good report sa
 
 For every sample of the table: the OOM cause, the kind of run, the techniques already on, the
 first recommendation, recommendations that must not appear (or not first), findings that must
-or must not appear. Samples come from tests/corpus (recorded for this project) and, when present,
+or must not appear. Samples come from tests/corpus (recorded for this project; read from
+build/corpus, where tests/unpack_corpus.sh decompresses them) and, when present,
 $MEMREPORT_SHARED/corpus and third_party/snapshots. Prints "ok N - ..." / "not ok N - ..." lines;
-a sample whose files are absent is reported as skipped.
+a shared sample that is absent is reported as skipped ("ok N - ... # SKIP ..."), a project one
+as a failure.
 """
-import atexit
 import json
-import lzma
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 
 BIN = os.path.abspath(sys.argv[1])
 SHARED = os.environ.get("MEMREPORT_SHARED", "../shared")
-ROOTS = ["tests/corpus", os.path.join(SHARED, "corpus")]
+# the project's own samples first, as tests/testutil.h and tests/samples.sh find them
+ROOTS = ["build/corpus", os.path.join(SHARED, "corpus")]
+UNPACKED = subprocess.run(["sh", "tests/unpack_corpus.sh"]).returncode == 0
 
 # Each row: sample, then what must hold. Keys:
 #   cause: oom.cause (None: no OOM)      kind: run.kind
@@ -191,8 +191,6 @@ def report(ok, what):
     print("%s %d - %s" % ("ok" if ok else "not ok", n, what))
 
 
-TMP = tempfile.mkdtemp(prefix="memreport-diagnosis.")
-atexit.register(shutil.rmtree, TMP, True)
 
 
 def sample_files(name):
@@ -201,15 +199,18 @@ def sample_files(name):
         for f in ("snapshot.pickle", "oom_snapshot.pickle"):
             if os.path.isfile(os.path.join(d, f)):
                 return d, os.path.join(d, f)
-            if os.path.isfile(os.path.join(d, f + ".xz")):
-                # the project's own samples are kept xz-compressed
-                out = os.path.join(TMP, name + "_" + f)
-                with lzma.open(os.path.join(d, f + ".xz")) as src, open(out, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-                return d, out
     if name == "gpt_large_trace" and os.path.isfile("build/gpt_large_trace.pickle"):
         return None, "build/gpt_large_trace.pickle"
     return None, None
+
+
+def absent(label, name):
+    """A sample neither corpus has: skipped when it is a shared one, failed when it is ours."""
+    if os.path.isdir(os.path.join("tests", "corpus", name)):
+        report(False, "%s: tests/corpus/%s is not unpacked into build/corpus%s" % (
+            label, name, "" if UNPACKED else " (tests/unpack_corpus.sh failed)"))
+    else:
+        report(True, "%s # SKIP not in build/corpus nor %s/corpus" % (label, SHARED))
 
 
 def run(paths):
@@ -273,7 +274,7 @@ for name, want in TABLE:
     d, snap = sample_files(name)
     label = name + (" with log" if want.get("log") else "")
     if not snap:
-        report(True, "%s # SKIP not present" % label)
+        absent(label, name)
         continue
     paths = [snap]
     if want.get("log") and d and os.path.isfile(os.path.join(d, "train.log")):
@@ -287,7 +288,7 @@ for name, want in TABLE:
 for name, want in THIRD_PARTY:
     path = os.path.join(SHARED, "third_party", "snapshots", name)
     if not os.path.isfile(path):
-        report(True, "%s # SKIP not present" % name)
+        report(True, "%s # SKIP not in %s/third_party/snapshots" % (name, SHARED))
         continue
     doc, err = run([path])
     if doc is None:
@@ -314,7 +315,7 @@ def close(a, b, rel):
 def number_check(name, what, fn, log=False):
     d, snap = sample_files(name)
     if not snap:
-        report(True, "%s: %s # SKIP not present" % (name, what))
+        absent("%s: %s" % (name, what), name)
         return
     paths = [snap] + ([os.path.join(d, "oom_message.txt")] if log else [])
     doc, err = run(paths)

@@ -10,8 +10,8 @@
 # The requirement is "no crash, no half-written report", not "always refused".
 set -u
 bin=$1
-shared=${MEMREPORT_SHARED:-../shared}
-snap="$shared/corpus/oom_fragmentation/oom_snapshot.pickle"
+. tests/samples.sh
+snap=$(sample_snapshot oom_fragmentation)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 in="$tmp/in"
