@@ -102,6 +102,10 @@ def main():
                      "one long user_metadata string shared by every trace entry", report_of)
         check_linear(tmp, binary, "frame", ".pickle",
                      "one long frame name shared by every frame dict", report_of)
+        check_linear(tmp, binary, "segments", ".pickle",
+                     "a long run of segment events in the replay", report_of)
+        check_linear(tmp, binary, "pools", ".pickle",
+                     "many private-pool segments, each allocated in the trace", report_of)
 
 
 if __name__ == "__main__":
