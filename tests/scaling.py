@@ -98,6 +98,9 @@ def main():
         def report_of(path, scale):
             return [binary, "-q", path, "--format", "json", "-o", out + ".json"]
 
+        def batch_of(path, scale):
+            return [binary, "batch", "-q", path, "-o", "%s%d" % (out, scale)]
+
         check_linear(tmp, binary, "meta", ".pickle",
                      "one long user_metadata string shared by every trace entry", report_of)
         check_linear(tmp, binary, "frame", ".pickle",
@@ -106,6 +109,8 @@ def main():
                      "a long run of segment events in the replay", report_of)
         check_linear(tmp, binary, "pools", ".pickle",
                      "many private-pool segments, each allocated in the trace", report_of)
+        check_linear(tmp, binary, "members", ".zip",
+                     "batch discovery of a zip with many text members", batch_of)
 
 
 if __name__ == "__main__":
