@@ -112,6 +112,17 @@ def main():
         check_linear(tmp, binary, "members", ".zip",
                      "batch discovery of a zip with many text members", batch_of)
 
+        # Four runs of one big member each: first one job, then four within a budget that
+        # holds one member. Sanitizers must not keep freed buffers around for this.
+        path = write(tmp, "big", 1, ".zip")
+        env = dict(os.environ, ASAN_OPTIONS="quarantine_size_mb=0:detect_leaks=0")
+        rc1, one = peak_rss([binary, "batch", "-q", "-j", "1", path, "-o", out + "j1"], env)
+        env["MEMREPORT_ZIP_MEMORY"] = "16MiB"
+        rc4, four = peak_rss([binary, "batch", "-q", "-j", "4", path, "-o", out + "j4"], env)
+        report(rc1 == 0 and rc4 == 0 and four < one * 1.5,
+               "batch -j 4 over four 16 MiB members with a 16 MiB budget: peak RSS %d MiB, "
+               "one job %d MiB (exit %d and %d; fails from 1.5 times)"
+               % (four // 1024, one // 1024, rc4, rc1))
 
 if __name__ == "__main__":
     main()
