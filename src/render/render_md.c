@@ -2,8 +2,9 @@
  *
  * At most RP_MD_MAX_LINES lines: the verdict, a key-numbers table per device, the OOM numbers,
  * the top three recommendations and the top allocation sites. Every string from the inputs is
- * escaped with hu_md_text (entities for HTML, backslashes for Markdown), so a hostile frame
- * name can neither open an HTML tag nor break the table. */
+ * escaped with hu_md_text (entities for HTML, backslashes for Markdown, a word joiner inside
+ * what GitHub would link or ping, U+FFFD for bidirectional controls), so a hostile frame name
+ * can neither open an HTML tag, break the table, ping a user nor read as another name. */
 #include "render/render_md.h"
 
 #include <inttypes.h>
@@ -12,6 +13,7 @@
 #include "analyze/text_devices.h"
 #include "base/buf.h"
 #include "base/error.h"
+#include "base/escape.h"
 #include "base/mem.h"
 #include "base/units.h"
 #include "render/html_util.h"
@@ -64,7 +66,8 @@ static void md_change(mr_buf *b, const rd_options *opt, const char *text)
 		run = *p == '`' ? run + 1 : 0;
 		longest = MR_MAX(longest, run);
 		lines += *p == '\n';
-		if (strchr("<>&", *p) || ((unsigned char)*p < 0x20 && *p != '\n'))
+		if (strchr("<>&", *p) || ((unsigned char)*p < 0x20 && *p != '\n') ||
+		    mr_bidi_control_len(p, strlen(p)))
 			plain = 0;
 	}
 	if (!plain || lines > MD_MAX_CHANGE_LINES || longest >= 3) {

@@ -1,4 +1,6 @@
-/* render_text.c: a terminal summary. */
+/* render_text.c: a terminal summary. Every string that can hold an input's bytes (names,
+ * paths, the verdict and advice that quote them) goes through mr_buf_plain: control
+ * characters, invalid UTF-8 and bidirectional controls become U+FFFD. */
 #include "render/render_text.h"
 
 #include <inttypes.h>
@@ -70,8 +72,11 @@ static void header(mr_buf *b, const rp_report *run, const rd_options *opt)
 	}
 	mr_buf_puts(b, "\n");
 	const ad_advice *a = &run->advice;
-	if (a->verdict && a->verdict[0])
-		mr_buf_printf(b, "\n%s\n", a->verdict);
+	if (a->verdict && a->verdict[0]) {
+		mr_buf_puts(b, "\n");
+		safe(b, a->verdict);
+		mr_buf_puts(b, "\n");
+	}
 	if (a->oom.present) {
 		char r[32], f[32], l[32], lim[32] = "unknown";
 		mr_format_bytes(r, sizeof r, a->oom.requested);
@@ -101,15 +106,21 @@ static void advice(mr_buf *b, const ad_advice *a, const rd_options *opt)
 		mr_buf_puts(b, "\nRecommendations (do the first one first):\n");
 	for (size_t i = 0; i < a->rec_count; i++) {
 		const ad_recommendation *r = &a->recs[i];
-		mr_buf_printf(b, "  %d. %s [%s]\n     ", r->rank, r->title, r->id);
+		mr_buf_printf(b, "  %d. ", r->rank);
+		safe(b, r->title ? r->title : "");
+		mr_buf_printf(b, " [%s]\n     ", r->id);
 		prose(b, opt, r->reason, &r->reason_paths);
 		mr_buf_puts(b, "\n");
 		if (r->change) {
 			mr_buf_puts(b, "     change: ");
-			for (const char *p = r->change; *p; p++) {
-				mr_buf_putc(b, *p);
-				if (*p == '\n')
-					mr_buf_puts(b, "             ");
+			for (const char *p = r->change; *p;) {
+				size_t line = strcspn(p, "\n");
+				mr_buf_plain(b, p, line);
+				p += line;
+				if (*p == '\n') {
+					mr_buf_puts(b, "\n             ");
+					p++;
+				}
 			}
 			mr_buf_puts(b, "\n");
 		}
