@@ -61,7 +61,17 @@ typedef struct {
 	uint64_t limit;        /* bytes the allocator could have used; 0 = unknown */
 	uint64_t reserved, allocated;
 	ad_cause cause;
+	/* Figures the evidence does not give (a message without sizes; MPS has no reserved
+	 * total): AD_OOM_NO_* bits. Those fields are 0 and are shown as null or "unknown". */
+	unsigned unknown;
 } ad_oom;
+
+enum {
+	AD_OOM_NO_REQUESTED = 1,
+	AD_OOM_NO_FREE_CACHED = 2,
+	AD_OOM_NO_RESERVED = 4,
+	AD_OOM_NO_ALLOCATED = 8,
+};
 
 /* The categories of analyze.h, named for the advice's readers. */
 enum {

@@ -13,8 +13,7 @@ const char *ad_cause_name(ad_cause c)
 	}
 }
 
-/* What this PyTorch allocator holds (reserved), when the message tells. */
-static int message_reserved(const ev_oom *o, uint64_t *out)
+int ad_message_reserved(const ev_oom *o, uint64_t *out)
 {
 	if (o->has_reserved_total) {
 		*out = o->reserved_total;
@@ -37,7 +36,7 @@ ad_cause ad_message_cause(const ev_oom *o)
 	if (!o->has_requested || limit == 0)
 		return AD_CAUSE_UNKNOWN;
 	uint64_t req = o->requested_bytes, reserved = 0;
-	int has_reserved = message_reserved(o, &reserved);
+	int has_reserved = ad_message_reserved(o, &reserved);
 
 	/* Fragmentation: the cache held at least the request, in pieces, and that cache is at
 	 * least 10% of the limit (a few MiB of slack next to a full GPU is not fragmentation). */

@@ -388,6 +388,43 @@ static void check_agreement(ctx *c, const ev_oom *msg)
 	}
 }
 
+/* Why a capacity OOM's own figures do not contradict it: the limit a memory fraction (or MPS's
+ * watermark) set below the card, or CUDA's free figure that covers the segment it refused. */
+static void explain_limit(ad_text *t, const ev_oom *msg)
+{
+	char b1[32], b2[32], b3[32];
+	uint64_t limit = ev_oom_limit(msg);
+	if (msg->era == EV_OOM_ERA_MPS && msg->has_allowed) {
+		ad_text_printf(t,
+		               " The limit is MPS's max allowed (PYTORCH_MPS_HIGH_WATERMARK_RATIO "
+		               "sets it), not all of the machine's memory");
+		if (msg->has_this_process)
+			ad_text_printf(
+			    t, "; MPS's own and its other allocations, %s, count against it",
+			    sz(b1, msg->this_process_in_use));
+		ad_text_printf(t, ".");
+	} else if (msg->has_allowed && limit == msg->allowed && msg->has_total_capacity &&
+	           msg->allowed < msg->total_capacity) {
+		ad_text_printf(t,
+		               " The limit is the %s a memory fraction allows this process "
+		               "(torch.cuda.set_per_process_memory_fraction), not the card's %s",
+		               sz(b1, msg->allowed), sz(b2, msg->total_capacity));
+		if (msg->has_device_free)
+			ad_text_printf(t, ": CUDA still had %s free that it may not use.",
+			               sz(b3, msg->device_free));
+		else
+			ad_text_printf(t, ".");
+	} else if (msg->has_device_free && msg->has_requested &&
+	           msg->device_free >= msg->requested_bytes) {
+		ad_text_printf(t,
+		               " CUDA reported %s free, no less than the %s it refused: that "
+		               "figure is read after the failure, once PyTorch had released its "
+		               "cached segments, and CUDA's own free memory need not lie in one "
+		               "piece that large (or another process freed memory meanwhile).",
+		               sz(b1, msg->device_free), sz(b2, msg->requested_bytes));
+	}
+}
+
 static void advise_oom(ctx *c)
 {
 	const an_device *dv = c->dv;
@@ -438,15 +475,18 @@ static void advise_oom(ctx *c)
 			snprintf(freebuf, sizeof freebuf,
 			         "only %s was cached but free (largest piece %s)",
 			         sz(b2, o->usable_free), sz(b3, o->usable_largest));
-		finding(c, "oom_capacity", AD_CRITICAL,
-		        "Out of memory from capacity: live tensors hold %s and %s for a request of "
-		        "%s.%s",
-		        sz(b1, all->allocated), freebuf, sz(b4, o->requested),
-		        could_serve
-		            ? " The scattered free memory is too small a share of the budget to "
-		              "matter: fixing fragmentation would only make it fail a little "
-		              "later."
-		            : "");
+		ad_text t = {0};
+		ad_text_printf(&t,
+		               "Out of memory from capacity: live tensors hold %s and %s for a "
+		               "request of %s.%s",
+		               sz(b1, all->allocated), freebuf, sz(b4, o->requested),
+		               could_serve ? " The scattered free memory is too small a share of "
+		                             "the budget to matter: fixing fragmentation would "
+		                             "only make it fail a little later."
+		                           : "");
+		if (msg)
+			explain_limit(&t, msg);
+		finding_text(c, "oom_capacity", AD_CRITICAL, &t);
 		advise_capacity(c, cat, 1);
 		if (live && !settings_expandable(c) && o->usable_free > 0)
 			recommend(c, "expandable_segments", 90,
@@ -464,28 +504,76 @@ static void advise_oom(ctx *c)
 		        o->events_after);
 }
 
+/* A capacity OOM from the message alone: its figures, without the ones it does not give. */
+static void message_capacity(ctx *c, const ev_oom *msg)
+{
+	char b1[32], b2[32], b3[32], b4[32];
+	ad_text t = {0};
+	uint64_t limit = ev_oom_limit(msg);
+	ad_text_printf(&t,
+	               "Out of memory from capacity: PyTorch had %s allocated within a limit of %s",
+	               sz(b1, msg->allocated_by_pytorch), sz(b2, limit));
+	if (!msg->has_reserved_unallocated)
+		ad_text_printf(&t, ", for a request of %s.", sz(b4, msg->requested_bytes));
+	else if (msg->reserved_unallocated < msg->requested_bytes)
+		ad_text_printf(&t, ", and only %s reserved but unallocated for a request of %s.",
+		               sz(b3, msg->reserved_unallocated), sz(b4, msg->requested_bytes));
+	else
+		ad_text_printf(
+		    &t,
+		    ", for a request of %s. The %s reserved but unallocated is more than "
+		    "that, but in pieces none of which could hold it, and at %d%% of "
+		    "the limit too small a share to be the cause: fixing fragmentation "
+		    "would only make it fail a little later.",
+		    sz(b4, msg->requested_bytes), sz(b3, msg->reserved_unallocated),
+		    ad_pct(msg->reserved_unallocated, limit));
+	explain_limit(&t, msg);
+	finding_text(c, "oom_capacity", AD_CRITICAL, &t);
+}
+
+/* A message that only says memory ran out: say so, and what usually does it. */
+static void message_without_sizes(ctx *c, const ev_oom *msg)
+{
+	if (msg->era == EV_OOM_ERA_LIBRARY)
+		finding(c, "library_oom", AD_CRITICAL,
+		        "A CUDA library could not allocate memory for its handle or workspace "
+		        "(%s): the card was already full, and the message gives no sizes (neither "
+		        "the request nor what PyTorch held). Record a snapshot, or read "
+		        "torch.cuda.memory_summary() at that point, to see what filled it.",
+		        msg->status);
+	else
+		finding(
+		    c, "driver_oom", AD_CRITICAL,
+		    "The CUDA %s ran out of memory (%s), outside the caching allocator: the "
+		    "message gives no sizes (neither the request nor what PyTorch held). Other "
+		    "processes, a CUDA context on a full card, or a library allocating directly "
+		    "are the usual causes.",
+		    msg->era == EV_OOM_ERA_LEGACY_RUNTIME ? "runtime" : "driver itself",
+		    msg->era == EV_OOM_ERA_LEGACY_RUNTIME ? "PyTorch 0.x: \"cuda runtime error "
+		                                            "(2) : out of memory\""
+		                                          : "\"CUDA error: out of memory\"");
+}
+
 /* Only a log: the message's own figures, and what it cannot tell. */
 static void advise_message(ctx *c, const ev_oom *msg)
 {
 	ad_oom *out = &c->a->oom;
-	char b1[32], b2[32], b3[32], b4[32];
+	char b1[32], b2[32], b3[32];
 	out->present = 1;
 	out->device = msg->device < 0 ? 0 : msg->device;
 	out->requested = msg->requested_bytes;
 	out->free_cached = msg->reserved_unallocated;
 	out->limit = ev_oom_limit(msg);
 	out->allocated = msg->allocated_by_pytorch;
-	out->reserved = msg->has_reserved_total
-	                    ? msg->reserved_total
-	                    : msg->allocated_by_pytorch + msg->reserved_unallocated;
+	int reserved_known = ad_message_reserved(msg, &out->reserved);
+	out->unknown = (msg->has_requested ? 0u : AD_OOM_NO_REQUESTED) |
+	               (msg->has_reserved_unallocated ? 0u : AD_OOM_NO_FREE_CACHED) |
+	               (reserved_known ? 0u : AD_OOM_NO_RESERVED) |
+	               (msg->has_allocated ? 0u : AD_OOM_NO_ALLOCATED);
 	out->cause = ad_message_cause(msg);
 	out->largest_unknown = 1;
-	if (msg->era == EV_OOM_ERA_DRIVER_ERROR) {
-		finding(c, "driver_oom", AD_CRITICAL,
-		        "The CUDA driver itself ran out of memory (\"CUDA error: out of memory\"), "
-		        "outside the caching allocator: the message carries no allocator numbers. "
-		        "Other processes, a CUDA context on a full card, or a library allocating "
-		        "directly are the usual causes.");
+	if (ev_oom_without_sizes(msg)) {
+		message_without_sizes(c, msg);
 		return;
 	}
 	switch (out->cause) {
@@ -513,12 +601,7 @@ static void advise_message(ctx *c, const ev_oom *msg)
 		    "on this GPU, or give each process its own GPU.");
 		break;
 	case AD_CAUSE_CAPACITY:
-		finding(c, "oom_capacity", AD_CRITICAL,
-		        "Out of memory from capacity: PyTorch had %s allocated within a limit of "
-		        "%s, and "
-		        "only %s reserved but unallocated for a request of %s.",
-		        sz(b1, msg->allocated_by_pytorch), sz(b2, out->limit),
-		        sz(b3, msg->reserved_unallocated), sz(b4, msg->requested_bytes));
+		message_capacity(c, msg);
 		recommend(c, "reduce_microbatch", 10,
 		          "Use a smaller microbatch, with gradient accumulation to keep the batch",
 		          "batch_size //= 2; accumulate gradients over 2 microbatches",
@@ -535,6 +618,8 @@ static void advise_message(ctx *c, const ev_oom *msg)
 		    c, "oom_unknown", AD_WARNING,
 		    "Out of memory, but the message does not carry enough figures to tell why.");
 	}
+	if (msg->era == EV_OOM_ERA_MPS)
+		return; /* the snapshot below is torch.cuda's: MPS has none */
 	recommend(c, "record_history", 50, "Record a snapshot at the OOM to see what holds memory",
 	          "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
 	          "# ... then, in an except torch.OutOfMemoryError block:\n"

@@ -160,12 +160,16 @@ static void numbers_table(mr_buf *b, const rp_view *view)
 	               "|---:|---:|---:|---:|---:|---:|---:|---|\n");
 	for (size_t i = 0; i < view->number_count && i < MD_MAX_DEVICES; i++) {
 		const an_numbers *d = &view->numbers[i];
-		mr_buf_printf(b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", d->device,
-		              md_bytes(v[0], d->reserved), md_bytes(v[1], d->allocated),
-		              md_bytes(v[2], d->active), md_bytes(v[3], d->inactive_split),
-		              d->has_peaks ? md_bytes(v[4], d->peak_allocated) : "n/a",
-		              d->has_peaks ? md_bytes(v[5], d->peak_reserved) : "n/a",
-		              d->precision > 1 ? "memory_summary() (at least)" : "memory_stats()");
+		unsigned k = d->known;
+		mr_buf_printf(
+		    b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", d->device,
+		    k & AN_KNOWN_RESERVED ? md_bytes(v[0], d->reserved) : "n/a",
+		    k & AN_KNOWN_ALLOCATED ? md_bytes(v[1], d->allocated) : "n/a",
+		    k & AN_KNOWN_ACTIVE ? md_bytes(v[2], d->active) : "n/a",
+		    k & AN_KNOWN_INACTIVE_SPLIT ? md_bytes(v[3], d->inactive_split) : "n/a",
+		    k & AN_KNOWN_PEAK_ALLOCATED ? md_bytes(v[4], d->peak_allocated) : "n/a",
+		    k & AN_KNOWN_PEAK_RESERVED ? md_bytes(v[5], d->peak_reserved) : "n/a",
+		    d->precision > 1 ? "memory_summary() (at least)" : "memory_stats()");
 	}
 	mr_buf_puts(b, "\n");
 }
@@ -173,13 +177,20 @@ static void numbers_table(mr_buf *b, const rp_view *view)
 static void oom_line(mr_buf *b, const ad_oom *o)
 {
 	char v[4][32];
-	if (o->present && o->largest_unknown) {
+	if (o->present && (o->unknown & AD_OOM_NO_REQUESTED)) {
+		mr_buf_printf(b,
+		              "**Out of memory** on device %d: the message gives no sizes; cause "
+		              "%s.\n\n",
+		              o->device, ad_cause_name(o->cause));
+	} else if (o->present && o->largest_unknown) {
 		mr_buf_printf(
 		    b,
 		    "**Out of memory** on device %d: requested %s; %s reserved but "
 		    "unallocated (layout unknown without a snapshot); limit %s; cause "
 		    "%s.\n\n",
-		    o->device, md_bytes(v[0], o->requested), md_bytes(v[2], o->free_cached),
+		    o->device,
+		    o->unknown & AD_OOM_NO_REQUESTED ? "unknown" : md_bytes(v[0], o->requested),
+		    o->unknown & AD_OOM_NO_FREE_CACHED ? "unknown" : md_bytes(v[2], o->free_cached),
 		    o->limit ? md_bytes(v[3], o->limit) : "unknown", ad_cause_name(o->cause));
 	} else if (o->present) {
 		mr_buf_printf(

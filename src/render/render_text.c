@@ -78,9 +78,11 @@ static void header(mr_buf *b, const rp_report *run, const rd_options *opt)
 		mr_buf_puts(b, "\n");
 	}
 	if (a->oom.present) {
-		char r[32], f[32], l[32], lim[32] = "unknown";
-		mr_format_bytes(r, sizeof r, a->oom.requested);
-		mr_format_bytes(f, sizeof f, a->oom.free_cached);
+		char r[32] = "unknown", f[32] = "unknown", l[32], lim[32] = "unknown";
+		if (!(a->oom.unknown & AD_OOM_NO_REQUESTED))
+			mr_format_bytes(r, sizeof r, a->oom.requested);
+		if (!(a->oom.unknown & AD_OOM_NO_FREE_CACHED))
+			mr_format_bytes(f, sizeof f, a->oom.free_cached);
 		mr_format_bytes(l, sizeof l, a->oom.largest_free);
 		if (a->oom.limit)
 			mr_format_bytes(lim, sizeof lim, a->oom.limit);
@@ -132,14 +134,19 @@ static void numbers(mr_buf *b, const an_numbers *d)
 {
 	mr_buf_printf(b, "\nDevice %d (from %s%s):\n", d->device, ld_kind_name(d->source),
 	              d->precision > 1 ? "; table cells are lower bounds" : "");
-	line_bytes(b, "reserved", d->reserved);
-	line_bytes(b, "allocated", d->allocated);
-	line_bytes(b, "active", d->active);
-	line_bytes(b, "inactive split", d->inactive_split);
-	if (d->has_peaks) {
+	/* only what the table or dump gives */
+	if (d->known & AN_KNOWN_RESERVED)
+		line_bytes(b, "reserved", d->reserved);
+	if (d->known & AN_KNOWN_ALLOCATED)
+		line_bytes(b, "allocated", d->allocated);
+	if (d->known & AN_KNOWN_ACTIVE)
+		line_bytes(b, "active", d->active);
+	if (d->known & AN_KNOWN_INACTIVE_SPLIT)
+		line_bytes(b, "inactive split", d->inactive_split);
+	if (d->known & AN_KNOWN_PEAK_ALLOCATED)
 		line_bytes(b, "peak allocated", d->peak_allocated);
+	if (d->known & AN_KNOWN_PEAK_RESERVED)
 		line_bytes(b, "peak reserved", d->peak_reserved);
-	}
 }
 
 /* A device of the snapshot: its numbers and top allocation sites. */
