@@ -47,12 +47,13 @@ failed=$((failed + f))
 for s in "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" "sh tests/scaling.sh $bin" \
 	"sh tests/golden.sh $bin" \
 	"sh tools/check_layers.sh" "sh tools/check_functions.sh" "sh tests/capture.sh $bin" \
-	"sh tests/install.sh $bin"; do
+	"sh tests/install.sh $bin" "python3 tests/diagnosis.py $bin" "python3 tests/capacity.py $bin"; do
 	out=$($s 2>&1)
 	echo "$out" | grep -v '^ok ' || true
 	p=$(echo "$out" | grep -c '^ok ')
 	f=$(echo "$out" | grep -c '^not ok ')
 	name=${s#sh }
+	name=${name#python3 }
 	echo "${name%% *}: $p passed, $f failed"
 	passed=$((passed + p))
 	failed=$((failed + f))

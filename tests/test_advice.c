@@ -178,7 +178,7 @@ static void test_growth(void **state)
 	assert_int_equal(load_sample("leak_val_graph", "snapshot.pickle", &run), 0);
 	const ad_finding *f = find(&run, "memory_growth");
 	assert_non_null(f);
-	double got = (double)run.an.devices[0].growth.per_iteration;
+	double got = (double)run.an.devices[0].run.growth_per_iteration;
 	if (got < per_step * 0.95 || got > per_step * 1.05) {
 		print_error("growth %.0f per iteration, PyTorch %.0f\n", got, per_step);
 		fail();

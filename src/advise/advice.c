@@ -42,6 +42,8 @@ static void rec_free(ad_recommendation *r)
 void ad_free(ad_advice *a)
 {
 	free(a->verdict);
+	free(a->what_ran);
+	free(a->capacity_line);
 	for (size_t i = 0; i < a->finding_count; i++)
 		free(a->findings[i].message);
 	free(a->findings);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "advise/cause.h"
+#include "advise/plan.h"
 #include "analyze/analyze.h"
 #include "base/buf.h"
 
@@ -58,12 +59,21 @@ typedef struct {
 	uint64_t largest_free; /* largest such block */
 	int largest_unknown;   /* a log alone does not show the layout */
 	uint64_t free_pieces;  /* how many such blocks */
-	uint64_t limit;        /* bytes the allocator could have used; 0 = unknown */
+	uint64_t limit;        /* what this process could have had: the memory fraction, else what
+	                          it held plus what the device had free; 0 = unknown */
 	uint64_t reserved, allocated;
 	ad_cause cause;
 	/* Figures the evidence does not give (a message without sizes; MPS has no reserved
 	 * total): AD_OOM_NO_* bits. Those fields are 0 and are shown as null or "unknown". */
 	unsigned unknown;
+	/* Who held the device (outside.c), from the trace's oom event and the message. */
+	int device_full; /* the device had no room for the segment: not a memory fraction */
+	int has_device_free, has_non_pytorch, has_others;
+	uint64_t device_free;
+	uint64_t non_pytorch;    /* this process's memory outside PyTorch's allocator */
+	uint64_t others;         /* other processes' (listed, else total - free - this process) */
+	ev_process processes[8]; /* the other processes the message lists */
+	size_t process_count;
 } ad_oom;
 
 enum {
@@ -80,6 +90,7 @@ enum {
 	AD_CAT_OPTIMIZER = AN_CAT_OPTIMIZER,
 	AD_CAT_ACTIVATIONS = AN_CAT_ACTIVATIONS,
 	AD_CAT_OTHER = AN_CAT_OTHER,
+	AD_CAT_UNKNOWN = AN_CAT_UNKNOWN,
 	AD_CAT_COUNT = AN_CAT_COUNT
 };
 
@@ -118,6 +129,9 @@ typedef struct {
 	ad_replay replays[4]; /* empty unless an allocator setting is recommended */
 	size_t replay_count;
 	char replay_note[256]; /* why no prediction is shown, or how the limit was chosen */
+	char *what_ran;        /* one line: the kind of run and what it had on ("" unknown) */
+	ad_capacity capacity;  /* the microbatch that fits the budget (plan.h) */
+	char *capacity_line;   /* one line: that plan in words ("" without a budget) */
 } ad_advice;
 
 const char *ad_severity_name(ad_severity s);

@@ -13,19 +13,39 @@ typedef enum {
 	AD_CAUSE_UNKNOWN,
 	AD_CAUSE_FRAGMENTATION,
 	AD_CAUSE_CAPACITY,
-	AD_CAUSE_OTHER_PROCESSES,
+	AD_CAUSE_OTHER_PROCESSES, /* another process holds the device */
+	AD_CAUSE_NON_PYTORCH,     /* this process, outside the caching allocator (CuPy, JAX, ...) */
 } ad_cause;
 
-/* "fragmentation", "capacity", "other_processes", "unknown": the contract's words. */
+/* "fragmentation", "capacity", "other_processes", "non_pytorch_memory", "unknown": the
+ * contract's words. */
 const char *ad_cause_name(ad_cause c);
+
+/* Who held the device when an allocation failed, from a message's figures. */
+typedef struct {
+	int has_reserved; /* what PyTorch's allocator held (allocated + reserved but unallocated) */
+	uint64_t reserved;
+	int fraction_hit; /* the memory fraction refused it, not the device */
+	int device_full;  /* the device had less free than was asked for */
+	int has_others;   /* total - free - this process, or the processes the message lists */
+	uint64_t others;
+	int has_non_pytorch; /* this process's memory outside PyTorch's allocator: the CUDA
+	                        context, libraries, other allocators */
+	uint64_t non_pytorch;
+} ad_holders;
+
+void ad_message_holders(const ev_oom *o, ad_holders *out);
+
+/* Memory outside PyTorch's allocator is the cause when the device itself was full and what
+ * others (or this process's non-PyTorch memory) hold is at least what PyTorch holds and at
+ * least 1 GiB: then no change inside PyTorch fits the run. AD_CAUSE_UNKNOWN when it is not. */
+ad_cause ad_outside_cause(const ad_holders *h);
 
 /* Rules (first match wins; `limit` is ev_oom_limit of oom_message.h):
  *  fragmentation   reserved_unallocated >= requested (the cache held enough bytes, just not in
  *                  one piece) and reserved_unallocated >= 10% of the limit (a real share, not
  *                  the usual few MiB of slack);
- *  other_processes the limit that was hit is the device, not a memory fraction, and memory
- *                  outside this PyTorch allocator (other processes + this process's non-PyTorch
- *                  memory, or total - free - reserved) is more than 50% of the total capacity;
+ *  other_processes / non_pytorch_memory  ad_outside_cause over ad_message_holders;
  *  capacity        allocated_by_pytorch + requested >= 90% of the limit: live tensors fill it;
  *  unknown         otherwise, or when the figures are missing (driver errors, bare messages). */
 ad_cause ad_message_cause(const ev_oom *o);

@@ -43,7 +43,9 @@ static void run_jobs(replay_job *jobs, size_t n)
 
 static int is_allocator_rec(const ad_recommendation *r)
 {
-	return strcmp(r->id, "expandable_segments") == 0 || strcmp(r->id, "max_split_size_mb") == 0;
+	return strcmp(r->id, "expandable_segments") == 0 ||
+	       strcmp(r->id, "max_split_size_mb") == 0 ||
+	       strcmp(r->id, "remove_max_split_size_mb") == 0;
 }
 
 /* The cap for replays of a device's trace: the log's "allowed" figure (or total capacity),
@@ -53,6 +55,11 @@ static uint64_t replay_limit(const ld_evidence *ev, const an_device *dv, int *gu
 {
 	const ev_text *t = &ev->text;
 	*guessed = 0;
+	/* The device itself ran out (memory outside PyTorch, or no cap): this process could have
+	 * had what it reserved plus what the device still had free at the OOM, whatever a log
+	 * says of the card. */
+	if (dv->oom.present && dv->oom.device_free < dv->oom.alloc_size)
+		return dv->pool[AN_POOL_ALL].reserved + dv->oom.device_free;
 	if (t->oom_count) {
 		uint64_t l = ev_oom_limit(&t->ooms[t->oom_count - 1]);
 		if (l)
@@ -62,10 +69,6 @@ static uint64_t replay_limit(const ld_evidence *ev, const an_device *dv, int *gu
 		*guessed = 1;
 		return dv->pool[AN_POOL_ALL].reserved;
 	}
-	/* The device itself ran out (no cap, or memory outside PyTorch): this process could have
-	 * had what it reserved plus what the device still had free at the OOM. */
-	if (dv->oom.present)
-		return dv->pool[AN_POOL_ALL].reserved + dv->oom.device_free;
 	return 0;
 }
 
@@ -160,8 +163,10 @@ static size_t settings_jobs(const ld_evidence *ev, const an_device *dv, const ad
 		const char *eq = r->change ? strchr(r->change, '=') : NULL;
 		if (!is_allocator_rec(r) || !eq)
 			continue;
+		/* the change is a complete PYTORCH_CUDA_ALLOC_CONF: what it does not name is
+		 * PyTorch's default */
 		mr_error perr = {0};
-		if (sim_parse_conf(eq + 1, &base, &jobs[n].cfg, &perr))
+		if (sim_parse_conf(eq + 1, NULL, &jobs[n].cfg, &perr))
 			continue;
 		jobs[n].s = &ev->snap;
 		jobs[n].device = dv->device;

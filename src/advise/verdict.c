@@ -13,120 +13,198 @@ static const char *sz(char *buf, uint64_t v)
 	return buf;
 }
 
-int ad_write_verdict(ad_advice *a, const an_device *dv)
+static const ad_finding *find(const ad_advice *a, const char *id)
 {
-	const an_pool *all = dv ? &dv->pool[AN_POOL_ALL] : NULL;
-	const ad_oom *o = &a->oom;
+	for (size_t i = 0; i < a->finding_count; i++)
+		if (strcmp(a->findings[i].id, id) == 0)
+			return &a->findings[i];
+	return NULL;
+}
+
+static int first_rec_is(const ad_advice *a, const char *id)
+{
+	for (size_t i = 0; i < a->rec_count; i++)
+		if (a->recs[i].rank == 1)
+			return strcmp(a->recs[i].id, id) == 0;
+	return 0;
+}
+
+/* An OOM whose cause is memory outside PyTorch, or a full device nobody can place. Returns 1
+ * when it wrote the verdict. */
+static int outside_verdict(mr_buf *b, const ad_oom *o)
+{
 	char b1[32], b2[32], b3[32], b4[32];
-	mr_buf b = {0};
-	static const uint64_t none[AN_CAT_COUNT];
-	const uint64_t *cat = dv ? dv->categories : none;
-	uint64_t live = ad_live_total(cat);
-	if (!dv) {
-		if (o->present && o->cause == AD_CAUSE_FRAGMENTATION)
-			mr_buf_printf(
-			    &b,
-			    "Out of memory from fragmentation: %s reserved but unallocated, more "
-			    "than the %s asked for, within %s.",
-			    sz(b1, o->free_cached), sz(b2, o->requested), sz(b3, o->limit));
-		else if (o->present && o->cause == AD_CAUSE_CAPACITY &&
-		         (o->unknown & AD_OOM_NO_FREE_CACHED))
-			mr_buf_printf(
-			    &b,
-			    "Out of memory from capacity: %s allocated by PyTorch within %s, "
-			    "for a %s request.",
-			    sz(b1, o->allocated), sz(b2, o->limit), sz(b4, o->requested));
-		else if (o->present && o->cause == AD_CAUSE_CAPACITY &&
-		         o->free_cached >= o->requested)
-			mr_buf_printf(
-			    &b,
-			    "Out of memory from capacity: %s allocated by PyTorch within %s; the "
-			    "%s "
-			    "reserved but unallocated was in pieces, none large enough for the %s "
-			    "request.",
-			    sz(b1, o->allocated), sz(b2, o->limit), sz(b3, o->free_cached),
-			    sz(b4, o->requested));
-		else if (o->present && o->cause == AD_CAUSE_CAPACITY)
-			mr_buf_printf(
-			    &b,
-			    "Out of memory from capacity: %s allocated by PyTorch within %s; only "
-			    "%s was reserved but unallocated for a %s request.",
-			    sz(b1, o->allocated), sz(b2, o->limit), sz(b3, o->free_cached),
-			    sz(b4, o->requested));
-		else if (o->present && o->cause == AD_CAUSE_OTHER_PROCESSES)
-			mr_buf_printf(
-			    &b,
-			    "Out of memory because other processes hold most of the card; "
-			    "PyTorch had only %s allocated.",
-			    sz(b1, o->allocated));
-		else if (o->present)
-			mr_buf_printf(&b, "Out of memory; the evidence does not say why.");
-		else
-			mr_buf_printf(&b, "No out-of-memory error in the evidence.");
-	} else if (o->present && o->cause == AD_CAUSE_FRAGMENTATION) {
+	const char *free_words = o->has_device_free ? sz(b2, o->device_free) : "nothing";
+	if (o->cause == AD_CAUSE_OTHER_PROCESSES)
 		mr_buf_printf(
-		    &b,
+		    b,
+		    "Out of memory because other processes hold %s of the device: only %s "
+		    "was free for a %s request, while PyTorch held %s.",
+		    sz(b1, o->others), free_words, sz(b3, o->requested), sz(b4, o->reserved));
+	else if (o->cause == AD_CAUSE_NON_PYTORCH)
+		mr_buf_printf(
+		    b,
+		    "Out of memory because this process holds %s outside PyTorch's "
+		    "allocator: only %s was free for a %s request, while PyTorch held %s.",
+		    sz(b1, o->non_pytorch), free_words, sz(b3, o->requested), sz(b4, o->reserved));
+	else if (o->device_full && o->cause == AD_CAUSE_UNKNOWN)
+		mr_buf_printf(
+		    b,
+		    "Out of memory with the device itself full (%s free for a %s request) "
+		    "while PyTorch held %s: either its tensors fill the card, or memory "
+		    "outside PyTorch holds the rest; the log's OOM message would tell.",
+		    free_words, sz(b3, o->requested), sz(b4, o->reserved));
+	else
+		return 0;
+	return 1;
+}
+
+static void log_only_verdict(mr_buf *b, const ad_oom *o)
+{
+	char b1[32], b2[32], b3[32], b4[32];
+	if (o->present && outside_verdict(b, o))
+		return;
+	if (o->present && o->cause == AD_CAUSE_FRAGMENTATION)
+		mr_buf_printf(b,
+		              "Out of memory from fragmentation: %s reserved but unallocated, more "
+		              "than the %s asked for, within %s.",
+		              sz(b1, o->free_cached), sz(b2, o->requested), sz(b3, o->limit));
+	else if (o->present && o->cause == AD_CAUSE_CAPACITY &&
+	         (o->unknown & AD_OOM_NO_FREE_CACHED))
+		mr_buf_printf(b,
+		              "Out of memory from capacity: %s allocated by PyTorch within %s, "
+		              "for a %s request.",
+		              sz(b1, o->allocated), sz(b2, o->limit), sz(b4, o->requested));
+	else if (o->present && o->cause == AD_CAUSE_CAPACITY && o->free_cached >= o->requested)
+		mr_buf_printf(
+		    b,
+		    "Out of memory from capacity: %s allocated by PyTorch within %s; the %s "
+		    "reserved but unallocated was in pieces, none large enough for the %s "
+		    "request.",
+		    sz(b1, o->allocated), sz(b2, o->limit), sz(b3, o->free_cached),
+		    sz(b4, o->requested));
+	else if (o->present && o->cause == AD_CAUSE_CAPACITY)
+		mr_buf_printf(
+		    b,
+		    "Out of memory from capacity: %s allocated by PyTorch within %s; only "
+		    "%s was reserved but unallocated for a %s request.",
+		    sz(b1, o->allocated), sz(b2, o->limit), sz(b3, o->free_cached),
+		    sz(b4, o->requested));
+	else if (o->present)
+		mr_buf_printf(b, "Out of memory; the evidence does not say why.");
+	else
+		mr_buf_printf(b, "No out-of-memory error in the evidence.");
+}
+
+static void oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
+{
+	const ad_oom *o = &a->oom;
+	const uint64_t *cat = dv->categories;
+	uint64_t live = ad_live_total(cat);
+	char b1[32], b2[32], b3[32];
+	if (outside_verdict(b, o))
+		return;
+	if (o->cause == AD_CAUSE_FRAGMENTATION) {
+		mr_buf_printf(
+		    b,
 		    "Out of memory from fragmentation: %s free in %llu pieces, none as large "
 		    "as the %s asked for.",
 		    sz(b1, o->free_cached), (unsigned long long)o->free_pieces,
 		    sz(b2, o->requested));
-	} else if (o->present) {
-		uint64_t state =
-		    cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
-		if (live && ad_pct(state, live) >= AD_DOMINANT_PERCENT)
-			mr_buf_printf(
-			    &b,
-			    "Out of memory from capacity: parameters, gradients and optimizer "
-			    "state hold %s of %s live; activations are only %s, so a smaller "
-			    "batch cannot help.",
-			    sz(b1, state), sz(b2, live), sz(b3, cat[AN_CAT_ACTIVATIONS]));
-		else
-			mr_buf_printf(&b,
-			              "Out of memory from capacity: live tensors hold %s (%d%% "
-			              "activations); only %s was free for a %s request.",
-			              sz(b1, all->allocated), ad_pct(cat[AN_CAT_ACTIVATIONS], live),
-			              sz(b2, o->free_cached), sz(b3, o->requested));
-	} else {
-		const ad_finding *growth = NULL, *frag = NULL;
-		for (size_t i = 0; i < a->finding_count; i++) {
-			if (strcmp(a->findings[i].id, "memory_growth") == 0)
-				growth = &a->findings[i];
-			if (strcmp(a->findings[i].id, "high_fragmentation") == 0)
-				frag = &a->findings[i];
-		}
-		if (growth) {
-			const an_growth *g = &dv->growth;
-			mr_buf_printf(
-			    &b,
-			    "Memory grows %s per iteration and is never released: %s over "
-			    "%zu iterations.",
-			    sz(b1, g->per_iteration),
-			    sz(b2, g->per_iteration * g->middle_iterations), g->middle_iterations);
-		} else if (frag) {
-			mr_buf_printf(
-			    &b,
-			    "%d%% of reserved memory is lost to fragmentation at the peak: %s "
-			    "reserved for %s allocated.",
-			    ad_pct(dv->peak_reserved - dv->peak_allocated, dv->peak_reserved),
-			    sz(b1, dv->peak_reserved), sz(b2, dv->peak_allocated));
-		} else if (dv->has_trace) {
-			mr_buf_printf(
-			    &b,
-			    "Healthy: peak %s allocated in %s reserved (%d%% overhead); nothing "
-			    "urgent to change.",
-			    sz(b1, dv->peak_allocated), sz(b2, dv->peak_reserved),
-			    ad_pct(dv->peak_reserved -
-			               MR_MIN(dv->peak_allocated, dv->peak_reserved),
-			           dv->peak_reserved));
-		} else {
-			mr_buf_printf(
-			    &b,
-			    "No out-of-memory error: %s reserved, %s allocated, largest free "
-			    "block %s. No allocation history was recorded.",
-			    sz(b1, all->reserved), sz(b2, all->allocated),
-			    sz(b3, all->largest_free));
-		}
+		return;
 	}
+	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
+	const ad_finding *growth = find(a, "memory_growth");
+	const an_structure *r = &dv->run;
+	if (growth && growth->severity == AD_CRITICAL)
+		mr_buf_printf(
+		    b,
+		    "Out of memory from a leak: live memory grew %s per iteration over %zu "
+		    "iterations until the %s request failed.",
+		    sz(b1, r->growth_per_iteration), r->growth_increments, sz(b2, o->requested));
+	else if (live && ad_pct(state, live) >= AD_DOMINANT_PERCENT && r->kind == AN_RUN_TRAINING)
+		mr_buf_printf(
+		    b,
+		    "Out of memory from capacity: parameters, gradients and optimizer state "
+		    "hold %s of %s live; activations are only %s, so a smaller batch cannot "
+		    "help.",
+		    sz(b1, state), sz(b2, live), sz(b3, cat[AN_CAT_ACTIVATIONS]));
+	else if (first_rec_is(a, "chunked_loss"))
+		mr_buf_printf(
+		    b,
+		    "Out of memory from capacity at the logits: live tensors hold %s, and "
+		    "the %s request that failed is the logits of the loss.",
+		    sz(b1, dv->pool[AN_POOL_ALL].allocated), sz(b2, o->requested));
+	else
+		mr_buf_printf(
+		    b,
+		    "Out of memory from capacity: live tensors hold %s (%d%% activations); "
+		    "only %s was free for a %s request.",
+		    sz(b1, dv->pool[AN_POOL_ALL].allocated), ad_pct(cat[AN_CAT_ACTIVATIONS], live),
+		    sz(b2, o->free_cached), sz(b3, o->requested));
+}
+
+static void healthy_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
+{
+	char b1[32], b2[32], b3[32];
+	const an_structure *r = &dv->run;
+	const ad_finding *growth = find(a, "memory_growth");
+	if (growth && growth->severity != AD_INFO) {
+		mr_buf_printf(b,
+		              "Memory grows %s per iteration and is never released: %s over %zu "
+		              "iterations.",
+		              sz(b1, r->growth_per_iteration),
+		              sz(b2, r->growth_per_iteration * r->growth_increments),
+		              r->growth_increments);
+	} else if (find(a, "settings_conflict")) {
+		mr_buf_printf(b,
+		              "%s reserved for %s allocated at the peak: max_split_size_mb keeps "
+		              "expandable segments from reusing freed memory.",
+		              sz(b1, dv->peak_reserved), sz(b2, dv->peak_allocated));
+	} else if (find(a, "high_fragmentation")) {
+		mr_buf_printf(b,
+		              "%d%% of reserved memory is lost to fragmentation at the peak: %s "
+		              "reserved for %s allocated.",
+		              ad_pct(dv->peak_reserved - dv->peak_allocated, dv->peak_reserved),
+		              sz(b1, dv->peak_reserved), sz(b2, dv->peak_allocated));
+	} else if (find(a, "empty_cache_churn")) {
+		mr_buf_printf(
+		    b,
+		    "No memory problem, but torch.cuda.empty_cache() inside the loop hands "
+		    "%zu releases (%s) back to CUDA that the next iteration asks for again.",
+		    r->empty_cache_releases, sz(b1, r->empty_cache_bytes));
+	} else if (find(a, "allocator_retries")) {
+		mr_buf_printf(b,
+		              "No OOM, but only by retrying: cudaMalloc failed and the allocator "
+		              "flushed its cache to continue; peak %s allocated in %s reserved.",
+		              sz(b1, dv->peak_allocated), sz(b2, dv->peak_reserved));
+	} else if (dv->has_trace) {
+		mr_buf_printf(
+		    b,
+		    "Healthy: peak %s allocated in %s reserved (%d%% overhead); nothing "
+		    "urgent to change.",
+		    sz(b1, dv->peak_allocated), sz(b2, dv->peak_reserved),
+		    ad_pct(dv->peak_reserved - MR_MIN(dv->peak_allocated, dv->peak_reserved),
+		           dv->peak_reserved));
+	} else {
+		const an_pool *all = &dv->pool[AN_POOL_ALL];
+		mr_buf_printf(
+		    b,
+		    "No out-of-memory error: %s reserved, %s allocated, largest free block "
+		    "%s. No allocation history was recorded.",
+		    sz(b1, all->reserved), sz(b2, all->allocated), sz(b3, all->largest_free));
+	}
+}
+
+int ad_write_verdict(ad_advice *a, const an_device *dv)
+{
+	mr_buf b = {0};
+	if (!dv)
+		log_only_verdict(&b, &a->oom);
+	else if (a->oom.present)
+		oom_verdict(&b, a, dv);
+	else
+		healthy_verdict(&b, a, dv);
 	if (b.failed) {
 		mr_buf_free(&b);
 		return -1;

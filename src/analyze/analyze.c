@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "analyze/frames.h"
-#include "analyze/growth.h"
 #include "base/addrmap.h"
 #include "base/error.h"
 #include "base/mem.h"
@@ -90,18 +89,24 @@ static void bucket_add(an_point *p, int first_visit, size_t i, const md_event *e
  * keep their real sizes, blocks freed inside the window are estimated at their free, and
  * whatever is left when the walk reaches the first event was there before the window. */
 static mr_status replay(const md_snapshot *s, const an_pool *all, an_device *dv,
-                        const md_device *md, size_t max_points, mr_error *err)
+                        const md_device *md, size_t max_points, am_map *older, mr_error *err)
 {
 	const md_event *ev = md->events;
 	size_t n = md->event_count;
 	am_map live = {0};
 	mr_status st = MR_OK;
+	uint64_t v;
+	/* `older` starts as every block live at the snapshot; the walk takes out each one whose
+	 * allocation it meets, and leaves those older than the trace. */
 	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
 		const md_segment *seg = &s->segments[i];
 		for (size_t j = 0; j < seg->block_count; j++) {
 			const md_block *b = &s->blocks[seg->first_block + j];
-			if (b->state == MD_BLOCK_ACTIVE_ALLOCATED &&
-			    am_put(&live, b->address, b->size))
+			if (b->state == MD_BLOCK_INACTIVE)
+				continue;
+			if (am_put(older, b->address, 1) ||
+			    (b->state == MD_BLOCK_ACTIVE_ALLOCATED &&
+			     am_put(&live, b->address, b->size)))
 				goto oom;
 		}
 	}
@@ -132,6 +137,7 @@ static mr_status replay(const md_snapshot *s, const an_pool *all, an_device *dv,
 		/* Undo event i. */
 		switch (e->action) {
 		case MD_ACT_ALLOC:
+			am_take(older, e->addr, &v);
 			if (!am_take(&live, e->addr, &size))
 				size = block_estimate(&s->settings, e->size);
 			alloc = alloc > size ? alloc - size : 0;
@@ -226,11 +232,31 @@ static mr_status live_sites(const md_snapshot *s, an_device *dv, mr_error *err)
 	return MR_OK;
 }
 
-static void snapshot_categories(const md_snapshot *s, an_device *dv)
+/* ---- categories ---- */
+
+/* What a live block's frames say; for a block without one, whether the trace saw it allocated
+ * (then autograd's engine thread did it, in backward) or it is older than the trace. */
+static int block_category(const md_snapshot *s, const an_stack_info *info, uint32_t stack,
+                          int in_window)
 {
-	for (size_t i = 0; i < dv->site_count; i++)
-		dv->categories[an_category(s, dv->sites[i].stack, s->has_history)] +=
-		    dv->sites[i].bytes;
+	return an_stack_category(info, stack < s->stack_count ? stack : 0,
+	                         in_window ? AN_CAT_GRADIENTS : AN_CAT_UNKNOWN);
+}
+
+static void snapshot_categories(const md_snapshot *s, const an_stack_info *info, an_device *dv,
+                                const am_map *older)
+{
+	uint64_t v;
+	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
+		const md_segment *seg = &s->segments[i];
+		for (size_t j = 0; j < seg->block_count; j++) {
+			const md_block *b = &s->blocks[seg->first_block + j];
+			if (b->state == MD_BLOCK_INACTIVE)
+				continue;
+			int in_window = dv->has_trace && !am_get(older, b->address, &v);
+			dv->categories[block_category(s, info, b->stack, in_window)] += b->size;
+		}
+	}
 }
 
 /* ---- the OOM moment ---- */
@@ -287,7 +313,8 @@ typedef struct {
 	uint32_t stack;
 } peak_block;
 
-static mr_status peak_live(const md_snapshot *s, const md_device *md, an_device *dv, mr_error *err)
+static mr_status peak_live(const md_snapshot *s, const an_stack_info *info, const md_device *md,
+                           an_device *dv, mr_error *err)
 {
 	am_map live = {0}; /* address -> index into blocks */
 	peak_block *blocks = NULL;
@@ -330,9 +357,9 @@ static mr_status peak_live(const md_snapshot *s, const md_device *md, an_device 
 	}
 	qsort(dv->peak_sites, dv->peak_site_count, sizeof *dv->peak_sites, site_cmp);
 	for (size_t i = 0; i < dv->peak_site_count; i++)
-		dv->peak_categories[an_category(s, dv->peak_sites[i].stack, stacks_recorded)] +=
-		    dv->peak_sites[i].bytes;
-	dv->peak_categories[AN_CAT_OTHER] += before;
+		dv->peak_categories[block_category(s, info, dv->peak_sites[i].stack,
+		                                   stacks_recorded)] += dv->peak_sites[i].bytes;
+	dv->peak_categories[AN_CAT_UNKNOWN] += before; /* allocated before the window */
 	dv->peak_categories_known = 1;
 	goto done;
 oom:
@@ -354,6 +381,13 @@ mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr
 	if (!out->devices)
 		return mr_oom(err);
 	out->device_count = s->device_count;
+	out->stack_info = an_classify_stacks(s);
+	if (!out->stack_info) {
+		an_free(out);
+		return mr_oom(err);
+	}
+	const an_stack_info *info = out->stack_info;
+	am_map older = {0}; /* blocks of the device being analysed that are older than its trace */
 	size_t seg = 0;
 	for (size_t d = 0; d < s->device_count; d++) {
 		an_device *dv = &out->devices[d];
@@ -383,17 +417,22 @@ mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr
 		                        : 0.0;
 		dv->trace_events = md->event_count;
 		dv->has_trace = md->event_count > 0;
-		if (dv->has_trace && (st = replay(s, all, dv, md, max_points, err)))
+		am_free(&older);
+		if (dv->has_trace && (st = replay(s, all, dv, md, max_points, &older, err)))
 			break;
 		if ((st = live_sites(s, dv, err)))
 			break;
-		snapshot_categories(s, dv);
+		snapshot_categories(s, info, dv, &older);
+		if ((st = an_structure_read(s, md, info, dv->initial_allocated,
+		                            dv->pool[AN_POOL_PRIVATE].segments, &dv->run, err)))
+			break;
 		if (!dv->has_trace)
 			continue;
 		oom_layout(s, md, dv);
-		if ((st = peak_live(s, md, dv, err)) || (st = an_growth_of(s, md, dv, err)))
+		if ((st = peak_live(s, info, md, dv, err)))
 			break;
 	}
+	am_free(&older);
 	if (st)
 		an_free(out);
 	return st;
@@ -404,9 +443,10 @@ void an_free(an_result *r)
 	for (size_t i = 0; i < r->device_count; i++) {
 		free(r->devices[i].timeline);
 		free(r->devices[i].sites);
-		free(r->devices[i].growth.sites);
+		an_structure_free(&r->devices[i].run);
 		free(r->devices[i].peak_sites);
 	}
 	free(r->devices);
+	free(r->stack_info);
 	memset(r, 0, sizeof *r);
 }

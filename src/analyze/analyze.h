@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "analyze/frames.h"
+#include "analyze/structure.h"
 #include "base/error.h"
 #include "model/model.h"
 
@@ -58,27 +59,6 @@ typedef struct {
 	size_t events_after; /* trace events after the OOM: the snapshot is later than the OOM */
 } an_oom;
 
-/* Growth across iterations: live memory still held at the snapshot, by the iteration that
- * allocated it. An iteration is the span between two occurrences of a regularly repeating
- * allocation site (or optimizer-step annotation). */
-typedef struct {
-	uint32_t stack;
-	uint64_t bytes_per_iteration;
-	uint64_t total_bytes;
-} an_growth_site;
-
-typedef struct {
-	int found; /* iterations were found at all */
-	size_t iterations;
-	uint32_t anchor_stack;     /* the repeating site, or 0 when annotations marked iterations */
-	uint64_t per_iteration;    /* median of what each middle iteration left alive */
-	size_t growing_iterations; /* middle iterations that left memory alive */
-	size_t middle_iterations;
-	an_growth_site *sites; /* largest first */
-	size_t site_count;
-	int backward_seen; /* some allocation came from the autograd engine */
-} an_growth;
-
 typedef struct {
 	int32_t device;
 	an_pool pool[AN_POOL_COUNT];
@@ -103,18 +83,21 @@ typedef struct {
 	an_site *sites; /* live blocks grouped by stack, largest first */
 	size_t site_count;
 
+	/* Live memory by category (frames.h): a block with no frame shown is the autograd
+	 * engine's when the trace saw it allocated, unknown when it is older than the trace. */
 	uint64_t categories[AN_CAT_COUNT]; /* live at the snapshot */
 	int peak_categories_known;
 	uint64_t peak_categories[AN_CAT_COUNT]; /* live at the trace's allocated peak */
 	an_site *peak_sites; /* live at the peak, by stack (block sizes estimated), largest first */
 	size_t peak_site_count;
 	an_oom oom;
-	an_growth growth;
+	an_structure run; /* kind of run, iterations, techniques, growth */
 } an_device;
 
 typedef struct {
 	an_device *devices;
 	size_t device_count;
+	an_stack_info *stack_info; /* per stack of the snapshot (frames.h) */
 } an_result;
 
 /* Computes everything for every device of s. max_points bounds the timeline (0: 2000). */

@@ -1,44 +1,92 @@
-/* frames.h: stacks read the way PyTorch's memory viewer and a person read them. Rules read
- * function and file names of frames, never sample names.
+/* frames.h: what an allocation's stack says about it, read once per interned stack.
  *
- * Ownership: the frames returned point into the md_snapshot they came from. */
+ * Which frames PyTorch's viewer hides, the user's own line, the category of the memory (by the
+ * innermost frame that decides), and the markers the run's structure is read from: calls into a
+ * model (nn.Module or a compiled model), autograd's backward, the optimizer's own work, the
+ * frameworks and techniques whose code is on the stack. Frames only: numbers live elsewhere.
+ *
+ * Ownership: an_classify_stacks returns an array the caller frees with free(). The frame
+ * pointers returned by the lookups point into the md_snapshot. */
 #ifndef MR_FRAMES_H
 #define MR_FRAMES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "model/model.h"
 
-/* Live memory by what it holds, from the allocation stacks (see an_category). */
+/* Live memory by what it holds. UNKNOWN: blocks older than the trace, whose stack was never
+ * recorded; OTHER: what no rule claims. */
 enum {
 	AN_CAT_PARAMETERS,
 	AN_CAT_GRADIENTS,
 	AN_CAT_OPTIMIZER,
 	AN_CAT_ACTIVATIONS,
 	AN_CAT_OTHER,
+	AN_CAT_UNKNOWN,
 	AN_CAT_COUNT
 };
-
-/* Category of a stack: optimizer (torch/optim frames) before parameters (module _apply/to/cuda,
- * parameter creation, state-dict loading) before gradients (autograd frames, or no Python frame
- * at all when stacks_recorded says stacks are recorded: the autograd engine runs backward in
- * C++ threads) before
- * activations (any forward frame); the rest is "other". */
-int an_category(const md_snapshot *s, uint32_t stack, int stacks_recorded);
 const char *an_category_name(int cat);
+
+/* Markers of a stack (an_stack_info.flags). */
+enum {
+	AN_SF_PYTHON = 1u << 0,      /* at least one Python frame */
+	AN_SF_MODULE_CALL = 1u << 1, /* inside a call of an nn.Module or a compiled model */
+	AN_SF_BACKWARD = 1u << 2,    /* autograd's backward (or a Function it runs) */
+	AN_SF_OPTIMIZER = 1u << 3,   /* the optimizer's own work: its state or its update */
+	AN_SF_GENERATE = 1u << 4,    /* text generation (transformers generate) */
+	AN_SF_CHECKPOINT = 1u << 5,  /* torch.utils.checkpoint */
+	AN_SF_FSDP = 1u << 6,
+	AN_SF_DDP = 1u << 7,
+	AN_SF_COMPILE = 1u << 8,    /* torch.compile: dynamo, inductor, AOT autograd */
+	AN_SF_CUDA_GRAPH = 1u << 9, /* torch.cuda.graphs */
+	AN_SF_HF = 1u << 10,        /* Hugging Face transformers */
+	AN_SF_LIGHTNING = 1u << 11,
+	AN_SF_ACCELERATE = 1u << 12,
+	AN_SF_HF_TRAINER = 1u << 13,    /* transformers' Trainer loop */
+	AN_SF_TRAIN_STEP = 1u << 14,    /* a framework's training step (Lightning, Trainer) */
+	AN_SF_DROPOUT = 1u << 15,       /* a dropout mask: a module in training mode */
+	AN_SF_LOSS = 1u << 16,          /* a loss function (cross_entropy, log_softmax, nll_loss) */
+	AN_SF_EMPTY_CACHE = 1u << 17,   /* torch.cuda.empty_cache() */
+	AN_SF_KV_CACHE = 1u << 18,      /* transformers' KV cache (cache_utils) */
+	AN_SF_AUTOCAST = 1u << 19,      /* inside torch.autocast / amp */
+	AN_SF_ENGINE_THREAD = 1u << 20, /* no user code above it: a thread of autograd's engine */
+	AN_SF_IN_OPTIMIZER = 1u << 21,  /* a torch/optim frame anywhere (a step, a zero_grad) */
+	AN_SF_ZERO_GRAD = 1u << 22,     /* zero_grad() of an optimizer or a module */
+};
+
+typedef struct {
+	uint32_t flags;
+	uint8_t category;    /* by the innermost deciding frame; AN_CAT_COUNT when no frame decides
+	                        and none is shown (the caller knows whether the trace saw it) */
+	uint8_t loop_depth;  /* Python frames above the first model call (the loop-level chain) */
+	uint8_t model_calls; /* nested nn.Module calls (1: the model itself; 2: a module it
+	                        calls directly, such as the output projection) */
+	uint32_t loop_lo;    /* the loop-level chain is the Python frames of frames[loop_lo..count),
+	                        outermost last (stacks are stored innermost first) */
+} an_stack_info;
+
+/* One entry per stack of s (s->stack_count), or NULL when memory runs out. */
+an_stack_info *an_classify_stacks(const md_snapshot *s);
+
+/* Category of a block allocated with `stack`: the stack's deciding frame, else `no_frames`
+ * (what the caller knows of a block with no shown frame: GRADIENTS for one the trace saw the
+ * autograd engine allocate, UNKNOWN for one older than the trace). */
+int an_stack_category(const an_stack_info *info, uint32_t stack, int no_frames);
 
 /* PyTorch's own viewer hides these frames (unwinding, interpreter, dispatcher plumbing). */
 int an_frame_hidden(const md_snapshot *s, const md_frame *f);
-
-/* The frame a stack is grouped by as an allocation site: the innermost Python frame PyTorch's
- * viewer shows (with stacks="all" the innermost frames are the allocator's own C++), else the
- * first shown frame, else NULL. */
-const md_frame *an_site_frame(const md_snapshot *s, uint32_t stack);
-/* The first line of the user's own code in a stack: the innermost shown Python frame outside
- * torch (and functorch, triton), else the innermost Python frame, else the first shown, else
- * NULL. What `diff` groups by and what advice names. */
-const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack);
 /* A file of torch itself (or functorch, triton), by path. */
 int an_torch_internal(const char *filename);
+/* A file of an installed package (site-packages, dist-packages) or of torch. */
+int an_library_file(const char *filename);
+
+/* The frame a stack is grouped by as an allocation site: the innermost Python frame PyTorch's
+ * viewer shows, else the first shown frame, else NULL. */
+const md_frame *an_site_frame(const md_snapshot *s, uint32_t stack);
+/* The first line of the user's own code: the innermost shown Python frame outside torch and
+ * installed packages (site-packages: transformers, lightning), else the innermost outside torch,
+ * else the innermost Python frame, else the first shown, else NULL. */
+const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack);
 
 #endif

@@ -22,6 +22,7 @@
 #include "render/html_parts.h"
 #include "render/html_sites.h"
 #include "render/html_util.h"
+#include "render/html_capacity.h"
 #include "render/page.h"
 #include "render/redact.h"
 #include "render/templates.h"
@@ -100,6 +101,11 @@ static void verdict(hr_ctx *c, const hr_oom *oom)
 	mr_buf_printf(c->b, "<p class=\"verdict %s\" id=verdict>", cls);
 	advice_text(c, ad->verdict, NULL, 1000);
 	mr_buf_puts(c->b, "</p>");
+	if (ad->what_ran && ad->what_ran[0]) {
+		mr_buf_puts(c->b, "<p class=what-ran id=what-ran>What ran: ");
+		advice_text(c, ad->what_ran, NULL, 400);
+		mr_buf_puts(c->b, "</p>");
+	}
 }
 
 /* ---- cards per device and pool ---- */
@@ -634,6 +640,7 @@ mr_status rd_render_html(const rp_report *run, const rd_options *opt, mr_buf *ou
 	findings(&c);
 	recommendations(&c);
 	replays(&c);
+	hr_capacity(&c);
 	categories(&c);
 	if (!c.st)
 		hr_segment_maps(&c);

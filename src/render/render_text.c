@@ -77,6 +77,15 @@ static void header(mr_buf *b, const rp_report *run, const rd_options *opt)
 		safe(b, a->verdict);
 		mr_buf_puts(b, "\n");
 	}
+	if (a->what_ran && a->what_ran[0]) {
+		mr_buf_puts(b, "What ran: ");
+		safe(b, a->what_ran);
+		mr_buf_puts(b, "\n");
+	}
+	if (a->capacity_line && a->capacity_line[0]) {
+		safe(b, a->capacity_line);
+		mr_buf_puts(b, "\n");
+	}
 	if (a->oom.present) {
 		char r[32] = "unknown", f[32] = "unknown", l[32], lim[32] = "unknown";
 		if (!(a->oom.unknown & AD_OOM_NO_REQUESTED))

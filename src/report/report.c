@@ -7,7 +7,7 @@
 #include "advise/replay.h"
 #include "advise/rules.h"
 
-mr_status rp_build(rp_report *out, ld_evidence *ev, int device, mr_error *err)
+mr_status rp_build(rp_report *out, ld_evidence *ev, const rp_params *params, mr_error *err)
 {
 	mr_status st = MR_OK;
 	memset(out, 0, sizeof *out);
@@ -17,7 +17,7 @@ mr_status rp_build(rp_report *out, ld_evidence *ev, int device, mr_error *err)
 	    ((st = an_analyze(&out->ev.snap, 0, &out->an, err)) ||
 	     (st = ad_replay_recorded(&out->ev, &out->an, &out->recorded, err))))
 		goto done;
-	if ((st = ad_advise(&out->ev, &out->an, device, &out->advice, err)))
+	if ((st = ad_advise(&out->ev, &out->an, params->device, params->budget, &out->advice, err)))
 		goto done;
 	st = ad_replay_settings(&out->ev, &out->an, out->recorded, &out->advice, err);
 done:

@@ -197,6 +197,28 @@ static mr_status conf_roundup(conf_parser *p, uint32_t div[16])
 	}
 }
 
+/* Sets the field of a key that affects the replay back to its default; 0 for other keys. */
+static int reset_key(sim_config *cfg, const char *key)
+{
+	sim_config d;
+	sim_config_default(&d);
+	if (strcmp(key, "max_split_size_mb") == 0)
+		cfg->max_split_size = d.max_split_size;
+	else if (strcmp(key, "max_non_split_rounding_mb") == 0)
+		cfg->max_non_split_rounding = d.max_non_split_rounding;
+	else if (strcmp(key, "large_segment_size_mb") == 0)
+		cfg->large_segment_size = d.large_segment_size;
+	else if (strcmp(key, "garbage_collection_threshold") == 0)
+		cfg->gc_threshold = d.gc_threshold;
+	else if (strcmp(key, "expandable_segments") == 0)
+		cfg->expandable_segments = d.expandable_segments;
+	else if (strcmp(key, "roundup_power2_divisions") == 0)
+		memcpy(cfg->roundup_divisions, d.roundup_divisions, sizeof d.roundup_divisions);
+	else
+		return 0;
+	return 1;
+}
+
 mr_status sim_parse_conf(const char *conf, const sim_config *base, sim_config *out, mr_error *err)
 {
 	sim_config cfg;
@@ -224,7 +246,9 @@ mr_status sim_parse_conf(const char *conf, const sim_config *base, sim_config *o
 			goto done;
 		int flag = 0;
 		uint64_t v;
-		if (strcmp(key, "max_split_size_mb") == 0) {
+		if (strcmp(conf_peek(&p), "default") == 0 && reset_key(&cfg, key)) {
+			p.i++; /* key:default: back to PyTorch's default, as if it were not set */
+		} else if (strcmp(key, "max_split_size_mb") == 0) {
 			st = conf_mib(&p, key, 20, &cfg.max_split_size);
 		} else if (strcmp(key, "max_non_split_rounding_mb") == 0) {
 			st = conf_mib(&p, key, 20, &cfg.max_non_split_rounding);

@@ -43,9 +43,10 @@ void sim_config_from_settings(const md_snapshot *s, sim_config *cfg);
 /* Parses a PYTORCH_CUDA_ALLOC_CONF string ("expandable_segments:True,max_split_size_mb:128,
  * roundup_power2_divisions:[256:1,512:2,>:4],garbage_collection_threshold:0.6,...") on top of
  * *base (out = base with the keys the string sets; an empty string or "recorded" changes
- * nothing). Unknown keys and bad values fail with PyTorch's wording and MR_EINPUT. Keys that do
- * not affect the device allocator (pinned_*, release_lock_on_*,
- * graph_capture_record_stream_reuse) are accepted and ignored. base may be NULL (defaults). */
+ * nothing; `key:default` puts a key back to PyTorch's default, as if it were not set). Unknown keys
+ * and bad values fail with PyTorch's wording and MR_EINPUT. Keys that do not affect the device
+ * allocator (pinned_*, release_lock_on_*, graph_capture_record_stream_reuse) are accepted and
+ * ignored. base may be NULL (defaults). */
 mr_status sim_parse_conf(const char *conf, const sim_config *base, sim_config *out, mr_error *err);
 
 int sim_config_equal(const sim_config *a, const sim_config *b);

@@ -1,0 +1,406 @@
+/* capacity.c: what shrinks live memory, for this kind of run. */
+#include "advise/capacity.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/units.h"
+
+static int cat_of(const ad_ctx *c, uint32_t stack)
+{
+	return an_stack_category(c->info, stack < c->s->stack_count ? stack : 0, AN_CAT_GRADIENTS);
+}
+
+/* The module forward outside torch whose frames hold the most activation bytes: where to
+ * checkpoint. NULL when there is none; *bytes_out is what it holds. */
+static const md_frame *checkpoint_target(const ad_ctx *c, uint64_t *bytes_out)
+{
+	const md_snapshot *s = c->s;
+	const an_device *dv = c->dv;
+	uint64_t best_bytes = 0;
+	const md_frame *best = NULL;
+	for (size_t i = 0; i < dv->site_count; i++) {
+		const an_site *site = &dv->sites[i];
+		if (site->stack >= s->stack_count || cat_of(c, site->stack) != AN_CAT_ACTIVATIONS)
+			continue;
+		const md_stack *st = &s->stacks[site->stack];
+		for (size_t k = 0; k < st->count; k++) {
+			const md_frame *f = &s->frames[st->first + k];
+			if (strcmp(md_str(s, f->name), "forward") != 0 ||
+			    an_torch_internal(md_str(s, f->filename)))
+				continue;
+			/* every site sharing this frame's function and file */
+			uint64_t bytes = 0;
+			for (size_t j = 0; j < dv->site_count; j++) {
+				if (dv->sites[j].stack >= s->stack_count)
+					continue;
+				const md_stack *sj = &s->stacks[dv->sites[j].stack];
+				for (size_t m = 0; m < sj->count; m++) {
+					const md_frame *g = &s->frames[sj->first + m];
+					if (g->name == f->name && g->filename == f->filename) {
+						bytes += dv->sites[j].bytes;
+						break;
+					}
+				}
+			}
+			if (bytes > best_bytes) {
+				best_bytes = bytes;
+				best = f;
+			}
+			break;
+		}
+	}
+	*bytes_out = best_bytes;
+	return best;
+}
+
+/* Live bytes whose stack carries marker flag. */
+static uint64_t live_with(const ad_ctx *c, uint32_t flag)
+{
+	uint64_t b = 0;
+	for (size_t i = 0; i < c->dv->site_count; i++) {
+		uint32_t st = c->dv->sites[i].stack;
+		if (st < c->s->stack_count && (c->info[st].flags & flag))
+			b += c->dv->sites[i].bytes;
+	}
+	return b;
+}
+
+/* The microbatch advice in the words of the run's framework. */
+static void advise_microbatch(ad_ctx *c, int priority, const char *why)
+{
+	const char *change = "batch_size //= 2; accumulate gradients over 2 microbatches before "
+	                     "optimizer.step()";
+	const char *title =
+	    "Use a smaller microbatch, with gradient accumulation to keep the batch";
+	an_run_kind kind = ad_run_kind(c);
+	if (kind == AN_RUN_INFERENCE || kind == AN_RUN_EVALUATION) {
+		title = "Put fewer samples through the model at once";
+		change = "batch_size //= 2  # fewer sequences (or images) per forward";
+		if (c->run->flags_seen & AN_SF_GENERATE)
+			change =
+			    "generate() fewer sequences at once, or fewer max_new_tokens: the KV "
+			    "cache grows with both";
+	} else if (kind == AN_RUN_UNKNOWN) {
+		title = "Put fewer samples through the model at once";
+		change = "batch_size //= 2  # in training, accumulate gradients to keep the batch";
+	} else if (ad_framework(c, AN_FW_HF_TRAINER)) {
+		change = "TrainingArguments(per_device_train_batch_size=N // 2, "
+		         "gradient_accumulation_steps=2 * K)";
+	} else if (ad_framework(c, AN_FW_LIGHTNING)) {
+		change =
+		    "DataLoader(..., batch_size=N // 2); Trainer(accumulate_grad_batches=2 * K)";
+	} else if (c->run->accumulating) {
+		title = "Halve the microbatch and double the accumulation steps";
+		change = "batch_size //= 2; accum_steps *= 2";
+	} else if (c->run->maybe_accumulating) {
+		change =
+		    "batch_size //= 2; accumulate gradients over twice the microbatches (twice "
+		    "as many as now, if they are accumulated already)";
+	}
+	ad_suggest(c, "reduce_microbatch", priority, title, change, "%s", why);
+}
+
+static void advise_checkpointing(ad_ctx *c, int priority)
+{
+	char b1[32];
+	if (ad_technique_on(c, AN_TECH_CHECKPOINT))
+		return; /* already on: the microbatch is the lever left */
+	uint64_t held = 0;
+	const md_frame *target = checkpoint_target(c, &held);
+	ad_text t = {0};
+	ad_text_printf(&t, "Checkpointing keeps only block inputs and recomputes the rest in "
+	                   "backward (about a third more compute); the largest holder is ");
+	if (target) {
+		ad_text_printf(&t, "the module whose forward is in ");
+		ad_text_path(&t, md_str(c->s, target->filename));
+		ad_text_printf(&t, " (it holds %s of activations).", ad_sz(b1, held));
+	} else {
+		ad_text_printf(&t, "the module forward that allocates the most.");
+	}
+	const char *change =
+	    "out = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)";
+	if (ad_framework(c, AN_FW_HF_TRAINER))
+		change = "TrainingArguments(gradient_checkpointing=True)";
+	else if (ad_framework(c, AN_FW_HF))
+		change = "model.gradient_checkpointing_enable()";
+	ad_suggest_text(c, "activation_checkpointing", priority,
+	                "Checkpoint activations of the largest blocks", change, &t);
+}
+
+/* Parameters, gradients and optimizer state hold most of it: shard or offload them. */
+static void advise_state(ad_ctx *c, const uint64_t *cat)
+{
+	char b1[32], b2[32], b3[32], b4[32], b5[32];
+	uint64_t live = ad_live_total(cat);
+	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
+	uint64_t acts = cat[AN_CAT_ACTIVATIONS];
+	if (ad_technique_on(c, AN_TECH_FSDP))
+		ad_note(c, "fsdp_on", AD_INFO,
+		        "FSDP is already on. Parameters, gradients and optimizer state (%s) "
+		        "divide by the number of ranks they are sharded over: twice the ranks, "
+		        "half of it per GPU; activations (%s) are not sharded.",
+		        ad_sz(b1, state), ad_sz(b2, acts));
+	else
+		ad_suggest(c, "fsdp", AD_PRIO_CAPACITY,
+		           "Shard parameters, gradients and optimizer state (FSDP)",
+		           "model = torch.distributed.fsdp.FullyShardedDataParallel(model)  # or "
+		           "fully_shard(model) in torch>=2.4",
+		           "Parameters (%s), gradients (%s) and optimizer state (%s) are %d%% of "
+		           "live memory; each GPU holds all of it. Sharded over 4 GPUs each keeps "
+		           "about %s (%s saved per GPU).",
+		           ad_sz(b1, cat[AN_CAT_PARAMETERS]), ad_sz(b2, cat[AN_CAT_GRADIENTS]),
+		           ad_sz(b3, cat[AN_CAT_OPTIMIZER]), ad_pct(state, live),
+		           ad_sz(b4, state / 4), ad_sz(b5, state - state / 4));
+	if (cat[AN_CAT_OPTIMIZER])
+		ad_suggest(
+		    c, "cpu_offload", AD_PRIO_CAPACITY + 10,
+		    "Offload optimizer state (and parameters) to the CPU",
+		    "FullyShardedDataParallel(model, "
+		    "cpu_offload=CPUOffload(offload_params=True))",
+		    "Optimizer state alone is %s. Keeping it (and the parameters) in host "
+		    "memory frees that much on the GPU, at the cost of transfers every step.",
+		    ad_sz(b1, cat[AN_CAT_OPTIMIZER]));
+	ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY + 20,
+	           "Keep weights, gradients or optimizer state in lower precision",
+	           "bf16 parameters/gradients, or an 8-bit optimizer (e.g. "
+	           "bitsandbytes.optim.Adam8bit)",
+	           "fp32 parameters and gradients take 4 bytes per value and Adam keeps two more "
+	           "fp32 values: bf16 weights and gradients halve %s, an 8-bit optimizer "
+	           "quarters %s.",
+	           ad_sz(b1, cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS]),
+	           ad_sz(b2, cat[AN_CAT_OPTIMIZER]));
+	ad_suggest(c, "reduce_microbatch", AD_PRIO_CAPACITY + 30,
+	           "A smaller batch will not help much here", NULL,
+	           "Activations are only %s of %s live (%d%%): halving the batch frees at most "
+	           "about %s.",
+	           ad_sz(b1, acts), ad_sz(b2, live), ad_pct(acts, live), ad_sz(b3, acts / 2));
+}
+
+/* Training whose activations fill the memory. */
+static void advise_training(ad_ctx *c, const uint64_t *cat)
+{
+	char why[256], b1[32], b2[32], b3[32];
+	uint64_t live = ad_live_total(cat), acts = cat[AN_CAT_ACTIVATIONS];
+	snprintf(why, sizeof why,
+	         "Activations hold %s of %s live memory (%d%%) and scale with the batch: halving "
+	         "the microbatch frees about %s.",
+	         ad_sz(b1, acts), ad_sz(b2, live), ad_pct(acts, live), ad_sz(b3, acts / 2));
+	advise_microbatch(c, AD_PRIO_CAPACITY, why);
+	advise_checkpointing(c, AD_PRIO_CAPACITY + 10);
+	if (!c->run->accumulating && !c->run->maybe_accumulating &&
+	    !ad_framework(c, AN_FW_HF_TRAINER | AN_FW_LIGHTNING))
+		ad_suggest(c, "gradient_accumulation", AD_PRIO_CAPACITY + 20,
+		           "Accumulate gradients to keep the effective batch size",
+		           "loss = loss / accum_steps; loss.backward(); step the optimizer every "
+		           "accum_steps microbatches",
+		           "With a smaller microbatch, accumulating over N microbatches keeps the "
+		           "optimizer's effective batch and the training dynamics unchanged.");
+	uint64_t kv = live_with(c, AN_SF_KV_CACHE);
+	if (kv && (kv * 100 >= live || kv >= 64 * MR_MIB))
+		ad_suggest(c, "disable_kv_cache", AD_PRIO_CAPACITY + 25,
+		           "Turn the KV cache off in training",
+		           "model(input_ids, labels=labels, use_cache=False)  # or "
+		           "model.config.use_cache = False",
+		           "The generation cache (transformers cache_utils.py) holds %s during a "
+		           "training step, where nothing reads it.",
+		           ad_sz(b1, kv));
+	ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY + 30,
+	           "Run the forward pass in bf16 autocast",
+	           ad_framework(c, AN_FW_LIGHTNING)
+	               ? "Trainer(precision=\"bf16-mixed\")"
+	               : "with torch.autocast(\"cuda\", dtype=torch.bfloat16): loss = model(x)",
+	           "bf16 activations take half the bytes of fp32 ones (%s now), unless the "
+	           "model already runs in autocast.",
+	           ad_sz(b1, acts));
+}
+
+/* Activations fill it in a run without backward: inference (no_grad), a forward that keeps its
+ * graphs for nothing (evaluation), or a run the trace cannot place (either way). */
+static void advise_forward_only(ad_ctx *c, const uint64_t *cat)
+{
+	char why[320], b1[32], b2[32], b3[32];
+	uint64_t live = ad_live_total(cat), acts = cat[AN_CAT_ACTIVATIONS];
+	an_run_kind kind = ad_run_kind(c);
+	if (kind == AN_RUN_EVALUATION)
+		ad_suggest(
+		    c, "no_grad_eval", AD_PRIO_TARGETED, "Evaluate under torch.no_grad()",
+		    "with torch.no_grad():  # or @torch.inference_mode()\n    out = model(x)",
+		    "No backward ever runs, yet each forward keeps its autograd graph: %s of "
+		    "activations that no_grad would free layer by layer.",
+		    ad_sz(b1, acts));
+	uint64_t kv = live_with(c, AN_SF_KV_CACHE);
+	if (kind == AN_RUN_INFERENCE && kv * 2 >= live)
+		snprintf(
+		    why, sizeof why,
+		    "The KV cache holds %s of %s live and grows with every generated token and "
+		    "every sequence in the batch: fewer sequences at once, a shorter generation, "
+		    "or a static, quantized or offloaded cache.",
+		    ad_sz(b1, kv), ad_sz(b2, live));
+	else
+		snprintf(
+		    why, sizeof why,
+		    "Activations hold %s of %s live memory (%d%%) and scale with the number of "
+		    "samples per forward: half as many frees about %s.",
+		    ad_sz(b1, acts), ad_sz(b2, live), ad_pct(acts, live), ad_sz(b3, acts / 2));
+	advise_microbatch(c, AD_PRIO_CAPACITY, why);
+	ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY + 30, "Run the model in bf16",
+	           "model.to(torch.bfloat16)  # or with torch.autocast(\"cuda\", "
+	           "dtype=torch.bfloat16)",
+	           "bf16 weights and activations take half the bytes of fp32 ones (%s of "
+	           "activations now), unless the model already runs in bf16.",
+	           ad_sz(b1, acts));
+}
+
+void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)
+{
+	char b1[32], b2[32];
+	uint64_t live = ad_live_total(cat);
+	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
+	uint64_t acts = cat[AN_CAT_ACTIVATIONS];
+	if (!live)
+		return;
+	an_run_kind kind = ad_run_kind(c);
+	if (ad_pct(state, live) >= AD_DOMINANT_PERCENT && kind == AN_RUN_TRAINING) {
+		advise_state(c, cat);
+		return;
+	}
+	if (ad_pct(acts, live) >= AD_DOMINANT_PERCENT || (oom && ad_pct(acts, live) >= 25)) {
+		if (kind == AN_RUN_TRAINING)
+			advise_training(c, cat);
+		else
+			advise_forward_only(c, cat);
+		return;
+	}
+	if (ad_pct(state, live) >= AD_DOMINANT_PERCENT) {
+		/* weights fill a run without backward: smaller weights are the lever */
+		ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY,
+		           "Load the weights in lower precision",
+		           "model.to(torch.bfloat16)  # or 8-bit/4-bit weights",
+		           "Parameters hold %s of %s live memory: bf16 halves them.",
+		           ad_sz(b1, cat[AN_CAT_PARAMETERS]), ad_sz(b2, live));
+		return;
+	}
+	if (oom && c->dv->site_count) {
+		/* Neither the model state nor activations: name what holds the memory. */
+		const an_site *top = &c->dv->sites[0];
+		ad_text t = {0};
+		ad_text_printf(&t,
+		               "Live memory is %s, and most of it is not parameters, gradients, "
+		               "optimizer state or activations; the largest site, ",
+		               ad_sz(b1, live));
+		if (!ad_user_site(&t, c->s, top->stack))
+			ad_text_printf(&t, "with no stack recorded");
+		ad_text_printf(&t, ", holds %s in %llu blocks.", ad_sz(b2, top->bytes),
+		               (unsigned long long)top->count);
+		ad_suggest_text(c, "release_references", AD_PRIO_CAPACITY,
+		                "Free the tensors that hold the memory, or make them smaller",
+		                "del big_tensor  # or keep it on the CPU until it is needed", &t);
+	}
+}
+
+/* ---- the loss's logits ---- */
+
+/* The largest live block of the diagnosed device, with its stack. */
+static const md_block *largest_live(const ad_ctx *c)
+{
+	const md_block *best = NULL;
+	const an_device *dv = c->dv;
+	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
+		const md_segment *seg = &c->s->segments[i];
+		for (size_t j = 0; j < seg->block_count; j++) {
+			const md_block *b = &c->s->blocks[seg->first_block + j];
+			if (b->state == MD_BLOCK_ACTIVE_ALLOCATED &&
+			    (!best || b->size > best->size))
+				best = b;
+		}
+	}
+	return best;
+}
+
+/* A stack that makes logits: a loss function, or the model's output projection (a module the
+ * model calls directly: two nested module calls). */
+static int logits_stack(const ad_ctx *c, uint32_t stack)
+{
+	if (stack >= c->s->stack_count)
+		return 0;
+	const an_stack_info *si = &c->info[stack];
+	return (si->flags & AN_SF_LOSS) ||
+	       ((si->flags & AN_SF_MODULE_CALL) && si->model_calls == 2);
+}
+
+/* What the logits are, in words, into t. */
+static void logits_words(ad_text *t, int copy, int req_logits, uint64_t req, uint64_t live_logits)
+{
+	char b1[32], b2[32];
+	if (copy)
+		ad_text_printf(t,
+		               "the failing %s request is a float32 copy of the logits (%s live)",
+		               ad_sz(b1, req), ad_sz(b2, live_logits));
+	else if (req_logits)
+		ad_text_printf(t,
+		               "the failing %s request is the logits (the loss or the output "
+		               "projection allocates it)",
+		               ad_sz(b1, req));
+	else
+		ad_text_printf(t, "the largest live tensor, %s, is the logits",
+		               ad_sz(b1, live_logits));
+}
+
+int ad_rule_logits(ad_ctx *c)
+{
+	char b1[32], b2[32];
+	const an_device *dv = c->dv;
+	const md_device *md = dv ? md_find_device(c->s, dv->device) : NULL;
+	if (!md || !dv->oom.present || dv->oom.event >= md->event_count)
+		return 0;
+	const md_event *e = &md->events[dv->oom.event];
+	const md_block *big = largest_live(c);
+	uint64_t req = dv->oom.requested;
+	uint64_t budget = c->a->oom.limit ? c->a->oom.limit : dv->pool[AN_POOL_ALL].reserved;
+	int big_is = big && logits_stack(c, big->stack);
+	/* the request is the logits (a loss frame, the output projection), or a copy of the
+	 * largest live logits made outside the model for the loss (float32: twice their bf16
+	 * bytes; or the same bytes) */
+	int req_logits = logits_stack(c, e->stack);
+	int copy = big_is && e->stack < c->s->stack_count &&
+	           !(c->info[e->stack].flags & AN_SF_MODULE_CALL) &&
+	           (c->info[e->stack].flags & AN_SF_PYTHON) &&
+	           (req == big->size * 2 || req == big->size);
+	int fires =
+	    ((req_logits || copy) && req * 10 >= budget) || (big_is && big->size * 10 >= budget);
+	if (!fires)
+		return 0;
+	uint64_t live_logits = big_is ? big->size : 0;
+	uint64_t total = (req_logits || copy ? req : 0) + live_logits;
+	ad_text t = {0};
+	if (ad_run_kind(c) == AN_RUN_INFERENCE) {
+		ad_text_printf(&t, "The logits are the largest tensors here: ");
+		logits_words(&t, copy, req_logits, req, live_logits);
+		ad_text_printf(&t, "; every position of every sequence times the vocabulary, "
+		                   "where generation needs only the last.");
+		ad_suggest_text(c, "chunked_loss", AD_PRIO_TARGETED,
+		                "Compute logits only for the positions you need",
+		                "model(input_ids, logits_to_keep=1)  # Hugging Face; or slice the "
+		                "hidden states before the output projection",
+		                &t);
+		return 1;
+	}
+	/* first when they are a large share of the budget; else one lever among others */
+	int priority = total * 4 >= budget ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 15;
+	ad_text_printf(&t, "The loss's logits %s: ",
+	               priority == AD_PRIO_TARGETED ? "decide this run"
+	                                            : "are the largest tensors");
+	logits_words(&t, copy, req_logits, req, live_logits);
+	ad_text_printf(&t,
+	               ", %s together, %d%% of %s. Computed over chunks of the sequence (or by a "
+	               "fused linear cross-entropy) they never exist whole; kept in bf16 the copy "
+	               "is half the size.",
+	               ad_sz(b1, total), ad_pct(total, budget), ad_sz(b2, budget));
+	ad_suggest_text(c, "chunked_loss", priority,
+	                "Compute the loss in chunks, or keep the logits in bf16",
+	                "for i in range(0, T, k): loss += F.cross_entropy(head(h[:, i:i+k])"
+	                ".flatten(0, 1).float(), y[:, i:i+k].flatten(), reduction=\"sum\")",
+	                &t);
+	return 1;
+}

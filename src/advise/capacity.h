@@ -1,0 +1,23 @@
+/* capacity.h: live tensors fill the memory. What can shrink them depends on the kind of run
+ * (a smaller microbatch helps everything; accumulation and checkpointing need a backward;
+ * no_grad is for a forward that keeps graphs it never uses), on what is already on (FSDP,
+ * checkpointing, accumulation) and on the framework the advice is phrased for (Hugging Face,
+ * Lightning). One tensor can decide it all: the loss's logits.
+ *
+ * Ownership: writes into the ctx's advice (rule_ctx.h). */
+#ifndef MR_CAPACITY_H
+#define MR_CAPACITY_H
+
+#include <stdint.h>
+
+#include "advise/rule_ctx.h"
+
+/* The advice for live memory by category cat (AN_CAT_COUNT values), at an OOM or not. */
+void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom);
+
+/* The failing request, or the largest live tensor, is the loss's logits (a loss function's
+ * frame, the model's output projection, or a float32 copy of the model's output made for the
+ * loss): recommends computing the loss in chunks. Returns 1 when it fired. */
+int ad_rule_logits(ad_ctx *c);
+
+#endif

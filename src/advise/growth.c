@@ -1,0 +1,139 @@
+/* growth.c: growth across real iterations, and segments released and taken again. */
+#include "advise/growth.h"
+
+#include <string.h>
+
+#include "base/units.h"
+
+static int generation_growth(const ad_ctx *c, const an_growth_site *site)
+{
+	uint32_t flags = site && site->stack < c->s->stack_count ? c->info[site->stack].flags : 0;
+	return ad_run_kind(c) == AN_RUN_INFERENCE &&
+	       ((flags & AN_SF_KV_CACHE) || (c->run->flags_seen & AN_SF_GENERATE));
+}
+
+int ad_leak_explains(const ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	if (!r || !r->growth_found ||
+	    generation_growth(c, r->growth_site_count ? &r->growth_sites[0] : NULL))
+		return 0;
+	return r->growth_per_iteration * r->growth_increments * 2 >=
+	       c->dv->pool[AN_POOL_ALL].allocated;
+}
+
+void ad_rule_growth(ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	char b1[32], b2[32], b3[32];
+	if (!r || !r->growth_found)
+		return;
+	const an_growth_site *site = r->growth_site_count ? &r->growth_sites[0] : NULL;
+	uint64_t total = r->growth_per_iteration * r->growth_increments;
+	ad_text t = {0};
+	if (generation_growth(c, site)) {
+		ad_text_printf(
+		    &t,
+		    "While generating, live memory grows %s per step (%s over %zu steps): "
+		    "the KV cache keeps every token of every sequence",
+		    ad_sz(b1, r->growth_per_iteration), ad_sz(b2, total), r->growth_increments);
+		if (site) {
+			ad_text_printf(&t, ", allocated in ");
+			ad_user_site(&t, c->s, site->stack);
+		}
+		ad_text_printf(&t, ". It is expected, not a leak: it is what fills the memory.");
+		ad_note_text(c, "memory_growth", AD_INFO, &t);
+		return;
+	}
+	uint64_t allocated = c->dv->pool[AN_POOL_ALL].allocated;
+	ad_text_printf(&t,
+	               "Live memory grows %s per iteration and is not released: at the start of "
+	               "%zu of %zu iterations it was higher than the one before (%s in all).",
+	               ad_sz(b1, r->growth_per_iteration), r->growth_positive, r->growth_increments,
+	               ad_sz(b2, total));
+	if (site && an_user_frame(c->s, site->stack)) {
+		ad_text_printf(&t, " The largest grower is ");
+		ad_user_site(&t, c->s, site->stack);
+		ad_text_printf(&t, ", %s per iteration still alive.",
+		               ad_sz(b3, site->bytes_per_iteration));
+	}
+	ad_note_text(c, "memory_growth", total * 4 >= allocated ? AD_CRITICAL : AD_WARNING, &t);
+	if (ad_run_kind(c) == AN_RUN_EVALUATION)
+		ad_suggest(
+		    c, "no_grad_eval", AD_PRIO_TARGETED, "Evaluate under torch.no_grad()",
+		    "with torch.no_grad():  # or @torch.inference_mode()\n    out = model(x)",
+		    "No backward runs, yet every iteration's forward keeps its autograd graph "
+		    "alive through the tensors the loop keeps: %s per iteration.",
+		    ad_sz(b1, r->growth_per_iteration));
+	ad_suggest(c, "release_references", AD_PRIO_TARGETED + 1,
+	           "Keep numbers, not tensors, from each iteration",
+	           "total += loss.item()   # not: total += loss\n"
+	           "history.append(logits.detach().cpu())  # not: history.append(logits)",
+	           "Memory allocated in each iteration is still referenced later (%s per "
+	           "iteration): a list or a sum of GPU tensors keeps them, and their autograd "
+	           "graphs when they require grad.",
+	           ad_sz(b1, r->growth_per_iteration));
+}
+
+/* cudaMalloc retries from a memory_stats() dump or the last memory_summary() table, the one
+ * retry each OOM makes taken out; -1 when neither says. */
+static long text_retries(const ad_ctx *c)
+{
+	uint64_t retries, ooms = 0;
+	if (c->ev->has_stats && ev_stats_get(&c->ev->stats, "num_alloc_retries", &retries)) {
+		ev_stats_get(&c->ev->stats, "num_ooms", &ooms);
+		return retries > ooms ? (long)(retries - ooms) : 0;
+	}
+	for (size_t i = c->ev->text.summary_count; i-- > 0;) {
+		const ev_summary *sm = &c->ev->text.summaries[i];
+		if (sm->num_alloc_retries >= 0) {
+			int oom_retries = sm->num_ooms > 0 ? sm->num_ooms : 0;
+			return sm->num_alloc_retries > oom_retries
+			           ? sm->num_alloc_retries - oom_retries
+			           : 0;
+		}
+	}
+	return -1;
+}
+
+void ad_rule_releases(ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	char b1[32];
+	long from_text = text_retries(c);
+	size_t retries = r ? r->retry_releases : 0;
+	if (from_text > (long)retries)
+		retries = (size_t)from_text;
+	if (retries)
+		ad_note(c, "allocator_retries", AD_WARNING,
+		        "cudaMalloc failed %zu time%s and the allocator freed its cached segments "
+		        "(%s seen in the trace) to retry: the run lives at the edge of its memory, "
+		        "and each flush synchronises the device. Blocks cached for other sizes "
+		        "(shapes that vary) are what it had to give back.",
+		        retries, retries == 1 ? "" : "s", ad_sz(b1, r ? r->retry_bytes : 0));
+	if (!r || r->empty_cache_releases < 2 ||
+	    (r->start_count && r->empty_cache_releases * 2 < r->start_count))
+		return;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "torch.cuda.empty_cache() gave segments back to CUDA %zu times inside the "
+	               "loop (%s, about %zu per iteration) and the allocator asked for them again: "
+	               "every cudaFree and cudaMalloc synchronises the device, and the next "
+	               "iteration needs the memory anyway.",
+	               r->empty_cache_releases, ad_sz(b1, r->empty_cache_bytes),
+	               r->start_count
+	                   ? (r->empty_cache_releases + r->start_count / 2) / r->start_count
+	                   : r->empty_cache_releases);
+	ad_note_text(c, "empty_cache_churn", AD_WARNING, &t);
+	ad_text w = {0};
+	ad_text_printf(&w, "It frees nothing the next iteration does not allocate again");
+	if (an_user_frame(c->s, r->empty_cache_stack)) {
+		ad_text_printf(&w, "; it is called from ");
+		ad_user_site(&w, c->s, r->empty_cache_stack);
+	}
+	ad_text_printf(&w, ". The allocator reuses its cache by itself; empty_cache() only helps "
+	                   "another process that needs the memory.");
+	ad_suggest_text(c, "remove_empty_cache", AD_PRIO_TARGETED,
+	                "Remove torch.cuda.empty_cache() from the loop",
+	                "# delete: torch.cuda.empty_cache()", &w);
+}

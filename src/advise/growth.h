@@ -1,0 +1,18 @@
+/* growth.h: what changes from one iteration to the next. Memory that grows at the same phase of
+ * every iteration (a leak of tensors or graphs, or a generation's cache); segments handed back
+ * to CUDA and asked for again: the allocator's retries after a failed cudaMalloc (the run lives
+ * at the edge of its memory) and empty_cache() inside the loop (a cost for nothing).
+ *
+ * Ownership: writes into the ctx's advice (rule_ctx.h). */
+#ifndef MR_GROWTH_H
+#define MR_GROWTH_H
+
+#include "advise/rule_ctx.h"
+
+void ad_rule_growth(ad_ctx *c);
+/* The growth the trace shows (not a generation's cache) accounts for at least half of what is
+ * allocated: a leak, which no smaller batch fixes. */
+int ad_leak_explains(const ad_ctx *c);
+void ad_rule_releases(ad_ctx *c);
+
+#endif

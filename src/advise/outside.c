@@ -1,0 +1,132 @@
+/* outside.c: who held the device when an allocation failed. */
+#include "advise/outside.h"
+
+#include <string.h>
+
+#include "base/units.h"
+
+/* The figures of the message and of the snapshot's oom event, merged: the snapshot's layout is
+ * exact, the message knows the device and the other processes. */
+static void holders(const ad_ctx *c, ad_holders *h)
+{
+	const an_device *dv = c->dv;
+	memset(h, 0, sizeof *h);
+	if (c->msg)
+		ad_message_holders(c->msg, h);
+	if (dv && dv->oom.present) {
+		h->has_reserved = 1;
+		h->reserved = dv->pool[AN_POOL_ALL].reserved;
+		/* the oom event records cudaMemGetInfo's free bytes: a segment that did not fit in
+		 * them means the device was full, whatever a memory fraction said */
+		h->device_full = dv->oom.device_free < dv->oom.alloc_size;
+		if (h->device_full)
+			h->fraction_hit = 0;
+		if (c->msg && c->msg->has_this_process) {
+			uint64_t mine = c->msg->this_process_in_use;
+			h->has_non_pytorch = 1;
+			h->non_pytorch = mine > h->reserved ? mine - h->reserved : 0;
+		}
+	}
+}
+
+static void fill_oom(ad_ctx *c, const ad_holders *h)
+{
+	ad_oom *o = &c->a->oom;
+	const ev_oom *m = c->msg;
+	o->device_full = h->device_full;
+	if (c->dv && c->dv->oom.present) {
+		o->has_device_free = 1;
+		o->device_free = c->dv->oom.device_free;
+	} else if (m && m->has_device_free) {
+		o->has_device_free = 1;
+		o->device_free = m->device_free;
+	}
+	o->has_others = h->has_others;
+	o->others = h->others;
+	o->has_non_pytorch = h->has_non_pytorch;
+	o->non_pytorch = h->non_pytorch;
+	for (size_t i = 0; m && i < m->other_process_count && i < 8; i++)
+		o->processes[o->process_count++] = m->other_processes[i];
+	/* what this process could have had: the memory fraction, else what PyTorch held plus
+	 * what was still free on the device */
+	if (m && m->has_allowed && (!m->has_total_capacity || m->allowed <= m->total_capacity) &&
+	    !h->device_full)
+		o->limit = m->allowed;
+	else if (h->device_full && h->has_reserved && o->has_device_free)
+		o->limit = h->reserved + o->device_free;
+	else if (m)
+		o->limit = ev_oom_limit(m);
+}
+
+static void advise_free_device(ad_ctx *c, ad_cause cause)
+{
+	const ad_oom *o = &c->a->oom;
+	char b1[32], b2[32], b3[32];
+	ad_text t = {0};
+	if (cause == AD_CAUSE_OTHER_PROCESSES) {
+		ad_text_printf(&t, "Other processes hold %s of the device", ad_sz(b1, o->others));
+		for (size_t i = 0; i < o->process_count; i++)
+			ad_text_printf(&t, "%sprocess %d: %s", i ? ", " : " (", o->processes[i].pid,
+			               ad_sz(b2, o->processes[i].bytes));
+		ad_text_printf(&t,
+		               "%s while PyTorch held %s: no setting or batch size inside this "
+		               "process makes room they hold. Run on a free GPU, or stop or shrink "
+		               "the other job.",
+		               o->process_count ? ")" : "", ad_sz(b3, o->reserved));
+		ad_suggest_text(c, "free_device_memory", AD_PRIO_FIRST,
+		                "Free the GPU: other processes hold most of it",
+		                "nvidia-smi --query-compute-apps=pid,used_memory --format=csv", &t);
+		return;
+	}
+	ad_text_printf(&t,
+	               "This process holds %s outside PyTorch's caching allocator, against %s "
+	               "that PyTorch holds: another allocator in the process (CuPy, JAX, "
+	               "TensorFlow, Numba), NCCL buffers, cuDNN/cuBLAS workspaces or an "
+	               "extension's cudaMalloc. PyTorch cannot reuse it: release or cap that "
+	               "memory, or let the other library allocate through PyTorch.",
+	               ad_sz(b1, o->non_pytorch), ad_sz(b2, o->reserved));
+	ad_suggest_text(c, "free_device_memory", AD_PRIO_FIRST,
+	                "Free the GPU memory held outside PyTorch in this process",
+	                "cupy.get_default_memory_pool().free_all_blocks()  # CuPy; also "
+	                ".set_limit(size=...); JAX: XLA_PYTHON_CLIENT_PREALLOCATE=false",
+	                &t);
+}
+
+ad_outside ad_rule_outside(ad_ctx *c)
+{
+	ad_holders h;
+	char b1[32], b2[32], b3[32], b4[32];
+	holders(c, &h);
+	fill_oom(c, &h);
+	ad_oom *o = &c->a->oom;
+	ad_cause cause = ad_outside_cause(&h);
+	if (cause != AD_CAUSE_UNKNOWN) {
+		o->cause = cause;
+		ad_note(c,
+		        cause == AD_CAUSE_OTHER_PROCESSES ? "oom_other_processes"
+		                                          : "oom_non_pytorch",
+		        AD_CRITICAL,
+		        "Out of memory because the device itself was full: %s free for a %s "
+		        "request, while PyTorch held only %s; %s holds %s.",
+		        o->has_device_free ? ad_sz(b1, o->device_free) : "nothing",
+		        ad_sz(b2, o->requested), ad_sz(b3, h.reserved),
+		        cause == AD_CAUSE_OTHER_PROCESSES ? "memory of other processes"
+		                                          : "this process, outside PyTorch,",
+		        cause == AD_CAUSE_OTHER_PROCESSES ? ad_sz(b4, o->others)
+		                                          : ad_sz(b4, o->non_pytorch));
+		advise_free_device(c, cause);
+		return AD_OUTSIDE_CAUSE;
+	}
+	if (h.device_full && !c->msg && c->dv) {
+		ad_note(
+		    c, "device_full", AD_WARNING,
+		    "The device itself was full at the OOM (%s free) while PyTorch held %s. "
+		    "Either this run's tensors fill the card, or memory outside PyTorch (another "
+		    "process, a library in this process) holds the rest; the OOM message says "
+		    "which (\"Process N has ...\", \"this process has ...\"): give the log as a "
+		    "second input.",
+		    ad_sz(b1, o->device_free), ad_sz(b2, h.reserved));
+		return AD_OUTSIDE_UNCLEAR;
+	}
+	return AD_OUTSIDE_NO;
+}

@@ -1,0 +1,820 @@
+/* structure.c: kind of run, iterations, techniques and growth, read from one device's trace. */
+#include "analyze/structure.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/addrmap.h"
+#include "base/mem.h"
+#include "base/units.h"
+
+const char *an_run_kind_name(an_run_kind k)
+{
+	switch (k) {
+	case AN_RUN_TRAINING: return "training";
+	case AN_RUN_EVALUATION: return "evaluation";
+	case AN_RUN_INFERENCE: return "inference";
+	default: return "unknown";
+	}
+}
+
+const char *an_technique_name(unsigned bit_index)
+{
+	static const char *const names[AN_TECH_COUNT] = {"fsdp", "ddp", "activation_checkpointing",
+	                                                 "torch_compile", "cuda_graphs"};
+	return bit_index < AN_TECH_COUNT ? names[bit_index] : "";
+}
+
+/* Thresholds, with why. */
+#define GROWTH_MIN_BYTES MR_MIB /* less per iteration is noise (caches, workspaces) */
+enum {
+	MAX_LOOPS = 64,    /* distinct loops tracked; real runs show a handful */
+	CHECKED_LOOPS = 8, /* the most frequent ones are tested as iteration loops */
+};
+/* A forward keeps its graph when most of what it allocated is still alive when it returns
+ * (saved for backward); under no_grad it frees its layers' tensors as it goes. Measured on the
+ * corpus: 0.46-0.99 with a graph, 0.00-0.17 without. */
+#define KEPT_GRAPH 0.35
+#define KEPT_NO_GRAPH 0.25
+/* The same over finished layers only, for a forward that died part-way: 0.47-1.00 with a
+ * graph (Hugging Face models free their float32 norm and rotary temporaries), 0.00-0.05
+ * without. */
+#define SURVIVAL_GRAPH 0.4
+#define SURVIVAL_NO_GRAPH 0.2
+
+typedef struct {
+	const md_snapshot *s;
+	const md_device *md;
+	const an_stack_info *info;
+	uint8_t *frame_py; /* per frame: a Python frame the viewer shows */
+	int trace_has_python;
+} sctx;
+
+/* What the allocator hands out for a request: 512-byte multiples. (The exact sizes are the
+ * replay's; for comparing levels and shares the rounding is enough.) */
+static uint64_t block_size(uint64_t requested)
+{
+	return requested < 512 ? 512 : (requested + 511) / 512 * 512;
+}
+
+/* ---- frame chains ---- */
+
+/* A chain walks a stack's Python frames from the outermost inwards, down to frames[lo]. */
+typedef struct {
+	const sctx *c;
+	const md_stack *st;
+	uint32_t k, lo; /* next frame is frames[k - 1], while k > lo */
+} chain;
+
+static chain loop_chain(const sctx *c, uint32_t stack)
+{
+	const md_stack *st = &c->s->stacks[stack];
+	return (chain){c, st, st->count, c->info[stack].loop_lo};
+}
+
+/* The frames below the outermost model call (the model's own code), outermost first. */
+static chain model_chain(const sctx *c, uint32_t stack)
+{
+	const md_stack *st = &c->s->stacks[stack];
+	uint32_t lo = c->info[stack].loop_lo;
+	return (chain){c, st, lo ? lo - 1 : 0, 0};
+}
+
+static const md_frame *chain_next(chain *ch)
+{
+	while (ch->k > ch->lo) {
+		ch->k--;
+		uint32_t idx = ch->st->first + ch->k;
+		if (ch->c->frame_py[idx])
+			return &ch->c->s->frames[idx];
+	}
+	return NULL;
+}
+
+static int same_function(const md_frame *a, const md_frame *b)
+{
+	return a->filename == b->filename && a->name == b->name;
+}
+
+static int same_frame(const md_frame *a, const md_frame *b)
+{
+	return same_function(a, b) && a->line == b->line;
+}
+
+/* Walks two chains to their first difference. Returns the level (0 = outermost) where they
+ * differ in the same function with the line going back (a loop's back-edge, or a second call
+ * of the same function), or -1. */
+static int back_edge(chain a, chain b)
+{
+	for (int level = 0;; level++) {
+		const md_frame *fa = chain_next(&a), *fb = chain_next(&b);
+		if (!fa || !fb)
+			return -1;
+		if (same_frame(fa, fb))
+			continue;
+		return same_function(fa, fb) && fb->line < fa->line ? level : -1;
+	}
+}
+
+/* FNV-1a over the chain's first `level` frames and the function at `level`. */
+static uint64_t loop_key(chain ch, int level)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (int i = 0; i <= level; i++) {
+		const md_frame *f = chain_next(&ch);
+		if (!f)
+			break;
+		uint64_t parts[3] = {f->filename, f->name,
+		                     i < level ? (uint64_t)(uint32_t)f->line : 0};
+		for (int j = 0; j < 3; j++) {
+			h ^= parts[j];
+			h *= 1099511628211ull;
+		}
+	}
+	return h;
+}
+
+/* ---- loops above the model call ---- */
+
+typedef struct {
+	uint64_t key;
+	uint32_t stack; /* the stack after the first back-edge: its chain holds the loop */
+	int level;
+	size_t *edges; /* event index of each back-edge's target */
+	size_t edge_count, edge_cap;
+	size_t first_member; /* first alloc event in the loop's body */
+	size_t iterations;
+	int qualifies;
+	uint8_t *member; /* per stack: 0 unknown, 1 in the body, 2 not */
+} loop_cand;
+
+static int in_body(const sctx *c, loop_cand *l, uint32_t stack)
+{
+	if (!l->member[stack]) {
+		chain a = loop_chain(c, l->stack), b = loop_chain(c, stack);
+		int ok = 1;
+		for (int i = 0; i <= l->level && ok; i++) {
+			const md_frame *fa = chain_next(&a), *fb = chain_next(&b);
+			ok =
+			    fa && fb && (i < l->level ? same_frame(fa, fb) : same_function(fa, fb));
+		}
+		l->member[stack] = ok ? 1 : 2;
+	}
+	return l->member[stack] == 1;
+}
+
+static mr_status find_loops(const sctx *c, loop_cand *loops, size_t *nloops, mr_error *err)
+{
+	const md_event *ev = c->md->events;
+	uint32_t prev = UINT32_MAX;
+	size_t n = 0;
+	for (size_t i = 0; i < c->md->event_count; i++) {
+		if (ev[i].action != MD_ACT_ALLOC || ev[i].stack >= c->s->stack_count ||
+		    !c->info[ev[i].stack].loop_depth)
+			continue;
+		uint32_t cur = ev[i].stack;
+		int level = prev == UINT32_MAX || prev == cur
+		                ? -1
+		                : back_edge(loop_chain(c, prev), loop_chain(c, cur));
+		prev = cur;
+		if (level < 0)
+			continue;
+		uint64_t key = loop_key(loop_chain(c, cur), level);
+		size_t j = 0;
+		while (j < n && loops[j].key != key)
+			j++;
+		if (j == n) {
+			if (n == MAX_LOOPS)
+				continue;
+			memset(&loops[n], 0, sizeof loops[n]);
+			loops[n].key = key;
+			loops[n].stack = cur;
+			loops[n].level = level;
+			n++;
+		}
+		if (MR_GROW(loops[j].edges, loops[j].edge_cap, loops[j].edge_count + 1))
+			return mr_oom(err);
+		loops[j].edges[loops[j].edge_count++] = i;
+	}
+	*nloops = n;
+	return MR_OK;
+}
+
+static int edges_desc(const void *a, const void *b)
+{
+	const loop_cand *x = a, *y = b;
+	return (x->edge_count < y->edge_count) - (x->edge_count > y->edge_count);
+}
+
+/* A loop is an iteration loop when its function is not torch's own (the optimizer's loop over
+ * its parameters, module._apply's) and most of its iterations call the model from its body. */
+static mr_status qualify(const sctx *c, loop_cand *l, mr_error *err)
+{
+	const md_event *ev = c->md->events;
+	const md_frame *fn = NULL;
+	chain ch = loop_chain(c, l->stack);
+	for (int i = 0; i <= l->level; i++)
+		fn = chain_next(&ch);
+	if (!fn || an_torch_internal(md_str(c->s, fn->filename)))
+		return MR_OK;
+	l->member = mr_alloc_array(c->s->stack_count, 1);
+	if (!l->member)
+		return mr_oom(err);
+	l->first_member = SIZE_MAX;
+	size_t edge = 0, with_model = 0, iter_has_model = 0;
+	for (size_t i = 0; i < c->md->event_count; i++) {
+		while (edge < l->edge_count && l->edges[edge] <= i) {
+			with_model += iter_has_model;
+			iter_has_model = 0;
+			edge++;
+		}
+		uint32_t st = ev[i].stack;
+		if (ev[i].action != MD_ACT_ALLOC || st >= c->s->stack_count ||
+		    !c->info[st].loop_depth || !in_body(c, l, st))
+			continue;
+		if (l->first_member == SIZE_MAX)
+			l->first_member = i;
+		if (c->info[st].flags & AN_SF_MODULE_CALL)
+			iter_has_model = 1;
+	}
+	with_model += iter_has_model;
+	l->iterations = l->edge_count + 1;
+	l->qualifies = l->first_member != SIZE_MAX && with_model * 2 >= l->iterations;
+	return MR_OK;
+}
+
+/* ---- phases: forwards, backwards, the optimizer ---- */
+
+/* An allocation of the forward span being read. */
+typedef struct {
+	uint64_t addr, size;
+	int freed;
+} span_alloc;
+
+typedef struct {
+	size_t opt_allocs;
+	size_t *fwd_starts; /* the first forward, and each forward after a backward or a step */
+	size_t fwd_start_count, fwd_start_cap;
+	uint64_t kept_alloc, kept_live;       /* over finished forwards */
+	uint64_t survive_early, survive_live; /* over finished layers */
+} phases;
+
+enum { PH_NONE, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_OTHER };
+
+/* The forward span being read: its allocations (only this span's are kept, so memory follows
+ * the largest forward, not the trace), the address of each that is still live, and the last
+ * two layer boundaries (positions in allocs). */
+typedef struct {
+	span_alloc *allocs;
+	size_t count, cap;
+	am_map where; /* live address -> index into allocs */
+	size_t marks[2];
+	size_t mark_count;
+	uint32_t prev_stack;
+} span_state;
+
+/* Adds up what the span kept, as a whole (when it finished) and over its finished layers (all
+ * but the last two boundaries' worth), and empties it for the next span. */
+static void close_span(span_state *sp, int finished, phases *ph)
+{
+	uint64_t alloc = 0, live = 0, early = 0, early_live = 0;
+	size_t cut = sp->mark_count >= 2 ? sp->marks[(sp->mark_count - 2) % 2] : 0;
+	for (size_t r = 0; r < sp->count; r++) {
+		uint64_t size = sp->allocs[r].size, kept = sp->allocs[r].freed ? 0 : size;
+		alloc += size;
+		live += kept;
+		if (r < cut) {
+			early += size;
+			early_live += kept;
+		}
+	}
+	if (finished && alloc >= MR_MIB) {
+		ph->kept_alloc += alloc;
+		ph->kept_live += live;
+	}
+	if (sp->mark_count >= 2 && early >= MR_MIB) {
+		ph->survive_early += early;
+		ph->survive_live += early_live;
+	}
+	am_free(&sp->where);
+	sp->count = 0;
+	sp->mark_count = 0;
+	sp->prev_stack = UINT32_MAX;
+}
+
+/* Records a forward allocation, and a layer boundary where the model's own code calls a
+ * function again. Returns 0, -1 when memory runs out. */
+static int span_add(const sctx *c, span_state *sp, const md_event *e)
+{
+	if (MR_GROW(sp->allocs, sp->cap, sp->count + 1) || am_put(&sp->where, e->addr, sp->count))
+		return -1;
+	sp->allocs[sp->count] = (span_alloc){e->addr, block_size(e->size), 0};
+	if (sp->prev_stack != UINT32_MAX && sp->prev_stack != e->stack &&
+	    back_edge(model_chain(c, sp->prev_stack), model_chain(c, e->stack)) >= 0)
+		sp->marks[sp->mark_count++ % 2] = sp->count;
+	sp->prev_stack = e->stack;
+	sp->count++;
+	return 0;
+}
+
+static int phase_of(const sctx *c, uint32_t stack)
+{
+	if (stack >= c->s->stack_count)
+		return PH_OTHER;
+	uint32_t f = c->info[stack].flags;
+	if ((!(f & AN_SF_PYTHON) && c->trace_has_python) ||
+	    (f & (AN_SF_BACKWARD | AN_SF_ENGINE_THREAD)))
+		return PH_BACKWARD;
+	if (f & AN_SF_MODULE_CALL)
+		return PH_FORWARD;
+	if (f & AN_SF_OPTIMIZER)
+		return PH_OPTIMIZER;
+	return f & AN_SF_PYTHON ? PH_OTHER : PH_NONE;
+}
+
+/* Counts backward passes and optimizer steps at each change of phase. */
+static void count_phase(an_structure *out, phases *ph, int phase, int p, size_t *since_step)
+{
+	if (p == PH_BACKWARD && phase != PH_BACKWARD) {
+		out->backward_phases++;
+		if (++*since_step >= 2)
+			out->accumulating = 1;
+	}
+	if (p == PH_OPTIMIZER) {
+		ph->opt_allocs++;
+		out->optimizer_phases += phase != PH_OPTIMIZER;
+		*since_step = 0;
+	}
+}
+
+/* One pass: backward phases, forward spans and how much of what they allocate they keep. */
+static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_error *err)
+{
+	const md_event *ev = c->md->events;
+	span_state sp = {.prev_stack = UINT32_MAX};
+	int phase = PH_NONE, since_forward = 1; /* a backward or step since the last forward */
+	size_t since_step = 0;                  /* backward passes since the last step */
+	mr_status st = MR_OK;
+	uint64_t idx;
+	for (size_t i = 0; i < c->md->event_count; i++) {
+		const md_event *e = &ev[i];
+		if (e->action == MD_ACT_FREE_REQUESTED) {
+			if (am_take(&sp.where, e->addr, &idx))
+				sp.allocs[idx].freed = 1;
+			continue;
+		}
+		int p = e->action == MD_ACT_ALLOC ? phase_of(c, e->stack) : PH_NONE;
+		if (p == PH_NONE)
+			continue;
+		count_phase(out, ph, phase, p, &since_step);
+		if (phase == PH_FORWARD && p != PH_FORWARD)
+			close_span(&sp, 1, ph);
+		if (p == PH_FORWARD && phase != PH_FORWARD) {
+			out->maybe_accumulating |= since_step && !out->optimizer_phases;
+			out->forward_spans++;
+			if (since_forward &&
+			    MR_GROW(ph->fwd_starts, ph->fwd_start_cap, ph->fwd_start_count + 1))
+				goto oom;
+			if (since_forward)
+				ph->fwd_starts[ph->fwd_start_count++] = i;
+			since_forward = 0;
+		}
+		since_forward |= p == PH_BACKWARD || p == PH_OPTIMIZER;
+		phase = p;
+		if (p == PH_FORWARD && span_add(c, &sp, e))
+			goto oom;
+	}
+	if (phase == PH_FORWARD)
+		close_span(&sp, 0, ph);
+	goto done;
+oom:
+	st = mr_oom(err);
+done:
+	free(sp.allocs);
+	am_free(&sp.where);
+	return st;
+}
+
+/* ---- iteration boundaries from annotations ---- */
+
+/* The START of the record_function annotation that repeats most often on this device (an
+ * optimizer step, usually), at least 4 times, mapped to the first event at or after it. */
+static mr_status annotation_starts(const sctx *c, an_structure *out, mr_error *err)
+{
+	const md_snapshot *s = c->s;
+	const md_device *md = c->md;
+	uint32_t best = 0;
+	size_t best_count = 0;
+	if (md->event_count == 0 || md->events[0].time_us == MD_TIME_NONE)
+		return MR_OK;
+	/* names are string ids: count them in one pass over a small table */
+	uint32_t names[64];
+	size_t counts[64], nn = 0;
+	for (size_t i = 0; i < s->annotation_count; i++) {
+		const md_annotation *a = &s->annotations[i];
+		if (a->is_end || a->device != md->id || a->time_us == MD_TIME_NONE)
+			continue;
+		size_t j = 0;
+		while (j < nn && names[j] != a->name)
+			j++;
+		if (j == nn) {
+			if (nn == 64)
+				continue;
+			names[nn] = a->name;
+			counts[nn++] = 0;
+		}
+		counts[j]++;
+	}
+	for (size_t j = 0; j < nn; j++)
+		if (counts[j] > best_count) {
+			best = names[j];
+			best_count = counts[j];
+		}
+	if (best_count < 4)
+		return MR_OK;
+	out->starts = mr_alloc_array(best_count, sizeof *out->starts);
+	if (!out->starts)
+		return mr_oom(err);
+	size_t e = 0;
+	for (size_t i = 0; i < s->annotation_count; i++) {
+		const md_annotation *a = &s->annotations[i];
+		if (a->is_end || a->name != best || a->device != md->id)
+			continue;
+		while (e < md->event_count && md->events[e].time_us < a->time_us)
+			e++;
+		if (e < md->event_count &&
+		    (out->start_count == 0 || out->starts[out->start_count - 1] < e))
+			out->starts[out->start_count++] = e;
+	}
+	out->iter_source = out->start_count ? AN_ITER_ANNOTATION : AN_ITER_NONE;
+	return MR_OK;
+}
+
+/* ---- choosing the iterations ---- */
+
+static mr_status take_loop(an_structure *out, const loop_cand *l, mr_error *err)
+{
+	out->starts = mr_alloc_array(l->edge_count + 1, sizeof *out->starts);
+	if (!out->starts)
+		return mr_oom(err);
+	out->starts[out->start_count++] = l->first_member;
+	for (size_t i = 0; i < l->edge_count; i++)
+		if (l->edges[i] > out->starts[out->start_count - 1])
+			out->starts[out->start_count++] = l->edges[i];
+	out->iter_source = AN_ITER_LOOP;
+	out->loop_stack = l->stack;
+	out->loop_level = (uint32_t)l->level;
+	return MR_OK;
+}
+
+/* The outermost iteration loop with at least three iterations (an epoch loop around a step
+ * loop, a step loop around gradient accumulation), else the one with most. With backward
+ * passes in the trace, an iteration holds at least one: a loop with more iterations than
+ * backward passes is not the training loop. */
+static mr_status choose_iterations(const sctx *c, an_structure *out, phases *ph, mr_error *err)
+{
+	loop_cand loops[MAX_LOOPS];
+	size_t n = 0;
+	mr_status st = find_loops(c, loops, &n, err);
+	qsort(loops, n, sizeof *loops, edges_desc);
+	const loop_cand *best = NULL;
+	for (size_t i = 0; i < n && i < CHECKED_LOOPS && !st; i++) {
+		loop_cand *l = &loops[i];
+		if ((st = qualify(c, l, err)) || !l->qualifies)
+			continue;
+		if (out->backward_phases && l->iterations > out->backward_phases + 1)
+			continue;
+		int big = l->iterations >= 3, best_big = best && best->iterations >= 3;
+		if (!best || big > best_big ||
+		    (big == best_big &&
+		     (l->level < best->level ||
+		      (l->level == best->level && l->iterations > best->iterations))))
+			best = l;
+	}
+	if (!st && best)
+		st = take_loop(out, best, err);
+	else if (!st && ph->fwd_start_count >= 2 && out->backward_phases) {
+		out->starts = ph->fwd_starts;
+		out->start_count = ph->fwd_start_count;
+		ph->fwd_starts = NULL;
+		out->iter_source = AN_ITER_BACKWARD;
+	} else if (!st) {
+		st = annotation_starts(c, out, err);
+	}
+	for (size_t i = 0; i < n; i++) {
+		free(loops[i].edges);
+		free(loops[i].member);
+	}
+	return st;
+}
+
+/* ---- growth ---- */
+
+static int i64_cmp(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+static int site_cmp(const void *a, const void *b)
+{
+	const an_growth_site *x = a, *y = b;
+	if (x->total_bytes != y->total_bytes)
+		return x->total_bytes < y->total_bytes ? 1 : -1;
+	return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+/* Live allocated bytes at the start of every iteration, walking the trace forwards; and which
+ * allocations after the first iteration are still alive at its end, by stack. */
+static mr_status read_growth(const sctx *c, uint64_t initial, an_structure *out, mr_error *err)
+{
+	const md_event *ev = c->md->events;
+	size_t m = out->start_count, k = 0;
+	int64_t *level = mr_alloc_array(m, sizeof *level);
+	int64_t *inc = mr_alloc_array(m, sizeof *inc);
+	uint64_t *site_bytes = mr_alloc_array(c->s->stack_count, sizeof *site_bytes);
+	uint64_t *site_blocks = mr_alloc_array(c->s->stack_count, sizeof *site_blocks);
+	am_map live = {0}; /* address -> event index of its allocation */
+	mr_status st = MR_OK;
+	uint64_t alloc = initial, at;
+	if (!level || !inc || !site_bytes || !site_blocks)
+		goto oom;
+	for (size_t i = 0; i < c->md->event_count; i++) {
+		while (k < m && out->starts[k] == i)
+			level[k++] = (int64_t)alloc;
+		const md_event *e = &ev[i];
+		if (e->action == MD_ACT_ALLOC) {
+			alloc += block_size(e->size);
+			if (am_put(&live, e->addr, i))
+				goto oom;
+		} else if (e->action == MD_ACT_FREE_REQUESTED) {
+			uint64_t b = block_size(e->size);
+			alloc = alloc > b ? alloc - b : 0;
+			am_take(&live, e->addr, &at);
+		}
+	}
+	while (k < m)
+		level[k++] = (int64_t)alloc;
+	/* increments between the starts of iterations 1, 2, ...: the first is warm-up (the
+	 * optimizer's state, workspaces, caches appear there) */
+	size_t n = 0, positive = 0;
+	for (size_t j = 1; j + 1 < m; j++) {
+		inc[n] = level[j + 1] - level[j];
+		positive += inc[n] >= (int64_t)GROWTH_MIN_BYTES;
+		n++;
+	}
+	out->growth_increments = n;
+	out->growth_positive = positive;
+	out->growth_checked = n >= 2;
+	if (!out->growth_checked)
+		goto done;
+	qsort(inc, n, sizeof *inc, i64_cmp);
+	int64_t median = inc[n / 2];
+	out->growth_found = median >= (int64_t)GROWTH_MIN_BYTES && positive * 4 >= n * 3;
+	out->growth_per_iteration = median > 0 ? (uint64_t)median : 0;
+	if (!out->growth_found)
+		goto done;
+	/* what is still alive from iterations 1 .. m-2 (whole iterations after the first) */
+	size_t from = out->starts[1], to = out->starts[m - 1];
+	size_t nsites = 0;
+	for (size_t i = 0; i < live.cap; i++) {
+		if (!live.keys[i])
+			continue;
+		size_t ai = (size_t)live.vals[i];
+		if (ai < from || ai >= to)
+			continue;
+		uint32_t stk = ev[ai].stack < c->s->stack_count ? ev[ai].stack : 0;
+		nsites += site_bytes[stk] == 0;
+		site_bytes[stk] += block_size(ev[ai].size);
+		site_blocks[stk]++;
+	}
+	out->growth_sites = mr_alloc_array(nsites ? nsites : 1, sizeof *out->growth_sites);
+	if (!out->growth_sites)
+		goto oom;
+	for (uint32_t j = 0; j < c->s->stack_count; j++) {
+		if (!site_bytes[j])
+			continue;
+		an_growth_site *gs = &out->growth_sites[out->growth_site_count++];
+		gs->stack = j;
+		gs->total_bytes = site_bytes[j];
+		gs->blocks = site_blocks[j];
+		gs->bytes_per_iteration = site_bytes[j] / (m - 2);
+	}
+	qsort(out->growth_sites, out->growth_site_count, sizeof *out->growth_sites, site_cmp);
+	goto done;
+oom:
+	st = mr_oom(err);
+done:
+	free(level);
+	free(inc);
+	free(site_bytes);
+	free(site_blocks);
+	am_free(&live);
+	return st;
+}
+
+/* ---- segments given back to CUDA ---- */
+
+static int is_release(int action)
+{
+	return action == MD_ACT_SEGMENT_FREE || action == MD_ACT_SEGMENT_UNMAP;
+}
+
+/* Groups of consecutive segment releases: from empty_cache() (its frame is on the stack), or
+ * from a cudaMalloc that failed and freed the cache to retry (the stack is the allocation's).
+ * The release just before an OOM is the OOM's own last try, not a survived retry. */
+static void read_releases(const sctx *c, an_structure *out)
+{
+	const md_event *ev = c->md->events;
+	size_t n = c->md->event_count, first_iter = out->start_count ? out->starts[0] : 0;
+	for (size_t i = 0; i < n;) {
+		if (!is_release(ev[i].action)) {
+			i++;
+			continue;
+		}
+		size_t j = i;
+		uint64_t bytes = 0;
+		int from_empty_cache = 0;
+		for (; j < n && is_release(ev[j].action); j++) {
+			bytes += ev[j].size;
+			if (ev[j].stack < c->s->stack_count &&
+			    (c->info[ev[j].stack].flags & AN_SF_EMPTY_CACHE))
+				from_empty_cache = 1;
+		}
+		if (from_empty_cache) {
+			int again = 0;
+			for (size_t k = j; k < n && !again; k++)
+				again = ev[k].action == MD_ACT_SEGMENT_ALLOC ||
+				        ev[k].action == MD_ACT_SEGMENT_MAP;
+			if (again && i >= first_iter) {
+				out->empty_cache_releases++;
+				out->empty_cache_bytes += bytes;
+				out->empty_cache_stack = ev[i].stack;
+			}
+		} else {
+			/* the next event that is not a segment event tells what the release was for
+			 */
+			size_t k = j;
+			while (k < n && (ev[k].action == MD_ACT_SEGMENT_ALLOC ||
+			                 ev[k].action == MD_ACT_SEGMENT_MAP))
+				k++;
+			if (k < n && ev[k].action == MD_ACT_OOM) {
+				out->releases_before_oom++;
+			} else {
+				out->retry_releases++;
+				out->retry_bytes += bytes;
+			}
+		}
+		i = j;
+	}
+}
+
+/* ---- kind of run ---- */
+
+static void decide_kind(an_structure *out, const phases *ph)
+{
+	uint32_t f = out->flags_seen;
+	out->kind = AN_RUN_TRAINING;
+	if (out->backward_phases) {
+		out->evidence = AN_KIND_BACKWARD;
+		return;
+	}
+	if (ph->opt_allocs) {
+		out->evidence = AN_KIND_OPTIMIZER;
+		return;
+	}
+	if (f & (AN_SF_CHECKPOINT | AN_SF_FSDP | AN_SF_DDP)) {
+		out->evidence = AN_KIND_TECHNIQUE;
+		return;
+	}
+	if (f & AN_SF_TRAIN_STEP) {
+		out->evidence = AN_KIND_FRAMEWORK;
+		return;
+	}
+	out->kind = AN_RUN_INFERENCE;
+	if (f & AN_SF_GENERATE) {
+		out->evidence = AN_KIND_GENERATE;
+		return;
+	}
+	/* Finished forwards say it best; a forward that died part-way, its finished layers. */
+	int graph = 0, no_graph = 0;
+	if (out->kept_known) {
+		graph = out->kept_ratio >= KEPT_GRAPH;
+		no_graph = out->kept_ratio < KEPT_NO_GRAPH;
+	} else if (out->survival_known) {
+		graph = out->survival >= SURVIVAL_GRAPH;
+		no_graph = out->survival < SURVIVAL_NO_GRAPH;
+	}
+	if (no_graph) {
+		out->evidence = AN_KIND_NO_GRAPH;
+	} else if (graph && out->forward_spans >= 2) {
+		out->kind = AN_RUN_EVALUATION;
+		out->evidence = AN_KIND_GRAPH_NO_BACKWARD;
+	} else if (graph || (f & AN_SF_DROPOUT)) {
+		out->kind = AN_RUN_TRAINING;
+		out->evidence = AN_KIND_FIRST_FORWARD;
+	} else {
+		out->kind = AN_RUN_UNKNOWN;
+		out->evidence = AN_KIND_UNCLEAR;
+	}
+}
+
+static void techniques(an_structure *out, size_t private_segments)
+{
+	uint32_t f = out->flags_seen;
+	static const struct {
+		uint32_t flag, tech;
+	} map[] = {{AN_SF_FSDP, AN_TECH_FSDP},
+	           {AN_SF_DDP, AN_TECH_DDP},
+	           {AN_SF_CHECKPOINT, AN_TECH_CHECKPOINT},
+	           {AN_SF_COMPILE, AN_TECH_COMPILE},
+	           {AN_SF_CUDA_GRAPH, AN_TECH_CUDA_GRAPHS}};
+	for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+		if (f & map[i].flag)
+			out->techniques |= map[i].tech;
+	if (private_segments)
+		out->techniques |= AN_TECH_CUDA_GRAPHS;
+	if (f & AN_SF_HF)
+		out->frameworks |= AN_FW_HF;
+	if (f & AN_SF_HF_TRAINER)
+		out->frameworks |= AN_FW_HF_TRAINER;
+	if (f & AN_SF_LIGHTNING)
+		out->frameworks |= AN_FW_LIGHTNING;
+	if (f & AN_SF_ACCELERATE)
+		out->frameworks |= AN_FW_ACCELERATE;
+}
+
+mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_stack_info *info,
+                            uint64_t initial_allocated, size_t private_segments, an_structure *out,
+                            mr_error *err)
+{
+	memset(out, 0, sizeof *out);
+	sctx c = {s, md, info, NULL, 0};
+	phases ph = {0};
+	mr_status st = MR_OK;
+	if (!md || !md->event_count) {
+		out->evidence = AN_KIND_NO_TRACE;
+		techniques(out, private_segments);
+		return MR_OK;
+	}
+	c.frame_py = mr_alloc_array(s->frame_count ? s->frame_count : 1, 1);
+	if (!c.frame_py)
+		return mr_oom(err);
+	for (size_t i = 0; i < s->frame_count; i++) {
+		const char *file = md_str(s, s->frames[i].filename);
+		size_t n = strlen(file);
+		c.frame_py[i] =
+		    n > 3 && strcmp(file + n - 3, ".py") == 0 && !an_frame_hidden(s, &s->frames[i]);
+	}
+	for (size_t i = 0; i < md->event_count; i++) {
+		uint32_t stk = md->events[i].stack;
+		if (stk < s->stack_count) {
+			out->flags_seen |= info[stk].flags;
+			c.trace_has_python |= (info[stk].flags & AN_SF_PYTHON) != 0;
+		}
+	}
+	for (size_t i = 0; i < s->block_count; i++)
+		if (s->blocks[i].stack < s->stack_count)
+			out->flags_seen |= info[s->blocks[i].stack].flags;
+	techniques(out, private_segments);
+	if ((st = read_phases(&c, out, &ph, err)))
+		goto done;
+	out->kept_known = ph.kept_alloc >= MR_MIB && out->forward_spans >= 2;
+	out->kept_ratio = ph.kept_alloc ? (double)ph.kept_live / (double)ph.kept_alloc : 0;
+	out->survival_known = ph.survive_early >= MR_MIB;
+	out->survival = ph.survive_early ? (double)ph.survive_live / (double)ph.survive_early : 0;
+	decide_kind(out, &ph);
+	if ((st = choose_iterations(&c, out, &ph, err)))
+		goto done;
+	read_releases(&c, out);
+	if (out->start_count >= 4)
+		st = read_growth(&c, initial_allocated, out, err);
+done:
+	free(ph.fwd_starts);
+	free(c.frame_py);
+	if (st)
+		an_structure_free(out);
+	return st;
+}
+
+void an_structure_free(an_structure *st)
+{
+	free(st->starts);
+	free(st->growth_sites);
+	memset(st, 0, sizeof *st);
+}
+
+size_t an_iteration_of(const an_structure *st, size_t event)
+{
+	size_t lo = 0, hi = st->start_count;
+	if (!hi || event < st->starts[0])
+		return SIZE_MAX;
+	while (hi - lo > 1) {
+		size_t mid = (lo + hi) / 2;
+		if (st->starts[mid] <= event)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}

@@ -1,0 +1,126 @@
+/* structure.h: the run a trace shows. What kind of run it was (training, evaluation without
+ * no_grad, inference), where its real iterations start, which techniques and frameworks were
+ * on, and what grew from one iteration to the next, compared at the same phase of each.
+ *
+ * Iterations come from real boundaries: a loop of the user's (or a framework's) code above any
+ * model call whose body runs the model, else the forward passes that follow each backward, else
+ * a record_function annotation that repeats. Repetition inside one forward (a model's layers) is
+ * never an iteration: it happens below the model call.
+ *
+ * Ownership: an_structure owns its arrays; an_structure_free releases them. */
+#ifndef MR_STRUCTURE_H
+#define MR_STRUCTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyze/frames.h"
+#include "base/error.h"
+#include "model/model.h"
+
+typedef enum { AN_RUN_UNKNOWN, AN_RUN_TRAINING, AN_RUN_EVALUATION, AN_RUN_INFERENCE } an_run_kind;
+const char *an_run_kind_name(an_run_kind k); /* "training", "evaluation", "inference", "unknown" */
+
+/* What decided the kind (the "what ran" line says it). */
+typedef enum {
+	AN_KIND_NO_TRACE,          /* no trace: nothing to read the run from */
+	AN_KIND_BACKWARD,          /* backward passes ran */
+	AN_KIND_OPTIMIZER,         /* the optimizer ran */
+	AN_KIND_TECHNIQUE,         /* a training technique is on (checkpointing, FSDP, DDP) */
+	AN_KIND_FRAMEWORK,         /* a framework's training step is on the stack */
+	AN_KIND_GENERATE,          /* text generation */
+	AN_KIND_NO_GRAPH,          /* forwards free their activations as they go (no_grad) */
+	AN_KIND_GRAPH_NO_BACKWARD, /* forwards keep their graphs, and no backward ever runs */
+	AN_KIND_FIRST_FORWARD, /* a forward that keeps its graph died before the first backward */
+	AN_KIND_UNCLEAR,       /* the trace cannot tell */
+} an_kind_evidence;
+
+enum {
+	AN_TECH_FSDP = 1u << 0,
+	AN_TECH_DDP = 1u << 1,
+	AN_TECH_CHECKPOINT = 1u << 2,
+	AN_TECH_COMPILE = 1u << 3,
+	AN_TECH_CUDA_GRAPHS = 1u << 4,
+	AN_TECH_COUNT = 5
+};
+/* The contract's spelling of technique bit i: fsdp, ddp, activation_checkpointing,
+ * torch_compile, cuda_graphs. */
+const char *an_technique_name(unsigned bit_index);
+
+enum {
+	AN_FW_HF = 1u << 0,
+	AN_FW_HF_TRAINER = 1u << 1,
+	AN_FW_LIGHTNING = 1u << 2,
+	AN_FW_ACCELERATE = 1u << 3,
+};
+
+typedef enum {
+	AN_ITER_NONE,       /* no boundaries found */
+	AN_ITER_LOOP,       /* a loop above the model call */
+	AN_ITER_BACKWARD,   /* the forward that follows each backward */
+	AN_ITER_ANNOTATION, /* a repeating record_function annotation */
+} an_iter_source;
+
+typedef struct {
+	uint32_t stack;
+	uint64_t bytes_per_iteration;
+	uint64_t total_bytes; /* still alive at the snapshot, allocated after the first iteration */
+	uint64_t blocks;
+} an_growth_site;
+
+typedef struct {
+	an_run_kind kind;
+	an_kind_evidence evidence;
+	uint32_t techniques; /* AN_TECH_* */
+	uint32_t frameworks; /* AN_FW_* */
+	uint32_t flags_seen; /* every AN_SF_* marker of the trace's and the live blocks' stacks */
+
+	an_iter_source iter_source;
+	size_t *starts; /* event index where each iteration starts, ascending */
+	size_t start_count;
+	uint32_t loop_stack; /* with AN_ITER_LOOP: a stack whose loop-level chain holds the loop */
+	uint32_t
+	    loop_level; /* the loop's function is frame `loop_level` of that chain (0 outermost) */
+	size_t backward_phases, forward_spans;
+	size_t optimizer_phases; /* runs of the optimizer's own allocations (steps that allocate) */
+	int accumulating;       /* two backward passes with no optimizer step between them: gradient
+	                           accumulation (or an optimizer that allocates nothing) */
+	int maybe_accumulating; /* a forward after a backward with no optimizer step between, and
+	                           no step seen at all: accumulation, or a stateless optimizer */
+	int kept_known;         /* kept_ratio was measured over complete forwards */
+	double kept_ratio;  /* bytes a forward allocated that live at its end / all it allocated */
+	int survival_known; /* survival was measured over a model's layers */
+	double survival;    /* the same, for layers that had finished */
+
+	/* Growth: live memory at the start of each iteration after the first. */
+	int growth_checked; /* enough iterations to compare (three after the first) */
+	int growth_found;
+	uint64_t growth_per_iteration; /* median increase per iteration */
+	size_t growth_increments, growth_positive;
+	an_growth_site *growth_sites; /* largest first */
+	size_t growth_site_count;
+
+	/* Segments given back to CUDA and asked for again. */
+	size_t empty_cache_releases; /* release groups from torch.cuda.empty_cache() after the first
+	                                iteration began, with segments allocated again later */
+	uint64_t empty_cache_bytes;
+	uint32_t empty_cache_stack; /* the stack of one such release: its user frame calls it */
+	size_t retry_releases; /* release groups not from empty_cache(): a failed cudaMalloc freed
+	                          the cache and retried (or garbage collection ran); not the release
+	                          just before an OOM */
+	uint64_t retry_bytes;
+	size_t releases_before_oom;
+} an_structure;
+
+/* Reads the structure of device md's trace. info classifies s's stacks (an_classify_stacks);
+ * initial_allocated is the allocated bytes when the trace window begins; private_segments is
+ * how many segments of the device sit in private pools (CUDA graphs). */
+mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_stack_info *info,
+                            uint64_t initial_allocated, size_t private_segments, an_structure *out,
+                            mr_error *err);
+void an_structure_free(an_structure *st);
+
+/* The iteration that event `event` belongs to (0-based), or SIZE_MAX before the first. */
+size_t an_iteration_of(const an_structure *st, size_t event);
+
+#endif

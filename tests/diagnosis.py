@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""diagnosis.py BINARY: what memreport concludes about every real run, against what a person who
+knows how the run was made concludes (the corpus READMEs' "what a good report says").
+
+For every sample of the table: the OOM cause, the kind of run, the techniques already on, the
+first recommendation, recommendations that must not appear (or not first), findings that must
+or must not appear. Samples come from tests/corpus (recorded for this project) and, when present,
+$MEMREPORT_SHARED/corpus and third_party/snapshots. Prints "ok N - ..." / "not ok N - ..." lines;
+a sample whose files are absent is reported as skipped.
+"""
+import atexit
+import json
+import lzma
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+BIN = os.path.abspath(sys.argv[1])
+SHARED = os.environ.get("MEMREPORT_SHARED", "../shared")
+ROOTS = ["tests/corpus", os.path.join(SHARED, "corpus")]
+
+# Each row: sample, then what must hold. Keys:
+#   cause: oom.cause (None: no OOM)      kind: run.kind
+#   first: the rank-1 recommendation id, or a tuple of acceptable ids ("" : none at all)
+#   never: ids that must not be recommended at all; has: ids that must be recommended
+#   not_first: ids that must not come first
+#   finds / no_finds: finding ids that must / must not appear
+#   techniques: ids that must be in run.techniques; no_techniques: must not
+#   log: also give the sample's train.log (the evidence a user has)
+CAPACITY_ACTS = ("reduce_microbatch", "activation_checkpointing")
+TABLE = [
+    ("mlp_healthy", dict(cause=None, kind="training", no_finds=["memory_growth"],
+                         never=["expandable_segments", "no_grad_eval"])),
+    ("gpt_varlen", dict(cause=None, kind="training", first="expandable_segments",
+                        finds=["high_fragmentation"], no_finds=["memory_growth"])),
+    ("gpt_varlen_expandable", dict(cause=None, kind="training", never=["expandable_segments"],
+                                   no_finds=["memory_growth"])),
+    ("resnet_amp", dict(cause=None, kind="training", no_finds=["memory_growth"])),
+    ("oom_capacity", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
+                          never=["no_grad_eval", "fsdp", "cpu_offload"],
+                          no_finds=["memory_growth"], log=True)),
+    ("oom_fragmentation", dict(cause="fragmentation", first="expandable_segments", log=True)),
+    ("oom_fragmentation_expandable", dict(cause=None, never=["expandable_segments"],
+                                          finds=["allocator_retries"])),
+    ("oom_fragmentation_maxsplit", dict(cause=None, not_first=["max_split_size_mb"])),
+    ("oom_capacity_params", dict(cause="capacity", kind="training",
+                                 first=("fsdp", "cpu_offload", "mixed_precision"),
+                                 not_first=["reduce_microbatch"], never=["no_grad_eval"],
+                                 no_finds=["memory_growth"], log=True)),
+    ("leak_val_graph", dict(cause=None, kind="evaluation", first="no_grad_eval",
+                            finds=["memory_growth"],
+                            never=["activation_checkpointing", "gradient_accumulation"])),
+    ("leak_val_fixed", dict(cause=None, kind="inference", no_finds=["memory_growth"],
+                            never=["no_grad_eval"])),
+    ("multi_stream", dict(cause=None, finds=["pending_free_blocks"])),
+    ("cuda_graph", dict(cause=None, finds=["private_pools"], techniques=["cuda_graphs"])),
+    ("no_history", dict(cause=None, kind="unknown", first="record_history", finds=["no_history"])),
+    ("stacks_all", dict(cause=None, kind="training")),
+    ("gpt_large_trace", dict(cause=None, kind="training", finds=["trace_truncated"],
+                             no_finds=["memory_growth"])),
+    ("hf_gpt2_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
+                         never=["no_grad_eval", "release_references", "fsdp", "cpu_offload"],
+                         no_finds=["memory_growth"], log=True)),
+    ("hf_gpt2_b4", dict(cause=None, kind="training", no_finds=["memory_growth"],
+                        never=["no_grad_eval"])),
+    ("oom_loss_logits", dict(cause="capacity", kind="training", first="chunked_loss",
+                             never=["no_grad_eval", "release_references"],
+                             no_finds=["memory_growth"], log=True)),
+    ("fsdp_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS, never=["fsdp"],
+                      techniques=["fsdp"], no_finds=["memory_growth"], log=True)),
+    ("lightning_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
+                           never=["fsdp", "cpu_offload", "no_grad_eval"],
+                           no_finds=["memory_growth"], log=True)),
+    ("infer_kv_oom", dict(cause="capacity", kind="inference", first="reduce_microbatch",
+                          never=["gradient_accumulation", "activation_checkpointing",
+                                 "no_grad_eval", "fsdp", "cpu_offload"], log=True)),
+    ("other_process", dict(cause="other_processes", first="free_device_memory",
+                           never=["reduce_microbatch", "activation_checkpointing",
+                                  "gradient_accumulation", "expandable_segments"],
+                           no_finds=["memory_growth"], log=True)),
+    # the snapshot alone shows a full device but not who holds it: say so, advise both ways
+    ("other_process", dict(cause="unknown", finds=["device_full"], has=["free_device_memory"],
+                           no_finds=["memory_growth"], log=False)),
+    ("gpt_varlen7_expandable_maxsplit", dict(cause=None, kind="training",
+                                             first="remove_max_split_size_mb",
+                                             change="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+                                             never=["expandable_segments"])),
+    ("gpt_varlen7_expandable", dict(cause=None, kind="training", never=["expandable_segments"],
+                                    no_finds=["memory_growth", "high_fragmentation"])),
+    ("hf_gpt2_empty_cache", dict(cause=None, kind="training", first="remove_empty_cache",
+                                 finds=["empty_cache_churn"], no_finds=["memory_growth"])),
+]
+
+# Recorded for this project (tests/corpus/README.md says how, and what a good report says).
+FORWARD_ONLY_NEVER = ["activation_checkpointing", "gradient_accumulation", "fsdp", "cpu_offload"]
+TABLE += [
+    ("hf_llama_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
+                          never=["fsdp", "cpu_offload", "no_grad_eval"], has=["disable_kv_cache"],
+                          no_finds=["memory_growth"], log=True)),
+    ("hf_trainer_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
+                            never=["fsdp", "cpu_offload", "no_grad_eval"],
+                            change_has={"reduce_microbatch": "TrainingArguments",
+                                        "activation_checkpointing": "gradient_checkpointing"},
+                            no_finds=["memory_growth"], log=True)),
+    ("lbfgs_closure", dict(cause=None, kind="training", no_finds=["memory_growth"],
+                           never=["fsdp", "cpu_offload"])),
+    ("lightning_healthy", dict(cause=None, kind="training", no_finds=["memory_growth"],
+                               never=["fsdp", "cpu_offload", "no_grad_eval"])),
+    ("compile_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
+                         techniques=["torch_compile"], never=["fsdp", "no_grad_eval"],
+                         no_finds=["memory_growth"], log=True)),
+    ("ckpt_on_oom", dict(cause="capacity", kind="training", first="reduce_microbatch",
+                         techniques=["activation_checkpointing"],
+                         never=["activation_checkpointing", "fsdp"], log=True)),
+    ("ddp_one_rank", dict(cause=None, kind="training", techniques=["ddp"],
+                          no_finds=["memory_growth"], never=["fsdp"])),
+    ("infer_mode_oom", dict(cause="capacity", kind_in=("inference", "unknown"),
+                            first="reduce_microbatch", never=FORWARD_ONLY_NEVER + ["no_grad_eval"],
+                            log=True)),
+    ("cupy_non_pytorch", dict(cause="non_pytorch_memory", first="free_device_memory",
+                              never=["reduce_microbatch", "activation_checkpointing"], log=True)),
+    ("train_leak", dict(cause=None, kind="training", first="release_references",
+                        finds=["memory_growth"],
+                        never=["activation_checkpointing", "reduce_microbatch"])),
+    ("eval_no_grad_missing_oom", dict(kind="evaluation", first="no_grad_eval",
+                                      finds=["memory_growth"],
+                                      never=FORWARD_ONLY_NEVER + ["reduce_microbatch"], log=True)),
+    ("retries_survived", dict(cause=None, kind="training", finds=["allocator_retries"],
+                              no_finds=["memory_growth"])),
+    ("gen_small_oom_b96", dict(cause="capacity", kind="inference", first="reduce_microbatch",
+                               never=FORWARD_ONLY_NEVER + ["no_grad_eval", "release_references"],
+                               log=True)),
+    ("t5_accum_oom_l4", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
+                             never=["gradient_accumulation", "fsdp", "cpu_offload"], log=True)),
+    ("llama_s1024_16g_b2", dict(cause=None, kind="training", no_finds=["memory_growth"])),
+    ("gpt8_s256_8g_b4", dict(cause=None, kind="training", no_finds=["memory_growth"])),
+    ("resnet50_10g_b16", dict(cause=None, kind="training", no_finds=["memory_growth"])),
+    ("llama_infer_s1024_4g_b4", dict(cause=None, kind="inference", no_finds=["memory_growth"],
+                                     never=["no_grad_eval"])),
+]
+
+# Other people's snapshots: what can be said about them without their authors.
+THIRD_PARTY = [
+    # one training step each: memory returns to its level, nothing grows
+    ("notHanmin__assignment2-systems__memory_snapshot.pickle",
+     dict(kind="training", no_finds=["memory_growth"])),
+    ("bcrafton__assignment2-systems__memory_snapshot.pickle",
+     dict(kind="training", no_finds=["memory_growth"], techniques=["torch_compile"])),
+]
+
+n = 0
+
+
+def report(ok, what):
+    global n
+    n += 1
+    print("%s %d - %s" % ("ok" if ok else "not ok", n, what))
+
+
+TMP = tempfile.mkdtemp(prefix="memreport-diagnosis.")
+atexit.register(shutil.rmtree, TMP, True)
+
+
+def sample_files(name):
+    for root in ROOTS:
+        d = os.path.join(root, name)
+        for f in ("snapshot.pickle", "oom_snapshot.pickle"):
+            if os.path.isfile(os.path.join(d, f)):
+                return d, os.path.join(d, f)
+            if os.path.isfile(os.path.join(d, f + ".xz")):
+                # the project's own samples are kept xz-compressed
+                out = os.path.join(TMP, name + "_" + f)
+                with lzma.open(os.path.join(d, f + ".xz")) as src, open(out, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                return d, out
+    if name == "gpt_large_trace" and os.path.isfile("build/gpt_large_trace.pickle"):
+        return None, "build/gpt_large_trace.pickle"
+    return None, None
+
+
+def run(paths):
+    p = subprocess.run([BIN, *paths, "--format", "json", "-q", "-o", "-"], capture_output=True)
+    if p.returncode != 0:
+        return None, p.stderr.decode(errors="replace").strip()
+    return json.loads(p.stdout), None
+
+
+def check(label, doc, want):
+    problems = []
+    recs = [r["id"] for r in doc.get("recommendations", [])]
+    finds = [f["id"] for f in doc.get("findings", [])]
+    oom = doc.get("oom")
+    cause = oom.get("cause") if oom else None
+    if "cause" in want and cause != want["cause"]:
+        problems.append("cause %s, want %s" % (cause, want["cause"]))
+    kind = (doc.get("run") or {}).get("kind")
+    if "kind" in want and kind != want["kind"]:
+        problems.append("run.kind %s, want %s" % (kind, want["kind"]))
+    if "kind_in" in want and kind not in want["kind_in"]:
+        problems.append("run.kind %s, want one of %s" % (kind, "|".join(want["kind_in"])))
+    for rid, words in want.get("change_has", {}).items():
+        ch = [r.get("change") or "" for r in doc.get("recommendations", []) if r["id"] == rid]
+        if not ch or words not in ch[0]:
+            problems.append("%s change %r lacks %r" % (rid, ch[0] if ch else None, words))
+    tech = (doc.get("run") or {}).get("techniques") or []
+    for t in want.get("techniques", []):
+        if t not in tech:
+            problems.append("technique %s missing (%s)" % (t, tech))
+    first = recs[0] if recs else ""
+    if "first" in want:
+        ok = want["first"]
+        ok = ok if isinstance(ok, tuple) else (ok,)
+        if first not in ok:
+            problems.append("first advice %s, want %s" % (first or "(none)", "|".join(ok)))
+    if "change" in want and recs:
+        ch = doc["recommendations"][0].get("change") or ""
+        if ch.strip() != want["change"]:
+            problems.append("first change %r, want %r" % (ch, want["change"]))
+    for r in want.get("never", []):
+        if r in recs:
+            problems.append("recommends %s" % r)
+    for r in want.get("has", []):
+        if r not in recs:
+            problems.append("does not recommend %s" % r)
+    for r in want.get("not_first", []):
+        if first == r:
+            problems.append("%s first" % r)
+    for f in want.get("finds", []):
+        if f not in finds:
+            problems.append("no %s finding" % f)
+    for f in want.get("no_finds", []):
+        if f in finds:
+            problems.append("%s finding" % f)
+    report(not problems, "%s: %s" % (label, "; ".join(problems) if problems else
+                                      "cause %s, kind %s, first %s" % (cause, kind, first or "-")))
+
+
+for name, want in TABLE:
+    d, snap = sample_files(name)
+    label = name + (" with log" if want.get("log") else "")
+    if not snap:
+        report(True, "%s # SKIP not present" % label)
+        continue
+    paths = [snap]
+    if want.get("log") and d and os.path.isfile(os.path.join(d, "train.log")):
+        paths.append(os.path.join(d, "train.log"))
+    doc, err = run(paths)
+    if doc is None:
+        report(False, "%s: memreport failed: %s" % (label, err))
+        continue
+    check(label, doc, want)
+
+for name, want in THIRD_PARTY:
+    path = os.path.join(SHARED, "third_party", "snapshots", name)
+    if not os.path.isfile(path):
+        report(True, "%s # SKIP not present" % name)
+        continue
+    doc, err = run([path])
+    if doc is None:
+        report(False, "%s: memreport failed: %s" % (name, err))
+        continue
+    check(name, doc, want)
+
+
+# ---- numbers behind the diagnosis, against PyTorch's own figures ----
+
+def corpus_json(name, f):
+    for root in ROOTS:
+        path = os.path.join(root, name, f)
+        if os.path.isfile(path):
+            with open(path) as fh:
+                return json.load(fh)
+    return None
+
+
+def close(a, b, rel):
+    return a is not None and b is not None and abs(a - b) <= rel * max(abs(b), 1)
+
+
+def number_check(name, what, fn, log=False):
+    d, snap = sample_files(name)
+    if not snap:
+        report(True, "%s: %s # SKIP not present" % (name, what))
+        return
+    paths = [snap] + ([os.path.join(d, "oom_message.txt")] if log else [])
+    doc, err = run(paths)
+    if doc is None:
+        report(False, "%s: memreport failed: %s" % (name, err))
+        return
+    ok, detail = fn(doc, d)
+    report(ok, "%s: %s (%s)" % (name, what, detail))
+
+
+def leak_per_step(doc, d):
+    # PyTorch's allocated bytes after each step: what each real iteration left behind
+    steps = json.load(open(os.path.join(d, "facts.json")))["steps"]
+    incs = [b["allocated"] - a["allocated"] for a, b in zip(steps[1:], steps[2:])]
+    want = sorted(incs)[len(incs) // 2]
+    got = (doc.get("run") or {}).get("growth_per_iteration_bytes")
+    return close(got, want, 0.01), "growth %s per iteration, PyTorch %d" % (got, want)
+
+
+def other_processes(doc, d):
+    o = doc["oom"] or {}
+    procs = o.get("other_processes") or []
+    facts = json.load(open(os.path.join(d, "facts.json")))
+    stats = json.load(open(os.path.join(d, "memory_stats.json")))
+    limit = stats["reserved_bytes.all.current"] + facts["oom_observer"]["device_free"]
+    ok = (procs and close(procs[0]["bytes"], facts["other_process_bytes"], 0.01) and
+          o.get("device_free_bytes") == facts["oom_observer"]["device_free"] and
+          o.get("limit_bytes") == limit)
+    return ok, "processes %s, device_free %s, limit %s (want %d)" % (
+        procs, o.get("device_free_bytes"), o.get("limit_bytes"), limit)
+
+
+def non_pytorch(doc, d):
+    o = doc["oom"] or {}
+    msg = json.load(open(os.path.join(d, "facts.json")))["oom_message"]
+    def amount(pat):
+        m = re.search(pat, msg)
+        return float(m.group(1)) * {"MiB": 2**20, "GiB": 2**30}[m.group(2)]
+    this_process = amount(r"this process has ([0-9.]+) (MiB|GiB) memory in use")
+    stats = json.load(open(os.path.join(d, "memory_stats.json")))
+    want = this_process - stats["reserved_bytes.all.current"]
+    return close(o.get("non_pytorch_bytes"), want, 0.01), "non_pytorch %s, want %.0f" % (
+        o.get("non_pytorch_bytes"), want)
+
+
+number_check("train_leak", "growth per iteration equals PyTorch's per-step allocated", leak_per_step)
+number_check("other_process", "the other process, the device's free bytes and the limit",
+             other_processes, log=True)
+number_check("cupy_non_pytorch", "memory outside PyTorch's allocator in this process",
+             non_pytorch, log=True)
