@@ -105,6 +105,8 @@ def main():
                      "one long user_metadata string shared by every trace entry", report_of)
         check_linear(tmp, binary, "frame", ".pickle",
                      "one long frame name shared by every frame dict", report_of)
+        check_linear(tmp, binary, "path", ".pickle",
+                     "one long file name shared by every frame dict", report_of)
         check_linear(tmp, binary, "segments", ".pickle",
                      "a long run of segment events in the replay", report_of)
         check_linear(tmp, binary, "pools", ".pickle",
