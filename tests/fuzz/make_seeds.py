@@ -243,6 +243,10 @@ def scaling():
     p["shared_long_frame_name"] = g.pickled(g.snapshot(
         [g.one_segment()],
         g.alloc_free_trace(60, lambda i: [{"name": name, "filename": "t.py", "line": i}], "")))
+    path = "/" + "d" * 8192 + "/t.py"
+    p["shared_long_file_name"] = g.pickled(g.snapshot(
+        [g.one_segment()],
+        g.alloc_free_trace(60, lambda i: [{"name": "step", "filename": path, "line": i}], "")))
     trace = []
     for i in range(300):
         trace.append(g.event("segment_alloc", g.BASE, 20 * g.MIB, 2 * i))
