@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include "base/base64.h"
+#include "base/escape.h"
 #include "base/sha256.h"
 #include "render/html_util.h"
 #include "render/png_map.h"
@@ -220,7 +221,20 @@ static void test_hostile_strings(void **state)
 	assert_not_live(md.data, "Markdown");
 	assert_non_null(strstr(md.data, "&lt;script&gt;alert(1)&lt;/script&gt;"));
 	assert_true(count_lines(md.data) <= 60);
+	/* Nothing GitHub would link or ping, no right-to-left override; the words are shown. */
+	static const char *const linked[] = {"@octocat", "#12",       "GH-7",        "https://",
+	                                     "www.evil", "mail@evil", "\xe2\x80\xae"};
+	for (size_t i = 0; i < sizeof linked / sizeof *linked; i++)
+		assert_null(strstr(md.data, linked[i]));
+	assert_non_null(strstr(md.data, "@&#x2060;octocat #&#x2060;12 GH&#x2060;-7 "
+	                                "https:&#x2060;//evil.example/x www&#x2060;.evil.example"));
 	mr_buf_free(&md);
+
+	mr_buf text = render(hostile, F_TEXT, 0, NULL);
+	assert_non_null(strstr(text.data, "@octocat #12"));
+	assert_null(strstr(text.data, "\xe2\x80\xae"));
+	assert_non_null(strstr(text.data, "\xef\xbf\xbdgnp.exe"));
+	mr_buf_free(&text);
 
 	mr_buf json = render(hostile, F_JSON, 0, NULL);
 	assert_not_live(json.data, "JSON");
@@ -388,6 +402,41 @@ static void test_helpers(void **state)
 	mr_buf m = {0};
 	hu_md_text(&m, "a|b <i>_x_</i> `c`\n[l](u)", 100);
 	assert_string_equal(m.data, "a\\|b &lt;i&gt;\\_x\\_&lt;/i&gt; \\`c\\` \\[l\\](u)");
+	mr_buf_free(&m);
+
+	/* GitHub's links and pings get a word joiner; bidirectional controls become U+FFFD;
+	 * what is not a pattern stays as it is. */
+	static const char *const md_cases[][2] = {
+	    {"see https://a.io/x", "see https:&#x2060;//a.io/x"},
+	    {"WWW.a.io", "WWW&#x2060;.a.io"},
+	    {"@bob, a@b.io", "@&#x2060;bob, a@&#x2060;b.io"},
+	    {"x#12 #a gh-3 GH-x", "x#&#x2060;12 #a gh&#x2060;-3 GH-x"},
+	    {"a\xe2\x80\xae"
+	     "b\xe2\x81\xa6"
+	     "c\xd8\x9c"
+	     "d\xe2\x80\x8f"
+	     "e",
+	     "a\xef\xbf\xbd"
+	     "b\xef\xbf\xbd"
+	     "c\xef\xbf\xbd"
+	     "d\xef\xbf\xbd"
+	     "e"},
+	    {"a: b:/c @ # www", "a: b:/c @ # www"},
+	};
+	for (size_t i = 0; i < sizeof md_cases / sizeof *md_cases; i++) {
+		m.len = 0;
+		hu_md_text(&m, md_cases[i][0], 100);
+		assert_string_equal(m.data, md_cases[i][1]);
+	}
+	mr_buf_free(&m);
+	mr_buf_plain(&m,
+	             "a\xe2\x80\xae"
+	             "b\xe2\x80\x8e"
+	             "c",
+	             9);
+	assert_string_equal(m.data, "a\xef\xbf\xbd"
+	                            "b\xef\xbf\xbd"
+	                            "c");
 	mr_buf_free(&m);
 
 	mr_buf t = {0};

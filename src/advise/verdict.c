@@ -69,6 +69,20 @@ static void log_only_verdict(mr_buf *b, const ad_oom *o)
 		              "Out of memory from fragmentation: %s reserved but unallocated, more "
 		              "than the %s asked for, within %s.",
 		              sz(b1, o->free_cached), sz(b2, o->requested), sz(b3, o->limit));
+	else if (o->present && o->cause == AD_CAUSE_CAPACITY &&
+	         (o->unknown & AD_OOM_NO_FREE_CACHED))
+		mr_buf_printf(b,
+		              "Out of memory from capacity: %s allocated by PyTorch within %s, "
+		              "for a %s request.",
+		              sz(b1, o->allocated), sz(b2, o->limit), sz(b4, o->requested));
+	else if (o->present && o->cause == AD_CAUSE_CAPACITY && o->free_cached >= o->requested)
+		mr_buf_printf(
+		    b,
+		    "Out of memory from capacity: %s allocated by PyTorch within %s; the %s "
+		    "reserved but unallocated was in pieces, none large enough for the %s "
+		    "request.",
+		    sz(b1, o->allocated), sz(b2, o->limit), sz(b3, o->free_cached),
+		    sz(b4, o->requested));
 	else if (o->present && o->cause == AD_CAUSE_CAPACITY)
 		mr_buf_printf(
 		    b,

@@ -44,6 +44,8 @@ static hr_oom oom_facts(const rp_report *run, const rp_view *view)
 {
 	hr_oom o = {0};
 	const ad_oom *a = &run->advice.oom;
+	if (a->present && (a->unknown & AD_OOM_NO_REQUESTED))
+		return o; /* a message without sizes: the findings say so, no bars to draw */
 	if (a->present && rp_view_shows(view, a->device)) {
 		o = (hr_oom){1,
 		             a->device,
@@ -148,15 +150,20 @@ static void text_device_cards(hr_ctx *c)
 		              d->source == LD_MEMORY_STATS ? "memory_stats() dump"
 		                                           : "last memory_summary() table");
 		mr_buf_puts(c->b, "<div class=cards>");
-		card(c, "reserved", d->reserved, hint ? hint : "held from CUDA");
-		card(c, "allocated", d->allocated, hint ? hint : "in live tensors");
-		card(c, "active", d->active, hint ? hint : "allocated + pending free");
-		card(c, "non-releasable", d->inactive_split,
-		     hint ? hint : "free inside split segments");
-		if (d->has_peaks) {
+		/* only what the table or dump gives: a pasted part leaves the rest unknown */
+		if (d->known & AN_KNOWN_RESERVED)
+			card(c, "reserved", d->reserved, hint ? hint : "held from CUDA");
+		if (d->known & AN_KNOWN_ALLOCATED)
+			card(c, "allocated", d->allocated, hint ? hint : "in live tensors");
+		if (d->known & AN_KNOWN_ACTIVE)
+			card(c, "active", d->active, hint ? hint : "allocated + pending free");
+		if (d->known & AN_KNOWN_INACTIVE_SPLIT)
+			card(c, "non-releasable", d->inactive_split,
+			     hint ? hint : "free inside split segments");
+		if (d->known & AN_KNOWN_PEAK_ALLOCATED)
 			card(c, "peak allocated", d->peak_allocated, hint);
+		if (d->known & AN_KNOWN_PEAK_RESERVED)
 			card(c, "peak reserved", d->peak_reserved, hint);
-		}
 		mr_buf_puts(c->b, "</div>");
 	}
 	mr_buf_puts(c->b, "<p class=muted>A table or a memory_stats() dump has totals only: the "

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analyze/text_devices.h"
+#include "decode/oom_message.h"
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/escape.h"
@@ -16,6 +17,73 @@
 static void json_u64(mr_buf *b, const char *key, uint64_t v, int comma)
 {
 	mr_buf_printf(b, "%s\"%s\": %" PRIu64, comma ? ", " : "", key, v);
+}
+
+/* v, or null when the evidence does not give it (never 0 for unknown). */
+static void json_known(mr_buf *b, const char *key, uint64_t v, int known)
+{
+	if (known)
+		json_u64(b, key, v, 1);
+	else
+		mr_buf_printf(b, ", \"%s\": null", key);
+}
+
+/* ---- backends: the contract's word (cuda, hip, xpu, mps; other backends' own word) ---- */
+
+/* The word of the evidence ("CUDA", "HIP", "MPS", ...) in lower case; "" when none. */
+static void backend_word(const char *w, char out[16])
+{
+	size_t k = 0;
+	for (; w[k] && k < 15; k++)
+		out[k] = (char)(w[k] >= 'A' && w[k] <= 'Z' ? w[k] - 'A' + 'a' : w[k]);
+	out[k] = '\0';
+}
+
+/* The last OOM message of the device (a message without a device counts as device 0) that
+ * names its backend, or NULL. */
+static const ev_oom *device_message(const rp_report *run, int device)
+{
+	const ev_oom *found = NULL;
+	for (size_t i = 0; i < run->ev.text.oom_count; i++) {
+		const ev_oom *o = &run->ev.text.ooms[i];
+		if ((o->device < 0 ? 0 : o->device) == device && o->backend[0])
+			found = o;
+	}
+	return found;
+}
+
+/* A device's backend: what its OOM message says (ROCm's tables and snapshots say CUDA, its
+ * messages HIP), else its last table's title word, else cuda for a snapshot's device. */
+static void backend_json(mr_buf *b, const rp_report *run, int device, int from_snapshot)
+{
+	char w[16] = "";
+	const ev_oom *o = device_message(run, device);
+	if (o)
+		backend_word(o->backend, w);
+	for (size_t i = 0; !w[0] && i < run->ev.text.summary_count; i++) {
+		const ev_summary *sm = &run->ev.text.summaries[i];
+		if ((sm->device < 0 ? 0 : sm->device) == device && sm->backend[0])
+			backend_word(sm->backend, w);
+	}
+	if (!w[0] && from_snapshot)
+		snprintf(w, sizeof w, "cuda");
+	mr_buf_puts(b, ", \"backend\": ");
+	mr_json_str(b, w[0] ? w : NULL);
+}
+
+/* The OOM's backend: the analysed message's word; a snapshot's OOM, or a message in one of
+ * the CUDA caching allocator's shapes without a word, is cuda. */
+static void oom_backend_json(mr_buf *b, const rp_report *run)
+{
+	const ev_text *t = &run->ev.text;
+	const ev_oom *msg = t->oom_count ? &t->ooms[t->oom_count - 1] : NULL;
+	char w[16] = "";
+	if (msg && msg->backend[0])
+		backend_word(msg->backend, w);
+	else if (run->ev.has_snapshot || (msg && msg->era != EV_OOM_ERA_GENERIC))
+		snprintf(w, sizeof w, "cuda");
+	mr_buf_puts(b, ", \"backend\": ");
+	mr_json_str(b, w[0] ? w : NULL);
 }
 
 static void pool_json(mr_buf *b, const an_pool *p)
@@ -49,6 +117,7 @@ static void device_json(mr_buf *b, const rp_report *run, const an_device *dv)
 	json_u64(b, "largest_free_block_bytes", all->largest_free, 1);
 	mr_buf_printf(b, ", \"fragmentation\": %.4f", dv->fragmentation);
 	mr_buf_printf(b, ", \"expandable_segments\": %s", dv->expandable ? "true" : "false");
+	backend_json(b, run, dv->device, 1);
 	if (dv->has_trace) {
 		json_u64(b, "peak_allocated_bytes", dv->peak_allocated, 1);
 		json_u64(b, "peak_reserved_bytes", dv->peak_reserved, 1);
@@ -74,31 +143,29 @@ static void device_json(mr_buf *b, const rp_report *run, const an_device *dv)
 	mr_buf_puts(b, "}}");
 }
 
-/* A device described by a table or a memory_stats() dump: no layout, so no free-block numbers. */
-static void numbers_json(mr_buf *b, const an_numbers *d)
+/* A device described by a table or a memory_stats() dump: no layout, so no free-block numbers;
+ * a value the table or dump does not give is null. */
+static void numbers_json(mr_buf *b, const rp_report *run, const an_numbers *d)
 {
+	unsigned k = d->known;
 	mr_buf_printf(b, "{\"device\": %d", d->device);
-	json_u64(b, "reserved_bytes", d->reserved, 1);
-	json_u64(b, "allocated_bytes", d->allocated, 1);
-	json_u64(b, "active_bytes", d->active, 1);
-	if (d->has_requested)
-		json_u64(b, "requested_bytes", d->requested, 1);
-	else
-		mr_buf_puts(b, ", \"requested_bytes\": null");
-	json_u64(b, "inactive_split_bytes", d->inactive_split, 1);
-	json_u64(b, "inactive_split_blocks", d->inactive_split_blocks, 1);
-	json_u64(b, "segments", d->segments, 1);
+	json_known(b, "reserved_bytes", d->reserved, k & AN_KNOWN_RESERVED);
+	json_known(b, "allocated_bytes", d->allocated, k & AN_KNOWN_ALLOCATED);
+	json_known(b, "active_bytes", d->active, k & AN_KNOWN_ACTIVE);
+	json_known(b, "requested_bytes", d->requested, k & AN_KNOWN_REQUESTED);
+	json_known(b, "inactive_split_bytes", d->inactive_split, k & AN_KNOWN_INACTIVE_SPLIT);
+	json_known(b, "inactive_split_blocks", d->inactive_split_blocks,
+	           k & AN_KNOWN_INACTIVE_SPLIT_BLOCKS);
+	json_known(b, "segments", d->segments, k & AN_KNOWN_SEGMENTS);
 	/* reserved - allocated is all of the free cached memory; its layout is unknown */
-	json_u64(b, "free_cached_bytes",
-	         d->reserved > d->allocated ? d->reserved - d->allocated : 0, 1);
+	json_known(b, "free_cached_bytes",
+	           d->reserved > d->allocated ? d->reserved - d->allocated : 0,
+	           (k & AN_KNOWN_RESERVED) && (k & AN_KNOWN_ALLOCATED));
 	mr_buf_puts(b, ", \"largest_free_block_bytes\": null, \"fragmentation\": null");
 	mr_buf_puts(b, ", \"expandable_segments\": null");
-	if (d->has_peaks) {
-		json_u64(b, "peak_allocated_bytes", d->peak_allocated, 1);
-		json_u64(b, "peak_reserved_bytes", d->peak_reserved, 1);
-	} else {
-		mr_buf_puts(b, ", \"peak_allocated_bytes\": null, \"peak_reserved_bytes\": null");
-	}
+	backend_json(b, run, d->device, 0);
+	json_known(b, "peak_allocated_bytes", d->peak_allocated, k & AN_KNOWN_PEAK_ALLOCATED);
+	json_known(b, "peak_reserved_bytes", d->peak_reserved, k & AN_KNOWN_PEAK_RESERVED);
 	mr_buf_puts(b, ", \"trace_events\": null, \"trace_truncated\": null");
 	mr_buf_printf(b, ", \"source\": \"%s\"", ld_kind_name(d->source));
 	/* table cells are truncated to their unit: the true value is in [v, v + precision) */
@@ -155,19 +222,11 @@ static void prose_field(mr_buf *b, const char *key, const char *text, const ad_p
 	mr_buf_free(&tmp);
 }
 
-static void u64_or_null(mr_buf *b, const char *key, int known, uint64_t v)
-{
-	if (known)
-		json_u64(b, key, v, 1);
-	else
-		mr_buf_printf(b, ", \"%s\": null", key);
-}
-
 /* Who held the device at the OOM: what the trace's oom event and the message say. */
 static void outside_json(mr_buf *b, const ad_oom *o)
 {
-	u64_or_null(b, "device_free_bytes", o->has_device_free, o->device_free);
-	u64_or_null(b, "non_pytorch_bytes", o->has_non_pytorch, o->non_pytorch);
+	json_known(b, "device_free_bytes", o->device_free, o->has_device_free);
+	json_known(b, "non_pytorch_bytes", o->non_pytorch, o->has_non_pytorch);
 	mr_buf_puts(b, ", \"other_processes\": ");
 	if (!o->has_others) {
 		mr_buf_puts(b, "null");
@@ -269,16 +328,21 @@ static void capacity_json(mr_buf *b, const rp_report *run, const rd_options *opt
 	mr_buf_puts(b, "]}");
 }
 
-static void advice_json(mr_buf *b, const ad_advice *a, const rd_options *opt)
+static void advice_json(mr_buf *b, const rp_report *run, const rd_options *opt)
 {
+	const ad_advice *a = &run->advice;
+	unsigned unknown = a->oom.unknown;
 	mr_buf_puts(b, ",\n  \"verdict\": ");
 	mr_json_str(b, a->verdict ? a->verdict : "");
 	mr_buf_puts(b, ",\n  \"oom\": ");
 	if (a->oom.present) {
 		mr_buf_printf(b, "{\"device\": %d", a->oom.device);
-		json_u64(b, "requested_bytes", a->oom.requested, 1);
+		oom_backend_json(b, run);
+		json_known(b, "requested_bytes", a->oom.requested,
+		           !(unknown & AD_OOM_NO_REQUESTED));
 		field_str(b, "cause", ad_cause_name(a->oom.cause), 1);
-		json_u64(b, "free_cached_bytes", a->oom.free_cached, 1);
+		json_known(b, "free_cached_bytes", a->oom.free_cached,
+		           !(unknown & AD_OOM_NO_FREE_CACHED));
 		if (a->oom.largest_unknown) {
 			mr_buf_puts(
 			    b,
@@ -291,8 +355,9 @@ static void advice_json(mr_buf *b, const ad_advice *a, const rd_options *opt)
 			json_u64(b, "limit_bytes", a->oom.limit, 1);
 		else
 			mr_buf_puts(b, ", \"limit_bytes\": null");
-		json_u64(b, "reserved_bytes", a->oom.reserved, 1);
-		json_u64(b, "allocated_bytes", a->oom.allocated, 1);
+		json_known(b, "reserved_bytes", a->oom.reserved, !(unknown & AD_OOM_NO_RESERVED));
+		json_known(b, "allocated_bytes", a->oom.allocated,
+		           !(unknown & AD_OOM_NO_ALLOCATED));
 		outside_json(b, &a->oom);
 		mr_buf_puts(b, "}");
 	} else {
@@ -362,7 +427,7 @@ mr_status rd_render_json(const rp_report *run, const rd_options *opt, mr_buf *ou
 	}
 	for (size_t i = 0; i < view.number_count; i++) {
 		mr_buf_puts(b, i ? ",\n    " : "\n    ");
-		numbers_json(b, &view.numbers[i]);
+		numbers_json(b, run, &view.numbers[i]);
 	}
 	mr_buf_puts(b, view.device_count || view.number_count ? "\n  ],\n" : "],\n");
 	mr_buf_puts(b, "  \"allocator_settings\": ");
@@ -372,7 +437,7 @@ mr_status rd_render_json(const rp_report *run, const rd_options *opt, mr_buf *ou
 		mr_buf_puts(b, "null");
 	run_json(b, run);
 	capacity_json(b, run, opt);
-	advice_json(b, &run->advice, opt);
+	advice_json(b, run, opt);
 	mr_buf_puts(b, "}\n");
 	rp_view_free(&view);
 	return b->failed ? mr_oom(err) : MR_OK;

@@ -2,8 +2,9 @@
  *
  * At most RP_MD_MAX_LINES lines: the verdict, a key-numbers table per device, the OOM numbers,
  * the top three recommendations and the top allocation sites. Every string from the inputs is
- * escaped with hu_md_text (entities for HTML, backslashes for Markdown), so a hostile frame
- * name can neither open an HTML tag nor break the table. */
+ * escaped with hu_md_text (entities for HTML, backslashes for Markdown, a word joiner inside
+ * what GitHub would link or ping, U+FFFD for bidirectional controls), so a hostile frame name
+ * can neither open an HTML tag, break the table, ping a user nor read as another name. */
 #include "render/render_md.h"
 
 #include <inttypes.h>
@@ -12,6 +13,7 @@
 #include "analyze/text_devices.h"
 #include "base/buf.h"
 #include "base/error.h"
+#include "base/escape.h"
 #include "base/mem.h"
 #include "base/units.h"
 #include "base/version.h"
@@ -59,7 +61,8 @@ static void md_change(mr_buf *b, const char *change)
 		run = *p == '`' ? run + 1 : 0;
 		longest = MR_MAX(longest, run);
 		lines += *p == '\n';
-		if (strchr("<>&", *p) || ((unsigned char)*p < 0x20 && *p != '\n'))
+		if (strchr("<>&", *p) || ((unsigned char)*p < 0x20 && *p != '\n') ||
+		    mr_bidi_control_len(p, strlen(p)))
 			plain = 0;
 	}
 	if (!plain || lines > MD_MAX_CHANGE_LINES || longest >= 3) {
@@ -150,12 +153,16 @@ static void numbers_table(mr_buf *b, const rp_view *view)
 	               "|---:|---:|---:|---:|---:|---:|---:|---|\n");
 	for (size_t i = 0; i < view->number_count && i < MD_MAX_DEVICES; i++) {
 		const an_numbers *d = &view->numbers[i];
-		mr_buf_printf(b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", d->device,
-		              md_bytes(v[0], d->reserved), md_bytes(v[1], d->allocated),
-		              md_bytes(v[2], d->active), md_bytes(v[3], d->inactive_split),
-		              d->has_peaks ? md_bytes(v[4], d->peak_allocated) : "n/a",
-		              d->has_peaks ? md_bytes(v[5], d->peak_reserved) : "n/a",
-		              d->precision > 1 ? "memory_summary() (at least)" : "memory_stats()");
+		unsigned k = d->known;
+		mr_buf_printf(
+		    b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", d->device,
+		    k & AN_KNOWN_RESERVED ? md_bytes(v[0], d->reserved) : "n/a",
+		    k & AN_KNOWN_ALLOCATED ? md_bytes(v[1], d->allocated) : "n/a",
+		    k & AN_KNOWN_ACTIVE ? md_bytes(v[2], d->active) : "n/a",
+		    k & AN_KNOWN_INACTIVE_SPLIT ? md_bytes(v[3], d->inactive_split) : "n/a",
+		    k & AN_KNOWN_PEAK_ALLOCATED ? md_bytes(v[4], d->peak_allocated) : "n/a",
+		    k & AN_KNOWN_PEAK_RESERVED ? md_bytes(v[5], d->peak_reserved) : "n/a",
+		    d->precision > 1 ? "memory_summary() (at least)" : "memory_stats()");
 	}
 	mr_buf_puts(b, "\n");
 }
@@ -163,13 +170,20 @@ static void numbers_table(mr_buf *b, const rp_view *view)
 static void oom_line(mr_buf *b, const ad_oom *o)
 {
 	char v[4][32];
-	if (o->present && o->largest_unknown) {
+	if (o->present && (o->unknown & AD_OOM_NO_REQUESTED)) {
+		mr_buf_printf(b,
+		              "**Out of memory** on device %d: the message gives no sizes; cause "
+		              "%s.\n\n",
+		              o->device, ad_cause_name(o->cause));
+	} else if (o->present && o->largest_unknown) {
 		mr_buf_printf(
 		    b,
 		    "**Out of memory** on device %d: requested %s; %s reserved but "
 		    "unallocated (layout unknown without a snapshot); limit %s; cause "
 		    "%s.\n\n",
-		    o->device, md_bytes(v[0], o->requested), md_bytes(v[2], o->free_cached),
+		    o->device,
+		    o->unknown & AD_OOM_NO_REQUESTED ? "unknown" : md_bytes(v[0], o->requested),
+		    o->unknown & AD_OOM_NO_FREE_CACHED ? "unknown" : md_bytes(v[2], o->free_cached),
 		    o->limit ? md_bytes(v[3], o->limit) : "unknown", ad_cause_name(o->cause));
 	} else if (o->present) {
 		mr_buf_printf(

@@ -1,4 +1,6 @@
-/* render_text.c: a terminal summary. */
+/* render_text.c: a terminal summary. Every string that can hold an input's bytes (names,
+ * paths, the verdict and advice that quote them) goes through mr_buf_plain: control
+ * characters, invalid UTF-8 and bidirectional controls become U+FFFD. */
 #include "render/render_text.h"
 
 #include <inttypes.h>
@@ -71,8 +73,11 @@ static void header(mr_buf *b, const rp_report *run, const rd_options *opt)
 	}
 	mr_buf_puts(b, "\n");
 	const ad_advice *a = &run->advice;
-	if (a->verdict && a->verdict[0])
-		mr_buf_printf(b, "\n%s\n", a->verdict);
+	if (a->verdict && a->verdict[0]) {
+		mr_buf_puts(b, "\n");
+		safe(b, a->verdict);
+		mr_buf_puts(b, "\n");
+	}
 	if (a->what_ran && a->what_ran[0]) {
 		mr_buf_puts(b, "What ran: ");
 		safe(b, a->what_ran);
@@ -83,9 +88,11 @@ static void header(mr_buf *b, const rp_report *run, const rd_options *opt)
 		mr_buf_puts(b, "\n");
 	}
 	if (a->oom.present) {
-		char r[32], f[32], l[32], lim[32] = "unknown";
-		mr_format_bytes(r, sizeof r, a->oom.requested);
-		mr_format_bytes(f, sizeof f, a->oom.free_cached);
+		char r[32] = "unknown", f[32] = "unknown", l[32], lim[32] = "unknown";
+		if (!(a->oom.unknown & AD_OOM_NO_REQUESTED))
+			mr_format_bytes(r, sizeof r, a->oom.requested);
+		if (!(a->oom.unknown & AD_OOM_NO_FREE_CACHED))
+			mr_format_bytes(f, sizeof f, a->oom.free_cached);
 		mr_format_bytes(l, sizeof l, a->oom.largest_free);
 		if (a->oom.limit)
 			mr_format_bytes(lim, sizeof lim, a->oom.limit);
@@ -111,15 +118,21 @@ static void advice(mr_buf *b, const ad_advice *a, const rd_options *opt)
 		mr_buf_puts(b, "\nRecommendations (do the first one first):\n");
 	for (size_t i = 0; i < a->rec_count; i++) {
 		const ad_recommendation *r = &a->recs[i];
-		mr_buf_printf(b, "  %d. %s [%s]\n     ", r->rank, r->title, r->id);
+		mr_buf_printf(b, "  %d. ", r->rank);
+		safe(b, r->title ? r->title : "");
+		mr_buf_printf(b, " [%s]\n     ", r->id);
 		prose(b, opt, r->reason, &r->reason_paths);
 		mr_buf_puts(b, "\n");
 		if (r->change) {
 			mr_buf_puts(b, "     change: ");
-			for (const char *p = r->change; *p; p++) {
-				mr_buf_putc(b, *p);
-				if (*p == '\n')
-					mr_buf_puts(b, "             ");
+			for (const char *p = r->change; *p;) {
+				size_t line = strcspn(p, "\n");
+				mr_buf_plain(b, p, line);
+				p += line;
+				if (*p == '\n') {
+					mr_buf_puts(b, "\n             ");
+					p++;
+				}
 			}
 			mr_buf_puts(b, "\n");
 		}
@@ -131,14 +144,19 @@ static void numbers(mr_buf *b, const an_numbers *d)
 {
 	mr_buf_printf(b, "\nDevice %d (from %s%s):\n", d->device, ld_kind_name(d->source),
 	              d->precision > 1 ? "; table cells are lower bounds" : "");
-	line_bytes(b, "reserved", d->reserved);
-	line_bytes(b, "allocated", d->allocated);
-	line_bytes(b, "active", d->active);
-	line_bytes(b, "inactive split", d->inactive_split);
-	if (d->has_peaks) {
+	/* only what the table or dump gives */
+	if (d->known & AN_KNOWN_RESERVED)
+		line_bytes(b, "reserved", d->reserved);
+	if (d->known & AN_KNOWN_ALLOCATED)
+		line_bytes(b, "allocated", d->allocated);
+	if (d->known & AN_KNOWN_ACTIVE)
+		line_bytes(b, "active", d->active);
+	if (d->known & AN_KNOWN_INACTIVE_SPLIT)
+		line_bytes(b, "inactive split", d->inactive_split);
+	if (d->known & AN_KNOWN_PEAK_ALLOCATED)
 		line_bytes(b, "peak allocated", d->peak_allocated);
+	if (d->known & AN_KNOWN_PEAK_RESERVED)
 		line_bytes(b, "peak reserved", d->peak_reserved);
-	}
 }
 
 /* A device of the snapshot: its numbers and top allocation sites. */
