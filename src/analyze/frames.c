@@ -63,9 +63,25 @@ int an_torch_internal(const char *f)
 	       in_package(f, "/triton/", "\\triton\\");
 }
 
+/* "/lib/python3.12/" (or python2.x): the interpreter's standard library. */
+static int python_stdlib(const char *f)
+{
+	for (const char *p = strstr(f, "/lib/python"); p; p = strstr(p + 1, "/lib/python")) {
+		const char *q = p + 11;
+		if (*q != '2' && *q != '3')
+			continue;
+		while ((*q >= '0' && *q <= '9') || *q == '.')
+			q++;
+		if (*q == '/')
+			return 1;
+	}
+	return 0;
+}
+
 int an_library_file(const char *f)
 {
-	return an_torch_internal(f) || strstr(f, "site-packages") || strstr(f, "dist-packages");
+	return an_torch_internal(f) || strstr(f, "site-packages") || strstr(f, "dist-packages") ||
+	       python_stdlib(f);
 }
 
 static int python_file(const char *f)
@@ -113,6 +129,33 @@ const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack)
 	return first_outside_torch ? first_outside_torch
 	       : first_python      ? first_python
 	                           : first_shown;
+}
+
+/* The innermost shown Python frame whose file is (library != 0) or is not (library == 0) a
+ * library file, or NULL. */
+static const md_frame *python_frame(const md_snapshot *s, uint32_t stack, int library)
+{
+	if (stack >= s->stack_count)
+		return NULL;
+	const md_stack *st = &s->stacks[stack];
+	for (uint32_t k = 0; k < st->count; k++) {
+		const md_frame *f = &s->frames[st->first + k];
+		const char *file = md_str(s, f->filename);
+		if (!an_frame_hidden(s, f) && python_file(file) &&
+		    !an_library_file(file) == !library)
+			return f;
+	}
+	return NULL;
+}
+
+const md_frame *an_own_frame(const md_snapshot *s, uint32_t stack)
+{
+	return python_frame(s, stack, 0);
+}
+
+const md_frame *an_library_frame(const md_snapshot *s, uint32_t stack)
+{
+	return python_frame(s, stack, 1);
 }
 
 const md_frame *an_site_frame(const md_snapshot *s, uint32_t stack)

@@ -76,7 +76,8 @@ int an_stack_category(const an_stack_info *info, uint32_t stack, int no_frames);
 int an_frame_hidden(const md_snapshot *s, const md_frame *f);
 /* A file of torch itself (or functorch, triton), by path. */
 int an_torch_internal(const char *filename);
-/* A file of an installed package (site-packages, dist-packages) or of torch. */
+/* A file of an installed package (site-packages, dist-packages), of torch, or of Python's
+ * standard library (lib/pythonX.Y). */
 int an_library_file(const char *filename);
 
 /* The frame a stack is grouped by as an allocation site: the innermost Python frame PyTorch's
@@ -86,5 +87,12 @@ const md_frame *an_site_frame(const md_snapshot *s, uint32_t stack);
  * installed packages (site-packages: transformers, lightning), else the innermost outside torch,
  * else the innermost Python frame, else the first shown, else NULL. */
 const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack);
+
+/* The user's own line, strictly: the innermost shown Python frame outside library files, or
+ * NULL when the stack has none (all of it is torch and packages, or there is no Python frame:
+ * the autograd engine's thread in backward). */
+const md_frame *an_own_frame(const md_snapshot *s, uint32_t stack);
+/* The innermost shown Python frame inside a library file, or NULL. */
+const md_frame *an_library_frame(const md_snapshot *s, uint32_t stack);
 
 #endif

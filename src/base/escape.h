@@ -15,8 +15,9 @@ void mr_buf_html(mr_buf *b, const char *s, size_t len);
 /* A terminal: control characters (an ESC sequence in a stranger's function name would drive
  * the terminal), DEL and C1 controls become U+FFFD. */
 void mr_buf_plain(mr_buf *b, const char *s, size_t len);
-/* A JSON string body (without the quotes); '<' is written \u003c so that "</script>" stays
- * inert when the JSON is embedded in HTML. */
+/* A JSON string body (without the quotes); '<', '>' and '&' are written \u003c, \u003e and
+ * \u0026, so that neither "</script>" nor "<!--" can end or change a <script> element the
+ * JSON is embedded in. */
 void mr_buf_json(mr_buf *b, const char *s, size_t len);
 /* The one JSON string writer: s quoted and escaped, or null when s is NULL. */
 void mr_json_str(mr_buf *b, const char *s);

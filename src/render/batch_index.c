@@ -271,11 +271,12 @@ static void index_body(const ar_set *set, const ix_line *lines, mr_buf *b)
 
 mr_status rd_index_html(const ar_set *set, const ix_line *lines, mr_buf *out, mr_error *err)
 {
+	static const char *const css[] = {"index.css", NULL}, *const js[] = {"index.js", NULL};
 	mr_buf body = {0};
 	index_body(set, lines, &body);
-	mr_status st = body.failed ? mr_oom(err)
-	                           : rd_page(out, "memreport: runs", "index.css", "index.js",
-	                                     body.data, body.len, err);
+	mr_status st = body.failed
+	                   ? mr_oom(err)
+	                   : rd_page(out, "memreport: runs", css, js, body.data, body.len, err);
 	mr_buf_free(&body);
 	return st;
 }

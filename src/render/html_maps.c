@@ -15,6 +15,7 @@
 #include "render/html_util.h"
 #include "render/png_map.h"
 #include "render/svg_timeline.h"
+#include "render/templates.h"
 
 static void png_img(hr_ctx *c, const mr_buf *png, const char *cls)
 {
@@ -248,6 +249,14 @@ void hr_timelines(hr_ctx *c)
 	if (!run->ev.has_snapshot)
 		return;
 	mr_buf_puts(c->b, "<section id=timeline><h2>Memory over the trace</h2>");
+	/* the interactive timeline (hidden until its script shows it), templates/timeline.html */
+	size_t len = 0;
+	char *fragment = tp_get("timeline.html", &len);
+	while (fragment && len && (fragment[len - 1] == '\n' || fragment[len - 1] == ' '))
+		len--;
+	if (fragment)
+		mr_buf_append(c->b, fragment, len);
+	free(fragment);
 	int any = 0;
 	for (size_t d = 0; d < c->view->device_count; d++) {
 		const an_device *dv = c->view->devices[d];

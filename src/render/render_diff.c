@@ -174,6 +174,8 @@ static void inputs_html(mr_buf *b, const rp_report *run, const rd_options *opt)
 	}
 }
 
+static const char *const diff_css[] = {"diff.css", NULL};
+
 mr_status rd_diff_html(const df_result *d, const rp_report *before, const rp_report *after,
                        const rd_options *opt, size_t max_changes, mr_buf *out, mr_error *err)
 {
@@ -236,9 +238,9 @@ mr_status rd_diff_html(const df_result *d, const rp_report *before, const rp_rep
 			mr_buf_printf(b, "<p class=muted>%zu smaller changes are not listed.</p>",
 			              d->change_count - n);
 	}
-	mr_status st = body.failed ? mr_oom(err)
-	                           : rd_page(out, "memreport diff", "diff.css", NULL, body.data,
-	                                     body.len, err);
+	mr_status st =
+	    body.failed ? mr_oom(err)
+	                : rd_page(out, "memreport diff", diff_css, NULL, body.data, body.len, err);
 	mr_buf_free(&body);
 	return st;
 }

@@ -23,6 +23,7 @@
 #include "render/html_sites.h"
 #include "render/html_util.h"
 #include "render/page.h"
+#include "render/page_data.h"
 #include "render/redact.h"
 #include "render/templates.h"
 #include "report/view.h"
@@ -615,14 +616,36 @@ static void header(hr_ctx *c)
 
 /* ---- the page ---- */
 
+/* The interactive page's data block, its bands lowered until it fits RP_DATA_MAX. */
+static mr_status data_block(hr_ctx *c, mr_buf *data)
+{
+	size_t budget = PD_BAND_BUDGET, bands = 0;
+	for (;;) {
+		data->len = 0;
+		mr_status st = rd_page_data(c->run, c->view, c->opt, budget, &bands, data, c->err);
+		if (st || data->len <= RP_DATA_MAX || budget < 2000)
+			return st;
+		budget = (size_t)((double)budget * 0.9 * RP_DATA_MAX / (double)data->len);
+		hr_left_out(c,
+		            "Allocations drawn as bands of their own: at most %zu per page (the "
+		            "smaller ones are in the merged band).",
+		            budget);
+	}
+}
+
 mr_status rd_render_html(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
 {
-	mr_buf body = {0}, title = {0};
+	static const char *const css[] = {"report.css", "timeline.css", NULL};
+	static const char *const js[] = {"report.js", "timeline.js", NULL};
+	mr_buf body = {0}, title = {0}, data = {0};
 	rp_view view;
 	mr_status st = rp_view_init(&view, run, opt->device, err);
 	if (st)
 		return st;
-	hr_ctx c = {run, opt, &view, &run->ev.snap, &body, {0}, err, MR_OK};
+	hr_ctx c = {run, opt, &view, &run->ev.snap, &body, {0}, 0, err, MR_OK};
+	if ((st = data_block(&c, &data)))
+		goto done;
+	c.fixed = data.len + HR_SCRIPT_BYTES;
 
 	hr_oom oom = oom_facts(run, &view);
 	header(&c);
@@ -642,7 +665,8 @@ mr_status rd_render_html(const rp_report *run, const rd_options *opt, mr_buf *ou
 	settings(&c);
 	notes(&c);
 	mr_buf_puts(&body, "<footer>Written by memreport. This page is self-contained: it loads "
-	                   "nothing from the network and works without its script.</footer>");
+	                   "nothing from the network and works without its script.</footer>\n");
+	mr_buf_append(&body, data.data, data.len);
 	if (c.st) {
 		st = c.st;
 		goto done;
@@ -660,12 +684,13 @@ mr_status rd_render_html(const rp_report *run, const rd_options *opt, mr_buf *ou
 		goto done;
 	}
 	size_t start = out->len;
-	st = rd_page(out, title.data, "report.css", "report.js", body.data, body.len, err);
+	st = rd_page(out, title.data, css, js, body.data, body.len, err);
 	if (!st && out->len - start > RP_HTML_MAX)
 		st = mr_fail(err, MR_EFAIL, "the HTML report would exceed %d bytes", RP_HTML_MAX);
 done:
 	mr_buf_free(&body);
 	mr_buf_free(&title);
+	mr_buf_free(&data);
 	mr_buf_free(&c.left_out);
 	rp_view_free(&view);
 	return st;

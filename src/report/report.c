@@ -6,6 +6,47 @@
 
 #include "advise/replay.h"
 #include "advise/rules.h"
+#include "base/mem.h"
+
+/* The allocations and moments of every analysed device. */
+static mr_status read_moments(rp_report *r, mr_error *err)
+{
+	const md_snapshot *s = &r->ev.snap;
+	size_t n = r->an.device_count;
+	r->allocs = mr_alloc_array(n ? n : 1, sizeof *r->allocs);
+	r->moments = mr_alloc_array(n ? n : 1, sizeof *r->moments);
+	if (!r->allocs || !r->moments)
+		return mr_oom(err);
+	for (size_t d = 0; d < n; d++) {
+		const an_device *dv = &r->an.devices[d];
+		const md_device *md = md_find_device(s, dv->device);
+		mr_status st = an_allocs_read(s, md, dv->segment_first, dv->segment_count,
+		                              r->an.stack_info, &r->allocs[d], err);
+		if (!st)
+			st = an_moments_read(s, md, dv, &r->allocs[d], &r->moments[d], err);
+		if (st)
+			return st;
+	}
+	return MR_OK;
+}
+
+static size_t device_index(const rp_report *r, const an_device *dv)
+{
+	size_t i = (size_t)(dv - r->an.devices);
+	return dv >= r->an.devices && i < r->an.device_count ? i : SIZE_MAX;
+}
+
+const an_moments *rp_moments(const rp_report *r, const an_device *dv)
+{
+	size_t i = device_index(r, dv);
+	return r->moments && i != SIZE_MAX ? &r->moments[i] : NULL;
+}
+
+const an_allocs *rp_allocs(const rp_report *r, const an_device *dv)
+{
+	size_t i = device_index(r, dv);
+	return r->allocs && i != SIZE_MAX ? &r->allocs[i] : NULL;
+}
 
 mr_status rp_build(rp_report *out, ld_evidence *ev, int device, mr_error *err)
 {
@@ -15,7 +56,8 @@ mr_status rp_build(rp_report *out, ld_evidence *ev, int device, mr_error *err)
 	memset(ev, 0, sizeof *ev);
 	if (out->ev.has_snapshot &&
 	    ((st = an_analyze(&out->ev.snap, 0, &out->an, err)) ||
-	     (st = ad_replay_recorded(&out->ev, &out->an, &out->recorded, err))))
+	     (st = ad_replay_recorded(&out->ev, &out->an, &out->recorded, err)) ||
+	     (st = read_moments(out, err))))
 		goto done;
 	if ((st = ad_advise(&out->ev, &out->an, device, &out->advice, err)))
 		goto done;
@@ -30,6 +72,12 @@ void rp_free(rp_report *r)
 {
 	ad_free(&r->advice);
 	free(r->recorded);
+	for (size_t i = 0; r->allocs && i < r->an.device_count; i++)
+		an_allocs_free(&r->allocs[i]);
+	for (size_t i = 0; r->moments && i < r->an.device_count; i++)
+		an_moments_free(&r->moments[i]);
+	free(r->allocs);
+	free(r->moments);
 	an_free(&r->an);
 	ld_free(&r->ev);
 	memset(r, 0, sizeof *r);
