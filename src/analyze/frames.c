@@ -158,24 +158,6 @@ const md_frame *an_library_frame(const md_snapshot *s, uint32_t stack)
 	return python_frame(s, stack, 1);
 }
 
-const md_frame *an_site_frame(const md_snapshot *s, uint32_t stack)
-{
-	if (stack >= s->stack_count)
-		return NULL;
-	const md_stack *st = &s->stacks[stack];
-	const md_frame *first = NULL;
-	for (uint32_t i = 0; i < st->count; i++) {
-		const md_frame *f = &s->frames[st->first + i];
-		if (an_frame_hidden(s, f))
-			continue;
-		if (python_file(md_str(s, f->filename)))
-			return f;
-		if (!first)
-			first = f;
-	}
-	return first;
-}
-
 /* A call into a model: nn.Module.__call__ (a compiled model is called through it too; dynamo's
  * eval_frame wrappers alone are no sign: torch wraps its optimizers in them). */
 static int model_call(const char *name, const char *file)

@@ -80,9 +80,6 @@ int an_torch_internal(const char *filename);
  * standard library (lib/pythonX.Y). */
 int an_library_file(const char *filename);
 
-/* The frame a stack is grouped by as an allocation site: the innermost Python frame PyTorch's
- * viewer shows, else the first shown frame, else NULL. */
-const md_frame *an_site_frame(const md_snapshot *s, uint32_t stack);
 /* The first line of the user's own code: the innermost shown Python frame outside torch and
  * installed packages (site-packages: transformers, lightning), else the innermost outside torch,
  * else the innermost Python frame, else the first shown, else NULL. */

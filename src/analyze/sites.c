@@ -18,7 +18,7 @@ typedef struct {
 	const md_frame *key; /* the frame that names the site; NULL for AUTOGRAD and NONE */
 	const md_frame *user, *lib;
 	int autograd;
-	uint32_t stack;
+	uint32_t stack, call;
 	uint64_t bytes, requested, blocks;
 } part;
 
@@ -41,8 +41,10 @@ static const md_frame *first_shown(const md_snapshot *s, uint32_t stack)
 /* Names part p (its stack, or its owner for autograd). */
 static void name_part(const md_snapshot *s, uint32_t owner, part *p)
 {
+	p->call = MD_NO_STACK;
 	if (owner != AN_OWNER_NONE) {
 		p->autograd = 1;
+		p->call = owner < s->stack_count ? owner : MD_NO_STACK;
 		p->user = owner < s->stack_count ? an_own_frame(s, owner) : NULL;
 		p->kind = p->user ? KEY_OWN : KEY_AUTOGRAD;
 		p->key = p->user;
@@ -176,7 +178,8 @@ mr_status an_sites_group(const md_snapshot *s, const md_block *blocks, const uin
 	for (size_t i = 0; i < n; i++) {
 		const part *p = &parts[i];
 		if (!ns || key_cmp(&parts[i - 1], p)) {
-			sites[ns++] = (an_usite){p->user, p->lib, p->autograd, 0, 0, 0, p->stack};
+			sites[ns++] =
+			    (an_usite){p->user, p->lib, p->autograd, 0, 0, 0, p->stack, p->call};
 		}
 		an_usite *site = &sites[ns - 1];
 		site->bytes += p->bytes;

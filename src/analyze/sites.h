@@ -26,6 +26,7 @@ typedef struct {
 	uint64_t bytes;       /* block sizes */
 	uint64_t requested, blocks;
 	uint32_t stack; /* the stack holding most of the site's bytes (MD_NO_STACK: none) */
+	uint32_t call;  /* autograd: the stack of its backward() call (MD_NO_STACK: not shown) */
 } an_usite;
 
 /* Groups the active blocks of blocks[0..count) (owners[i] is block i's an_alloc.owner, or

@@ -491,13 +491,8 @@ static void focus_json(mr_buf *b, const rp_report *run, const rp_view *view)
 		mr_buf_puts(b, ",\"focus\":null");
 		return;
 	}
-	const an_moments *m = rp_moments(run, dv);
-	size_t mo = run->advice.verdict_moment == AD_MOMENT_OOM    ? m->oom
-	            : run->advice.verdict_moment == AD_MOMENT_PEAK ? m->peak
-	                                                           : AN_NO_MOMENT;
-	if (mo == AN_NO_MOMENT)
-		mo = m->snapshot;
-	mr_buf_printf(b, ",\"focus\":{\"device\":%d,\"moment\":%zu}", dv->device, mo);
+	mr_buf_printf(b, ",\"focus\":{\"device\":%d,\"moment\":%zu}", dv->device,
+	              rp_verdict_moment(run, dv));
 }
 
 mr_status rd_page_data(const rp_report *run, const rp_view *view, const rd_options *opt,

@@ -42,6 +42,16 @@ const an_moments *rp_moments(const rp_report *r, const an_device *dv)
 	return r->moments && i != SIZE_MAX ? &r->moments[i] : NULL;
 }
 
+size_t rp_verdict_moment(const rp_report *r, const an_device *dv)
+{
+	const an_moments *m = rp_moments(r, dv);
+	if (!m)
+		return AN_NO_MOMENT;
+	ad_moment want = r->advice.verdict_moment;
+	size_t k = want == AD_MOMENT_OOM ? m->oom : want == AD_MOMENT_PEAK ? m->peak : AN_NO_MOMENT;
+	return k != AN_NO_MOMENT ? k : m->snapshot;
+}
+
 const an_allocs *rp_allocs(const rp_report *r, const an_device *dv)
 {
 	size_t i = device_index(r, dv);

@@ -45,4 +45,8 @@ void rp_free(rp_report *r);
 const an_moments *rp_moments(const rp_report *r, const an_device *dv);
 const an_allocs *rp_allocs(const rp_report *r, const an_device *dv);
 
+/* The moment of device dv that the verdict speaks of (advice.verdict_moment): its OOM, its peak
+ * or its snapshot, the snapshot when dv has no such moment; AN_NO_MOMENT without moments. */
+size_t rp_verdict_moment(const rp_report *r, const an_device *dv);
+
 #endif
