@@ -135,6 +135,10 @@ assert sum(c['bytes_delta'] for c in d['top_changes']) == want
 	fi
 	"$bin" diff "$before" "$after" -o "$tmp/d.html" && grep -q '</html>' "$tmp/d.html" && ! grep -q '<module>' "$tmp/d.html" \
 		&& ok "diff: html by default, escaped" || nok "diff: html by default, escaped"
+	"$bin" diff "$before" "$after" --format md -o - >"$tmp/d.md" && grep -q '^### memreport diff' "$tmp/d.md" \
+		&& grep -q 'val\\_loop' "$tmp/d.md" && ok "diff: --format md" || nok "diff: --format md"
+	"$bin" diff "$before" "$after" --format text -o - >"$tmp/d.txt" && grep -q '^At the peak' "$tmp/d.txt" \
+		&& grep -q 'in val_loop' "$tmp/d.txt" && ok "diff: --format text" || nok "diff: --format text"
 	"$bin" diff "$before" >/dev/null 2>&1
 	[ $? -eq 2 ] && ok "diff with one run exits 2" || nok "diff with one run exits 2"
 	"$bin" diff "$before" "$tmp/missing.pickle" -o "$tmp/x.json" 2>"$tmp/err"

@@ -73,8 +73,12 @@ static void test_commands(void **state)
 	assert_string_equal(err.msg, "unknown option '--cache'");
 	cmd_options_free(&o);
 	char *m[] = {"diff", "a", "--format", "md", NULL};
-	assert_int_equal(parse(CMD_DIFF, m, &o, &err), MR_EINPUT);
-	assert_string_equal(err.msg, "unknown format 'md' (html or json)");
+	assert_int_equal(parse(CMD_DIFF, m, &o, &err), MR_OK);
+	assert_int_equal(o.format, CMD_MD);
+	cmd_options_free(&o);
+	char *w[] = {"diff", "a", "--format", "pdf", NULL};
+	assert_int_equal(parse(CMD_DIFF, w, &o, &err), MR_EINPUT);
+	assert_string_equal(err.msg, "unknown format 'pdf' (html, json, md or text)");
 	cmd_options_free(&o);
 }
 

@@ -20,6 +20,14 @@ const char *an_mark_name(an_mark_kind k)
 	return k <= AN_MARK_SNAPSHOT ? names[k] : "";
 }
 
+double an_overhead_at_peak(const an_device *dv)
+{
+	if (!dv->has_trace || !dv->peak_reserved)
+		return 0.0;
+	return 1.0 -
+	       (double)MR_MIN(dv->peak_allocated, dv->peak_reserved) / (double)dv->peak_reserved;
+}
+
 size_t an_moment_of(const an_moments *m, an_mark_kind kind)
 {
 	size_t found = AN_NO_MOMENT;

@@ -74,6 +74,10 @@ mr_status an_moments_read(const md_snapshot *s, const md_device *md, const an_de
                           const an_allocs *al, an_moments *out, mr_error *err);
 void an_moments_free(an_moments *m);
 
+/* The overhead at the peak: peak reserved minus peak allocated, as a share of peak reserved
+ * (each the trace's highest, at its own event); 0 without a trace. */
+double an_overhead_at_peak(const an_device *dv);
+
 /* The moment of the given kind's last mark, or AN_NO_MOMENT. */
 size_t an_moment_of(const an_moments *m, an_mark_kind kind);
 

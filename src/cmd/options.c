@@ -41,10 +41,10 @@ static const struct {
 } formats[] = {
     {"html", CMD_HTML, C_REPORT | C_DIFF},
     {"json", CMD_JSON, C_REPORT | C_DIFF | C_SIMULATE},
-    {"md", CMD_MD, C_REPORT},
-    {"markdown", CMD_MD, C_REPORT},
-    {"text", CMD_TEXT, C_REPORT | C_SIMULATE},
-    {"txt", CMD_TEXT, C_REPORT | C_SIMULATE},
+    {"md", CMD_MD, C_REPORT | C_DIFF},
+    {"markdown", CMD_MD, C_REPORT | C_DIFF},
+    {"text", CMD_TEXT, C_REPORT | C_DIFF | C_SIMULATE},
+    {"txt", CMD_TEXT, C_REPORT | C_DIFF | C_SIMULATE},
 };
 
 static unsigned bit_of(cmd_id which)

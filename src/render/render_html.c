@@ -221,9 +221,7 @@ static void peak_cards(hr_ctx *c, const an_device *dv)
 {
 	const char *bound = dv->truncated ? "over the trace, a lower bound" : "over the trace";
 	char pct[16];
-	uint64_t over = dv->peak_reserved - MR_MIN(dv->peak_allocated, dv->peak_reserved);
-	snprintf(pct, sizeof pct, "%.1f%%",
-	         dv->peak_reserved ? (double)over * 100.0 / (double)dv->peak_reserved : 0.0);
+	snprintf(pct, sizeof pct, "%.1f%%", an_overhead_at_peak(dv) * 100.0);
 	mr_buf_puts(c->b, "<p class=at>The peaks <span class=muted>(the trace's highest, each at "
 	                  "its own event)</span></p><div class=cards>");
 	card(c, "peak allocated", dv->peak_allocated, bound);

@@ -102,11 +102,7 @@ static void trace_json(mr_buf *b, const rp_report *run, const an_device *dv, con
 	if (dv->has_trace) {
 		mr_buf_printf(b, ", \"peak_allocated_event\": %zu, \"peak_reserved_event\": %zu",
 		              dv->peak_allocated_event, dv->peak_reserved_event);
-		mr_buf_printf(b, ", \"overhead_at_peak\": %.4f",
-		              dv->peak_reserved
-		                  ? 1.0 - (double)MR_MIN(dv->peak_allocated, dv->peak_reserved) /
-		                              (double)dv->peak_reserved
-		                  : 0.0);
+		mr_buf_printf(b, ", \"overhead_at_peak\": %.4f", an_overhead_at_peak(dv));
 		mr_buf_puts(b, ", \"iteration_starts\": [");
 		for (size_t i = 0; i < dv->run.start_count; i++)
 			mr_buf_printf(b, "%s%zu", i ? ", " : "", dv->run.starts[i]);

@@ -136,11 +136,8 @@ static void device_table(mr_buf *b, const rp_report *run, const rp_view *view)
 		const an_device *dv = view->devices[d];
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
 		char over[16] = "n/a";
-		if (dv->has_trace && dv->peak_reserved)
-			snprintf(over, sizeof over, "%.1f%%",
-			         (double)(dv->peak_reserved -
-			                  MR_MIN(dv->peak_allocated, dv->peak_reserved)) *
-			             100.0 / (double)dv->peak_reserved);
+		if (dv->has_trace)
+			snprintf(over, sizeof over, "%.1f%%", an_overhead_at_peak(dv) * 100.0);
 		mr_buf_printf(b, "| %d | %s | %s | %s | %s | %s | %s | %.1f%% | %s | %s | %s |\n",
 		              dv->device, md_bytes(v[0], p->reserved), md_bytes(v[1], p->allocated),
 		              md_bytes(v[2], p->active), md_bytes(v[3], p->free_cached),

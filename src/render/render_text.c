@@ -154,10 +154,8 @@ static void device(mr_buf *b, const an_device *dv, const an_moments *m)
 	mr_buf_puts(b, "  Over the trace:\n");
 	line_bytes(b, "peak allocated", dv->peak_allocated);
 	line_bytes(b, "peak reserved", dv->peak_reserved);
-	uint64_t over = dv->peak_reserved - MR_MIN(dv->peak_allocated, dv->peak_reserved);
 	mr_buf_printf(b, "  %-26s %12.1f%%  (peak reserved - peak allocated, of peak reserved)\n",
-	              "overhead at the peak",
-	              dv->peak_reserved ? (double)over * 100.0 / (double)dv->peak_reserved : 0.0);
+	              "overhead at the peak", an_overhead_at_peak(dv) * 100.0);
 	mr_buf_printf(b, "  %-26s %12zu%s\n", "trace events", dv->trace_events,
 	              dv->truncated ? "  (truncated: peaks are lower bounds)" : "");
 	if (m && m->peak != AN_NO_MOMENT && m->peak != m->snapshot)
