@@ -58,9 +58,7 @@ static unsigned bit_of(cmd_id which)
 /* "html, json, md or text": the formats a command writes, for its messages. */
 static const char *format_list(unsigned cmd)
 {
-	return cmd == C_REPORT ? "html, json, md or text"
-	       : cmd == C_DIFF ? "html or json"
-	                       : "json or text";
+	return cmd == C_REPORT || cmd == C_DIFF ? "html, json, md or text" : "json or text";
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out)
