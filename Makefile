@@ -7,7 +7,9 @@ DEPS_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 DEPS_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 WARN    := -Wall -Wextra -Wshadow -Wconversion -Wmissing-prototypes -Wstrict-prototypes \
-           -Wformat=2 -Wno-format-nonliteral
+           -Wformat=2 -Wno-format-nonliteral \
+           -Werror=int-conversion -Werror=incompatible-pointer-types \
+           -Werror=implicit-function-declaration
 OPT     ?= -O3 -g
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(DEPS_CFLAGS) -Isrc

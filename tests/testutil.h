@@ -99,7 +99,7 @@ static inline int tu_build(const char *const *paths, size_t count, int device, r
 	ld_evidence ev;
 	mr_status st = ld_load(&ev, paths, count, NULL, NULL, &err);
 	if (!st)
-		st = rp_build(run, &ev, device, &err);
+		st = rp_build(run, &ev, &(rp_params){device, 0}, &err);
 	if (st)
 		print_error("%s: %s\n", paths[0], err.msg);
 	return (int)st;

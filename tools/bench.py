@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench.py MEMREPORT [RUNS]: times memreport's full HTML report against python3's bare
-pickle.load on the same files (median wall time, peak RSS), prints the ratios; then the time
-the 88 MB sample's report takes to open and draw in headless Chromium
+pickle.load on the same files (median wall time, peak RSS), prints the ratios; first, what the
+capacity search (--budget) adds to the report of the largest corpus trace it plans from; last,
+the time the 88 MB sample's report takes to open and draw in headless Chromium
 (tests/browser/bench.sh: puppeteer-core, network off; goal under 2 s), when Chromium, node and
 node_modules are there.
 
@@ -62,10 +63,38 @@ def consistency(memreport, small, big):
           f"events x12 {'yes' if events_ok else 'NO'}, peak allocated within {peak * 100:.2f}%")
 
 
+def capacity(memreport, runs):
+    """The capacity search (--budget) on the largest corpus trace it plans from, against the
+    report without it: the search must cost less than the report itself."""
+    import glob
+    snaps = sorted(glob.glob(os.path.join(SHARED, "corpus/*/snapshot.pickle")),
+                   key=os.path.getsize, reverse=True)
+    for path in snaps:
+        doc = json.loads(subprocess.run([memreport, "-q", path, "--budget", "24GiB", "--format",
+                                         "json", "-o", "-"], capture_output=True,
+                                        check=True).stdout)
+        cap = doc.get("capacity") or {}
+        if cap.get("method") != "scaled_replay":
+            continue
+        report = os.path.join(OUT, "capacity.html")
+        plain = statistics.median(measure([memreport, "-q", path, "-o", report])[0]
+                                  for _ in range(runs))
+        budget = statistics.median(measure([memreport, "-q", path, "--budget", "24GiB", "-o",
+                                            report])[0] for _ in range(runs))
+        search = max(budget - plain, 0.0)
+        print(f"capacity search on {os.path.basename(os.path.dirname(path))} "
+              f"({os.path.getsize(path) / 2**20:.1f} MiB, {cap['events_replayed']} events, "
+              f"{len(cap['curve'])} replays): report {plain:.3f} s, with --budget {budget:.3f} s; "
+              f"search/report {search / plain:.2f}")
+        return
+    print("capacity search: no corpus trace to plan from")
+
+
 def main():
     memreport = sys.argv[1]
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     print(f"machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}")
+    capacity(memreport, runs)
     inputs = ensure_inputs()
     consistency(memreport, inputs[0][1], inputs[1][1])
     for label, path in inputs:

@@ -48,6 +48,7 @@ void ad_free(ad_advice *a)
 {
 	free(a->verdict);
 	free(a->what_ran);
+	free(a->capacity_line);
 	for (size_t i = 0; i < a->finding_count; i++)
 		free(a->findings[i].message);
 	free(a->findings);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "advise/cause.h"
+#include "advise/plan.h"
 #include "analyze/analyze.h"
 #include "base/buf.h"
 
@@ -124,6 +125,8 @@ typedef struct {
 	size_t replay_count;
 	char replay_note[256]; /* why no prediction is shown, or how the limit was chosen */
 	char *what_ran;        /* one line: the kind of run and what it had on ("" unknown) */
+	ad_capacity capacity;  /* the microbatch that fits the budget (plan.h) */
+	char *capacity_line;   /* one line: that plan in words ("" without a budget) */
 } ad_advice;
 
 const char *ad_severity_name(ad_severity s);

@@ -18,6 +18,7 @@
 #include "advise/rule_ctx.h"
 #include "advise/settings.h"
 #include "advise/verdict.h"
+#include "advise/plan_line.h"
 #include "advise/what_ran.h"
 #include "base/buf.h"
 #include "base/mem.h"
@@ -362,8 +363,31 @@ static void advise_evidence(ad_ctx *c)
 		        ad_sz(b1, all->whole_free), ad_sz(b2, all->reserved));
 }
 
-mr_status ad_advise(const ld_evidence *ev, const an_result *an, int device, ad_advice *out,
-                    mr_error *err)
+/* The capacity plan, quoted where the advice is to change the microbatch. */
+static void quote_plan(ad_ctx *c)
+{
+	const ad_capacity *cp = &c->a->capacity;
+	ad_recommendation *r = ad_find_rec(c, "reduce_microbatch");
+	char b1[32], more[256];
+	if (cp->method == AD_PLAN_NONE || !r || cp->max_factor <= 0 || cp->at_cap)
+		return;
+	ad_sz(b1, cp->budget);
+	if (cp->method == AD_PLAN_SCALED_REPLAY)
+		snprintf(more, sizeof more,
+		         " Replayed with the microbatch scaled, the largest that fits %s is about "
+		         "%.2fx this one.",
+		         b1, cp->max_factor);
+	else
+		snprintf(more, sizeof more,
+		         " Replayed with the microbatch scaled, what of the step ran does not fit "
+		         "%s at %.2fx this one or more: a smaller microbatch is needed.",
+		         b1, cp->max_factor);
+	if (ad_append_reason(r, more))
+		c->failed = 1;
+}
+
+mr_status ad_advise(const ld_evidence *ev, const an_result *an, int device, uint64_t budget,
+                    ad_advice *out, mr_error *err)
 {
 	memset(out, 0, sizeof *out);
 	ad_ctx c = {.a = out, .ev = ev, .s = &ev->snap};
@@ -399,6 +423,20 @@ mr_status ad_advise(const ld_evidence *ev, const an_result *an, int device, ad_a
 		c.failed = 1;
 	rank(&c);
 	free(c.rec_priority);
+	mr_status st = MR_OK;
+	/* The evidence's cap is a budget unless what filled the device was someone else's, or
+	 * may have been (a full device that the evidence cannot place). */
+	ad_cause why = out->oom.cause;
+	int others = why == AD_CAUSE_OTHER_PROCESSES || why == AD_CAUSE_NON_PYTORCH ||
+	             (out->oom.device_full && why == AD_CAUSE_UNKNOWN);
+	uint64_t plan_for = budget ? budget : others ? 0 : out->oom.limit;
+	if (c.dv && (st = ad_plan(ev, c.dv, c.info, plan_for, budget != 0, &out->capacity, err))) {
+		ad_free(out);
+		return st;
+	}
+	quote_plan(&c);
+	if (ad_write_capacity_line(out, c.s, c.info, c.run))
+		c.failed = 1;
 	if (c.failed || !out->verdict) {
 		ad_free(out);
 		return mr_oom(err);

@@ -13,8 +13,9 @@
 
 /* Diagnoses the run: the device asked for (device >= 0), else the one that ran out of memory,
  * else the one with the most reserved memory; without a snapshot (an NULL or empty), the last
- * OOM message of the logs. On failure *out is left freed. */
-mr_status ad_advise(const ld_evidence *ev, const an_result *an, int device, ad_advice *out,
-                    mr_error *err);
+ * OOM message of the logs. budget: the bytes to plan the microbatch for (--budget; 0: the cap
+ * the evidence shows, if any). On failure *out is left freed. */
+mr_status ad_advise(const ld_evidence *ev, const an_result *an, int device, uint64_t budget,
+                    ad_advice *out, mr_error *err);
 
 #endif

@@ -249,6 +249,10 @@ static uint32_t markers(const char *name, const char *file)
 		f |= AN_SF_DROPOUT;
 	if (strcmp(name, "empty_cache") == 0 && path_has(file, "torch/cuda/memory.py"))
 		f |= AN_SF_EMPTY_CACHE;
+	if (path_has(file, "torch/optim/"))
+		f |= AN_SF_IN_OPTIMIZER;
+	if (strcmp(name, "zero_grad") == 0)
+		f |= AN_SF_ZERO_GRAD;
 	if (loss_frame(name, file))
 		f |= AN_SF_LOSS;
 	return f;

@@ -51,6 +51,8 @@ enum {
 	AN_SF_KV_CACHE = 1u << 18,      /* transformers' KV cache (cache_utils) */
 	AN_SF_AUTOCAST = 1u << 19,      /* inside torch.autocast / amp */
 	AN_SF_ENGINE_THREAD = 1u << 20, /* no user code above it: a thread of autograd's engine */
+	AN_SF_IN_OPTIMIZER = 1u << 21,  /* a torch/optim frame anywhere (a step, a zero_grad) */
+	AN_SF_ZERO_GRAD = 1u << 22,     /* zero_grad() of an optimizer or a module */
 };
 
 typedef struct {

@@ -68,7 +68,7 @@ static mr_status report_run(const batch_job *job, sr_reader *rd, const ar_run *r
 	rd_options ropt = {job->opt->device, job->opt->redact_paths};
 	memset(e, 0, sizeof *e);
 	mr_status st = ar_load(rd, run, job->lim, &ev, err);
-	if (st || (st = rp_build(&rep, &ev, job->opt->device, err)))
+	if (st || (st = rp_build(&rep, &ev, &(rp_params){job->opt->device, 0}, err)))
 		return st;
 	if (!(st = ix_row_of(&rep, &ropt, &e->row, err)) &&
 	    !(st = rd_render_json(&rep, &ropt, &json, err)))

@@ -89,7 +89,7 @@ static mr_status load_side(const char *path, int device, rp_report *run, mr_erro
 {
 	ld_evidence ev;
 	mr_status st = load_evidence(path, &ev, err);
-	return st ? st : rp_build(run, &ev, device, err);
+	return st ? st : rp_build(run, &ev, &(rp_params){device, 0}, err);
 }
 
 /* Loads both runs, compares them and writes the result. Returns the exit status. */

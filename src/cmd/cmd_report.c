@@ -1,5 +1,6 @@
 /* cmd_report.c: `memreport INPUT... [-o FILE] [--format html|json|md|text] [--device N]
- * [--redact-paths] [--templates DIR] [-q]`: one run, read, analysed and written as a report. */
+ * [--budget SIZE] [--redact-paths] [--templates DIR] [-q]`: one run, read, analysed and written as
+ * a report. */
 #include "cmd/cmd_report.h"
 
 #include <stdio.h>
@@ -45,7 +46,7 @@ static void show_progress(void *ctx, size_t done, size_t total)
 
 const char cmd_report_usage[] =
     "usage: memreport INPUT... [-o FILE] [--format html|json|md|text] [--device N]\n"
-    "                 [--redact-paths] [--templates DIR] [-q]\n"
+    "                 [--budget SIZE] [--redact-paths] [--templates DIR] [-q]\n"
     "       memreport batch INPUT... -o DIR [--cache DIR] [-j N] [--device N] [--redact-paths] "
     "[-q]\n"
     "       memreport diff BEFORE AFTER [-o FILE] [--format html|json] [--device N]\n"
@@ -65,6 +66,8 @@ const char cmd_report_usage[] =
     "                   <first input>.html (or .json/.md/.txt) beside the input\n"
     "  --format F       html (default), json (schema memreport/1), md, text\n"
     "  --device N       report only device N\n"
+    "  --budget SIZE    plan how large a microbatch fits SIZE (24GiB, 80GB, bytes);\n"
+    "                   default: the cap the OOM message shows, if any\n"
     "  --redact-paths   replace home folders, user names and host-specific prefixes\n"
     "                   in file paths, so the report can go into a public ticket\n"
     "  --templates DIR  read templates from DIR instead of the built-in ones\n"
@@ -104,7 +107,7 @@ static int write_report(const cmd_options *opt)
 	if (!st && bar.shown)
 		fprintf(stderr, "analysing %zu trace events...\n", ev.snap.event_store_count);
 	if (!st)
-		st = rp_build(&run, &ev, opt->device, &err);
+		st = rp_build(&run, &ev, &(rp_params){opt->device, opt->budget}, &err);
 	if (st) {
 		fprintf(stderr, "memreport: %s\n", err.msg);
 		goto done;

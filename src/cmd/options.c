@@ -11,7 +11,16 @@
 #include "base/units.h"
 
 enum { C_REPORT = 1, C_BATCH = 2, C_DIFF = 4, C_SIMULATE = 8, C_ALL = 15 };
-enum { OPT_FORMAT = 256, OPT_DEVICE, OPT_REDACT, OPT_TEMPLATES, OPT_CACHE, OPT_CONF, OPT_LIMIT };
+enum {
+	OPT_FORMAT = 256,
+	OPT_DEVICE,
+	OPT_REDACT,
+	OPT_TEMPLATES,
+	OPT_CACHE,
+	OPT_CONF,
+	OPT_LIMIT,
+	OPT_BUDGET
+};
 
 static const struct {
 	const char *name;
@@ -29,6 +38,7 @@ static const struct {
     {"jobs", required_argument, 'j', C_BATCH},
     {"alloc-conf", required_argument, OPT_CONF, C_SIMULATE},
     {"limit", required_argument, OPT_LIMIT, C_SIMULATE},
+    {"budget", required_argument, OPT_BUDGET, C_REPORT},
     {"help", no_argument, 'h', C_ALL},
 };
 enum { OPTION_COUNT = sizeof table / sizeof table[0] };
@@ -121,6 +131,11 @@ static void take(cmd_options *o, unsigned cmd, int val, const char *spelled, con
 			        spelled, arg);
 		else
 			o->jobs = v;
+		break;
+	case OPT_BUDGET:
+		if (mr_parse_size(arg, &o->budget) || !o->budget)
+			mr_fail(err, MR_EINPUT, "%s needs a size such as 24GiB, got '%s'", spelled,
+			        arg);
 		break;
 	default:
 		if (mr_parse_size(arg, &o->limit) || !o->limit)

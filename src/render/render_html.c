@@ -22,6 +22,7 @@
 #include "render/html_parts.h"
 #include "render/html_sites.h"
 #include "render/html_util.h"
+#include "render/html_capacity.h"
 #include "render/page.h"
 #include "render/page_data.h"
 #include "render/redact.h"
@@ -697,6 +698,7 @@ mr_status rd_render_html(const rp_report *run, const rd_options *opt, mr_buf *ou
 	findings(&c);
 	recommendations(&c);
 	replays(&c);
+	hr_capacity(&c);
 	categories(&c);
 	if (!c.st)
 		hr_segment_maps(&c);

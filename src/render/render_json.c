@@ -2,6 +2,7 @@
 #include "render/render_json.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "analyze/text_devices.h"
@@ -298,6 +299,66 @@ static void run_json(mr_buf *b, const rp_report *run)
 	mr_buf_puts(b, "}");
 }
 
+/* The microbatch that fits the budget (advise/plan.h); null without a budget. */
+static void capacity_json(mr_buf *b, const rp_report *run, const rd_options *opt)
+{
+	const ad_capacity *cp = &run->advice.capacity;
+	mr_buf_puts(b, ",\n  \"capacity\": ");
+	if (!cp->budget) {
+		mr_buf_puts(b, "null");
+		return;
+	}
+	mr_buf_puts(b, "{");
+	json_u64(b, "budget_bytes", cp->budget, 0);
+	field_str(b, "budget_from", cp->budget_given ? "--budget" : "evidence", 1);
+	field_str(b, "method", ad_plan_method_name(cp->method), 1);
+	field_str(b, "summary", run->advice.capacity_line ? run->advice.capacity_line : "", 1);
+	field_str(b, "reason", cp->why, 1);
+	if (cp->method == AD_PLAN_NONE) {
+		mr_buf_puts(b, "}");
+		return;
+	}
+	json_u64(b, "fixed_bytes", cp->fixed_bytes, 1);
+	json_u64(b, "scaling_bytes", cp->scaling_bytes, 1);
+	/* a run that died is given its bound, never a factor it could reach */
+	if (cp->method == AD_PLAN_SCALED_REPLAY && cp->max_factor > 0) {
+		mr_buf_printf(b, ", \"max_microbatch_factor\": %.3f", cp->max_factor);
+		json_u64(b, "predicted_peak_reserved_bytes", cp->predicted_peak_reserved, 1);
+	} else {
+		mr_buf_puts(b, ", \"max_microbatch_factor\": null, "
+		               "\"predicted_peak_reserved_bytes\": null");
+	}
+	mr_buf_printf(b, ", \"at_search_cap\": %s, \"needs_cache_flushes\": %s",
+	              cp->at_cap ? "true" : "false", cp->with_flushes ? "true" : "false");
+	if (cp->method == AD_PLAN_UPPER_BOUND) {
+		mr_buf_printf(b, ", \"upper_bound_factor\": %.3f", cp->max_factor);
+		field_str(b, "died_in", cp->died_in, 1);
+		mr_buf_printf(b, ", \"step_reached\": %.3f", cp->step_reached);
+	}
+	json_u64(b, "events_replayed", cp->events_replayed, 1);
+	mr_buf_puts(b, ", \"deciding\": [");
+	for (size_t i = 0; i < cp->deciding_count; i++) {
+		const md_frame *f = an_user_frame(&run->ev.snap, cp->deciding_stack[i]);
+		char pbuf[4096], where[4200] = "autograd (backward)";
+		if (f)
+			snprintf(
+			    where, sizeof where, "%s (%s:%d)", md_str(&run->ev.snap, f->name),
+			    rd_path(opt, md_str(&run->ev.snap, f->filename), pbuf, sizeof pbuf),
+			    f->line);
+		mr_buf_printf(b, "%s{\"bytes\": %" PRIu64 ", \"blocks\": %" PRIu64, i ? ", " : "",
+		              cp->deciding_bytes[i], cp->deciding_blocks[i]);
+		field_str(b, "site", where, 1);
+		mr_buf_puts(b, "}");
+	}
+	mr_buf_puts(b, "], \"curve\": [");
+	for (size_t i = 0; i < cp->curve_count; i++)
+		mr_buf_printf(
+		    b, "%s{\"factor\": %.4f, \"peak_reserved_bytes\": %" PRIu64 ", \"oom\": %s}",
+		    i ? ", " : "", cp->curve_factor[i], cp->curve_peak_reserved[i],
+		    cp->curve_oom[i] ? "true" : "false");
+	mr_buf_puts(b, "]}");
+}
+
 static void advice_json(mr_buf *b, const ad_advice *a, const rd_options *opt)
 {
 	mr_buf_puts(b, ",\n  \"verdict\": ");
@@ -404,6 +465,7 @@ mr_status rd_render_json(const rp_report *run, const rd_options *opt, mr_buf *ou
 	else
 		mr_buf_puts(b, "null");
 	run_json(b, run);
+	capacity_json(b, run, opt);
 	advice_json(b, &run->advice, opt);
 	mr_buf_puts(b, "}\n");
 	rp_view_free(&view);

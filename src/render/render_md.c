@@ -284,6 +284,10 @@ mr_status rd_render_md(const rp_report *run, const rd_options *opt, mr_buf *out,
 		md_advice(&b, opt, ad->what_ran, NULL, 300);
 		mr_buf_puts(&b, "\n\n");
 	}
+	if (ad->capacity_line && ad->capacity_line[0]) {
+		md_advice(&b, opt, ad->capacity_line, NULL, 1000);
+		mr_buf_puts(&b, "\n\n");
+	}
 	device_table(&b, run, &view);
 	numbers_table(&b, &view);
 	oom_line(&b, &ad->oom);

@@ -57,6 +57,10 @@ static void header(mr_buf *b, const rp_report *run, const rd_options *opt)
 		safe(b, a->what_ran);
 		mr_buf_puts(b, "\n");
 	}
+	if (a->capacity_line && a->capacity_line[0]) {
+		safe(b, a->capacity_line);
+		mr_buf_puts(b, "\n");
+	}
 	if (a->oom.present) {
 		char r[32], f[32], l[32], lim[32] = "unknown";
 		mr_format_bytes(r, sizeof r, a->oom.requested);

@@ -58,7 +58,7 @@ const an_allocs *rp_allocs(const rp_report *r, const an_device *dv)
 	return r->allocs && i != SIZE_MAX ? &r->allocs[i] : NULL;
 }
 
-mr_status rp_build(rp_report *out, ld_evidence *ev, int device, mr_error *err)
+mr_status rp_build(rp_report *out, ld_evidence *ev, const rp_params *params, mr_error *err)
 {
 	mr_status st = MR_OK;
 	memset(out, 0, sizeof *out);
@@ -69,7 +69,7 @@ mr_status rp_build(rp_report *out, ld_evidence *ev, int device, mr_error *err)
 	     (st = ad_replay_recorded(&out->ev, &out->an, &out->recorded, err)) ||
 	     (st = read_moments(out, err))))
 		goto done;
-	if ((st = ad_advise(&out->ev, &out->an, device, &out->advice, err)))
+	if ((st = ad_advise(&out->ev, &out->an, params->device, params->budget, &out->advice, err)))
 		goto done;
 	st = ad_replay_settings(&out->ev, &out->an, out->recorded, &out->advice, err);
 done:

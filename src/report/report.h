@@ -35,10 +35,17 @@ typedef struct {
 	ad_advice advice; /* always made, whatever the inputs */
 } rp_report;
 
+/* What the pipeline is asked for: device >= 0 diagnoses that device (--device), -1 the one
+ * that ran out of memory (else the one with most reserved); budget plans the microbatch for
+ * that many bytes (--budget; 0: the cap the evidence shows). */
+typedef struct {
+	int device;
+	uint64_t budget;
+} rp_params;
+
 /* Runs the pipeline over the loaded evidence *ev, which the report takes over (*ev is left
- * zeroed, whatever happens). device >= 0 diagnoses that device (--device). On failure *out is
- * left freed. */
-mr_status rp_build(rp_report *out, ld_evidence *ev, int device, mr_error *err);
+ * zeroed, whatever happens). On failure *out is left freed. */
+mr_status rp_build(rp_report *out, ld_evidence *ev, const rp_params *params, mr_error *err);
 void rp_free(rp_report *r);
 
 /* The moments and allocations of analysed device dv of r (NULL when there are none). */

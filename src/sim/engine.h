@@ -84,7 +84,9 @@ typedef struct {
 
 typedef struct {
 	const md_snapshot *s;
-	const md_device *md;
+	const md_device *md;       /* the events replayed */
+	const md_device *recorded; /* the device's whole recorded trace: the state before the first
+	                              event is reconstructed from it and the snapshot */
 	sim_config cfg;
 	uint64_t limit;
 	sim_result *out;

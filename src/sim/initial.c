@@ -200,10 +200,10 @@ static int instantiate_segment(engine *e, const init_seg *is, init_block *bl, si
 static int start_segments(const engine *e, seg_list *segs)
 {
 	const md_snapshot *s = e->s;
-	const md_event *ev = e->md->events;
+	const md_event *ev = e->recorded->events;
 	for (size_t i = 0; i < s->segment_count; i++) {
 		const md_segment *sg = &s->segments[i];
-		if (sg->device != e->md->id)
+		if (sg->device != e->recorded->id)
 			continue;
 		init_seg is = {sg->address,
 		               sg->total_size,
@@ -214,7 +214,7 @@ static int start_segments(const engine *e, seg_list *segs)
 		if (seg_insert(segs, &is))
 			return -1;
 	}
-	for (size_t i = e->md->event_count; i-- > 0;) {
+	for (size_t i = e->recorded->event_count; i-- > 0;) {
 		const md_event *x = &ev[i];
 		if (x->action == MD_ACT_SEGMENT_ALLOC) {
 			size_t at = seg_lower(segs, x->addr);
@@ -245,8 +245,8 @@ static int start_segments(const engine *e, seg_list *segs)
 static int freed_before_window(const engine *e, am_map *seen, init_block **pre, size_t *count,
                                size_t *cap)
 {
-	const md_event *ev = e->md->events;
-	for (size_t i = 0; i < e->md->event_count; i++) {
+	const md_event *ev = e->recorded->events;
+	for (size_t i = 0; i < e->recorded->event_count; i++) {
 		const md_event *x = &ev[i];
 		uint32_t flags = eng_map_get(seen, x->addr);
 		flags = flags == NIL ? 0 : flags;
@@ -286,7 +286,7 @@ static int start_blocks(const engine *e, init_block **pre, size_t *count)
 	int rc = freed_before_window(e, &seen, pre, count, &cap);
 	for (size_t i = 0; i < s->segment_count && !rc; i++) {
 		const md_segment *sg = &s->segments[i];
-		if (sg->device != e->md->id)
+		if (sg->device != e->recorded->id)
 			continue;
 		for (size_t j = 0; j < sg->block_count && !rc; j++) {
 			const md_block *mb = &s->blocks[sg->first_block + j];

@@ -242,7 +242,9 @@ static mr_status replay_events(engine *e, mr_error *err)
 	const md_event *ev = e->md->events;
 	size_t n = e->md->event_count;
 	uint64_t rec_reserved = e->out->initial_reserved, rec_peak = rec_reserved;
-	int validated_to_end = 1;
+	/* the snapshot's final state is the end of the recorded trace, not of a part or a copy */
+	const md_device *rec = md_find_device(e->s, e->md->id);
+	int validated_to_end = rec && rec->events == ev && rec->event_count == n;
 	for (size_t i = 0; i < n; i++) {
 		const md_event *x = &ev[i];
 		e->cur_event = i;
@@ -317,22 +319,35 @@ static mr_status replay_events(engine *e, mr_error *err)
 mr_status sim_replay(const md_snapshot *s, int32_t device, const sim_config *cfg, uint64_t limit,
                      sim_result *out, mr_error *err)
 {
-	memset(out, 0, sizeof *out);
-	out->device = device;
-	out->config = *cfg;
-	out->limit = limit;
 	const md_device *md = md_find_device(s, device);
-	if (!md || !md->event_count)
+	if (!md || !md->event_count) {
+		memset(out, 0, sizeof *out);
+		out->device = device;
 		return mr_fail(err, MR_EINPUT,
 		               "device %d has no allocation trace to replay (record one with "
 		               "torch.cuda.memory._record_memory_history())",
 		               (int)device);
+	}
+	return sim_replay_trace(s, md, cfg, limit, out, err);
+}
+
+mr_status sim_replay_trace(const md_snapshot *s, const md_device *md, const sim_config *cfg,
+                           uint64_t limit, sim_result *out, mr_error *err)
+{
+	memset(out, 0, sizeof *out);
+	out->device = md->id;
+	out->config = *cfg;
+	out->limit = limit;
+	int32_t device = md->id;
 	engine e;
 	mr_status st = MR_OK;
 	size_t rec_seg_cap = 0;
 	uint32_t seg_allocs = 0;
 	if (eng_init(&e, s, md, cfg, limit, out, err))
 		goto oom;
+	e.recorded = md_find_device(s, device);
+	if (!e.recorded)
+		e.recorded = md;
 	for (size_t i = 0; i < s->segment_count; i++)
 		if (s->segments[i].device == device &&
 		    (s->segments[i].pool_id[0] || s->segments[i].pool_id[1]))

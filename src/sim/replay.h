@@ -77,6 +77,12 @@ typedef struct {
  * has no trace. *out is overwritten; free it with sim_result_free even after a failure. */
 mr_status sim_replay(const md_snapshot *s, int32_t device, const sim_config *cfg, uint64_t limit,
                      sim_result *out, mr_error *err);
+/* The same over a trace of one of s's devices given apart: md->id names the device, and its
+ * events may be a changed copy of the recording's, or its first part (capacity planning replays
+ * the trace with some requests scaled): matches_recording then says that the replay followed
+ * the recorded events as far as they go, without the snapshot's final state to compare. */
+mr_status sim_replay_trace(const md_snapshot *s, const md_device *md, const sim_config *cfg,
+                           uint64_t limit, sim_result *out, mr_error *err);
 void sim_result_free(sim_result *r);
 
 #endif

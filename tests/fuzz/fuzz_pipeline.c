@@ -250,7 +250,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(strstr(err.msg, input_path) != NULL); /* the message names the input */
 		return 0;
 	}
-	st = rp_build(&run, &ev, -1, &err);
+	st = rp_build(&run, &ev, &(rp_params){-1, 0}, &err);
 	if (st != MR_OK) {
 		CHECK(st == MR_EFAIL && err.msg[0]); /* only memory can run out */
 		return 0;

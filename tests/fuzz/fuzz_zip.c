@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rp_report loaded;
 		mr_error lerr = {0};
 		if (ar_load(rd, run, &lim, &ev, &lerr) == MR_OK &&
-		    rp_build(&loaded, &ev, -1, &lerr) == MR_OK)
+		    rp_build(&loaded, &ev, &(rp_params){-1, 0}, &lerr) == MR_OK)
 			rp_free(&loaded);
 		else
 			CHECK(lerr.msg[0] != '\0' && strchr(lerr.msg, '\n') == NULL);
