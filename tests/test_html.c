@@ -14,6 +14,7 @@
 #include "base/sha256.h"
 #include "render/html_util.h"
 #include "render/png_map.h"
+#include "analyze/frames.h"
 #include "render/redact.h"
 #include "render/render_html.h"
 #include "render/render_json.h"
@@ -304,6 +305,16 @@ static void test_rp_path_rules(void **state)
 	r = rd_path(&on, "/workspace/train.py", buf, sizeof buf);
 	assert_null(strstr(r, "workspace"));
 	assert_non_null(strstr(r, "train.py"));
+	/* Python's standard library keeps its path inside lib/pythonX.Y, as does the library
+	 * test of the sites (an_library_file); a folder that only starts like it is the user's. */
+	r = rd_path(&on, "/home/alice/.pyenv/lib/python3.12/threading.py", buf, sizeof buf);
+	assert_string_equal(r, "<python>/threading.py");
+	assert_true(an_library_file("/usr/lib/python3.12/threading.py"));
+	r = rd_path(&on, "/home/alice/lib/pythonic/train.py", buf, sizeof buf);
+	assert_null(strstr(r, "alice"));
+	assert_null(strstr(r, "<python>"));
+	assert_false(an_library_file("/home/alice/lib/pythonic/train.py"));
+	assert_false(an_library_file("/home/alice/lib/python3x/train.py"));
 	/* Relative and synthetic names are not paths on a machine: kept. */
 	assert_string_equal(rd_path(&on, "<frozen runpy>", buf, sizeof buf), "<frozen runpy>");
 	assert_string_equal(rd_path(&on, "CUDACachingAllocator.cpp", buf, sizeof buf),

@@ -63,25 +63,24 @@ int an_torch_internal(const char *f)
 	       in_package(f, "/triton/", "\\triton\\");
 }
 
-/* "/lib/python3.12/" (or python2.x): the interpreter's standard library. */
-static int python_stdlib(const char *f)
+const char *an_python_stdlib(const char *path)
 {
-	for (const char *p = strstr(f, "/lib/python"); p; p = strstr(p + 1, "/lib/python")) {
+	for (const char *p = strstr(path, "/lib/python"); p; p = strstr(p + 1, "/lib/python")) {
 		const char *q = p + 11;
 		if (*q != '2' && *q != '3')
 			continue;
 		while ((*q >= '0' && *q <= '9') || *q == '.')
 			q++;
 		if (*q == '/')
-			return 1;
+			return q + 1;
 	}
-	return 0;
+	return NULL;
 }
 
 int an_library_file(const char *f)
 {
 	return an_torch_internal(f) || strstr(f, "site-packages") || strstr(f, "dist-packages") ||
-	       python_stdlib(f);
+	       an_python_stdlib(f) != NULL;
 }
 
 static int python_file(const char *f)

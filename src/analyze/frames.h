@@ -81,6 +81,9 @@ int an_torch_internal(const char *filename);
 /* A file of an installed package (site-packages, dist-packages), of torch, or of Python's
  * standard library (lib/pythonX.Y). */
 int an_library_file(const char *filename);
+/* "/lib/python3.12/" (or python2.x) in path: a file of the interpreter's standard library.
+ * Returns the text after it, or NULL. */
+const char *an_python_stdlib(const char *path);
 
 /* The first line of the user's own code: the innermost shown Python frame outside torch and
  * installed packages (site-packages: transformers, lightning), else the innermost outside torch,
