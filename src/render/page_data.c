@@ -317,8 +317,10 @@ static void series_json(mr_buf *b, const md_device *md, const pd_series *ps)
 	if (timed) {
 		mr_buf_putc(b, '[');
 		for (size_t i = 0; i < ps->points; i++)
-			mr_buf_printf(b, "%s%" PRId64, i ? "," : "",
-			              md->events[i * ps->k].time_us - md->events[0].time_us);
+			/* times never go back here: the difference fits 64 bits unsigned */
+			mr_buf_printf(b, "%s%" PRIu64, i ? "," : "",
+			              (uint64_t)md->events[i * ps->k].time_us -
+			                  (uint64_t)md->events[0].time_us);
 		mr_buf_putc(b, ']');
 	} else {
 		mr_buf_puts(b, "null");
