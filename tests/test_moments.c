@@ -3,7 +3,8 @@
  *
  * The state at the peak is rebuilt backwards from the snapshot; PyTorch's memory_stats.json
  * holds the peak of allocated bytes for the same run, so the rebuilt layout can be checked
- * against PyTorch's own number wherever the replay reproduced the trace. */
+ * against PyTorch's own number wherever the replay reproduced the trace; the overhead at the
+ * peak against PyTorch's peaks of reserved and allocated bytes. */
 #include <dirent.h>
 
 #include "testutil.h"
@@ -22,7 +23,23 @@ static const char *sample_path(const char *name, char *buf, size_t n)
 	return tu_exists(buf) ? buf : NULL;
 }
 
-static int rebuilt_peaks;
+static int rebuilt_peaks, overheads;
+
+/* The overhead at the peak (devices[].overhead_at_peak: peak reserved minus peak allocated, as
+ * a share of peak reserved) is PyTorch's own figure, from memory_stats.json's peaks. */
+static void check_overhead(const char *name, const an_device *dv)
+{
+	double reserved =
+	    (double)tu_corpus_int(name, "memory_stats.json", "reserved_bytes.all.peak");
+	double allocated =
+	    (double)tu_corpus_int(name, "memory_stats.json", "allocated_bytes.all.peak");
+	double want = 1.0 - allocated / reserved, got = an_overhead_at_peak(dv);
+	if (got < want - 5e-5 || got > want + 5e-5) {
+		print_error("%s: overhead at the peak %.5f, memory_stats %.5f\n", name, got, want);
+		fail();
+	}
+	overheads++;
+}
 
 /* One sample: the snapshot moment is the snapshot, the rebuilt peak holds PyTorch's peak. */
 static void check_moments(const char *name)
@@ -50,6 +67,8 @@ static void check_moments(const char *name)
 		}
 		assert_true(m->peak != AN_NO_MOMENT);
 		assert_int_equal(m->moments[m->peak].event, dv->peak_allocated_event);
+		if (run.an.device_count == 1)
+			check_overhead(name, dv);
 		/* The layout rebuilt at the peak holds what the exact replay found (in the default
 		 * pools: expandable segments round otherwise), which is PyTorch's own peak. */
 		if (dv->peak_exact && !dv->expandable && !dv->truncated) {
@@ -85,6 +104,7 @@ static void test_corpus_moments(void **state)
 			check_moments(e->d_name);
 	closedir(d);
 	assert_true(rebuilt_peaks >= 15);
+	assert_true(overheads >= 20);
 }
 
 static const char *file_base(const md_snapshot *s, const md_frame *f)
