@@ -47,6 +47,25 @@ if command -v python3 >/dev/null 2>&1; then
 		&& ok "index.json is valid JSON with one memreport/1 document per run" || nok "index.json is valid JSON with one memreport/1 document per run"
 fi
 
+# The index's columns say their moment, and the peak columns hold PyTorch's own peaks
+# (memory_stats.json of gpt_varlen, whose snapshot's end state is far below its peak).
+if command -v python3 >/dev/null 2>&1 && [ -f "$corpus/gpt_varlen/memory_stats.json" ]; then
+	got=$(python3 - "$tmp/out/index.html" "$corpus/gpt_varlen/memory_stats.json" <<'EOF'
+import json, re, sys
+page = open(sys.argv[1], encoding="utf-8").read()
+stats = json.load(open(sys.argv[2]))
+heads = re.findall(r"<th[^>]*>([^<]*)</th>", page)
+row = re.search(r"<tr><td>gpt_varlen</td>(.*?)</tr>", page).group(1)
+cells = re.findall(r"data-v=([0-9.-]+)", row)
+want = [str(stats["reserved_bytes.all.peak"]), str(stats["allocated_bytes.all.peak"])]
+print("ok" if {"Reserved at the peak", "Allocated at the peak", "Fragmentation at the snapshot"} <= set(heads)
+      and cells[1:3] == want else "heads=%s cells=%s want=%s" % (heads, cells, want))
+EOF
+)
+	[ "$got" = ok ] && ok "batch index: columns name their moment; gpt_varlen's peaks are PyTorch's" \
+		|| nok "batch index: columns name their moment ($got)"
+fi
+
 # a zip of five of them gives the same five runs
 if command -v zip >/dev/null 2>&1; then
 	five="leak_val_fixed mlp_healthy no_history oom_capacity oom_fragmentation"
