@@ -2,7 +2,7 @@
 
 CC      ?= cc
 PKGS_MSGPACK := $(shell pkg-config --exists msgpack-c 2>/dev/null && echo msgpack-c || echo msgpack)
-PKGS    := libzip $(PKGS_MSGPACK) libcmark libpng zlib
+PKGS    := libzip $(PKGS_MSGPACK) libcmark libpng zlib liblzma
 DEPS_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 DEPS_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -80,8 +80,8 @@ build/md2man: tools/md2man.c
 	mkdir -p build
 	$(CC) -std=c11 -O2 $(WARN) $(DEPS_CFLAGS) -o $@ $< $(DEPS_LIBS)
 
-$(MAN): docs/memreport.1.md build/md2man
-	build/md2man MEMREPORT 1 "memreport 0.1.0" < $< > $@.part && mv $@.part $@
+$(MAN): docs/memreport.1.md build/md2man src/base/version.h
+	build/md2man MEMREPORT 1 "memreport $(VERSION)" < $< > $@.part && mv $@.part $@
 
 demo: deps
 	$(MAKE) $(BIN) $(MAN)

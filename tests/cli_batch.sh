@@ -89,6 +89,42 @@ rc=$?
 [ "$rc" -eq 0 ] && grep -q "(0 from the cache)" "$tmp/err" && cmp -s "$tmp/out/index.json" "$tmp/c3/index.json" \
 	&& ok "corrupt cache entries are rebuilt, not trusted" || nok "corrupt cache entries are rebuilt (exit $rc: $(cat "$tmp/err"))"
 
+# hostile cache entries (issue 14 item 8): a FIFO, a link to /dev/zero and a huge sparse file in
+# place of three entries are misses, read without blocking and without filling memory
+"$bin" batch $runs -o "$tmp/c4" --cache "$tmp/cache" -q
+set -- "$tmp/cache"/*.mrc
+if [ "$#" -ge 3 ]; then
+	rm -f "$1" "$2" "$3"
+	mkfifo "$1"
+	ln -s /dev/zero "$2"
+	truncate -s 4G "$3"
+	timeout 120 "$bin" batch $runs -o "$tmp/c5" --cache "$tmp/cache" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 0 ] && grep -q "($((count - 3)) from the cache)" "$tmp/err" && cmp -s "$tmp/out/index.json" "$tmp/c5/index.json" \
+		&& [ -f "$1" ] && [ ! -L "$2" ] && [ "$(wc -c <"$3")" -lt 100000000 ] \
+		&& ok "cache entries that are a FIFO, a link to /dev/zero or 4 GiB are misses, rebuilt as files" \
+		|| nok "hostile cache entries (exit $rc: $(cat "$tmp/err"))"
+else
+	nok "hostile cache entries: the cache has $# entries"
+fi
+# a FIFO where a report goes is replaced, never waited on (the unchanged-report check reads only
+# regular files)
+"$bin" batch "$corpus/mlp_healthy" -o "$tmp/fifo_out" -q
+rm -f "$tmp/fifo_out/mlp_healthy.html"
+mkfifo "$tmp/fifo_out/mlp_healthy.html"
+timeout 60 "$bin" batch "$corpus/mlp_healthy" -o "$tmp/fifo_out" -q
+rc=$?
+[ "$rc" -eq 0 ] && [ -f "$tmp/fifo_out/mlp_healthy.html" ] && ok "a FIFO in place of a report is replaced, not waited on" \
+	|| nok "a FIFO in place of a report is replaced, not waited on (exit $rc)"
+
+# a new cache folder is private (0700); an existing one keeps its permissions
+"$bin" batch "$corpus/mlp_healthy" -o "$tmp/c6" --cache "$tmp/newcache/sub" -q
+mkdir -m 755 "$tmp/shared_cache"
+"$bin" batch "$corpus/mlp_healthy" -o "$tmp/c7" --cache "$tmp/shared_cache" -q
+[ "$(stat -c %a "$tmp/newcache/sub")" = 700 ] && [ "$(stat -c %a "$tmp/shared_cache")" = 755 ] \
+	&& ok "a new cache folder is 0700, an existing one keeps 0755" \
+	|| nok "cache folder modes ($(stat -c %a "$tmp/newcache/sub" "$tmp/shared_cache" | tr '\n' ' '))"
+
 # a broken run is listed and does not stop the others: exit 2
 printf '\200\004garbage' > "$tmp/broken.pickle"
 "$bin" batch "$corpus/mlp_healthy" "$tmp/broken.pickle" "$tmp/does-not-exist" -o "$tmp/b" -q 2>"$tmp/err"
@@ -98,6 +134,10 @@ rc=$?
 	&& ok "broken runs listed with their errors, exit 2" || nok "broken runs listed with their errors (exit $rc)"
 "$bin" batch "$corpus/mlp_healthy" >/dev/null 2>&1
 [ $? -eq 2 ] && ok "batch without -o exits 2" || nok "batch without -o exits 2"
+(cd "$tmp" && "$bin" batch "$corpus/mlp_healthy" -o - -q >/dev/null 2>"$tmp/err")
+rc=$?
+[ "$rc" -eq 2 ] && [ ! -e "$tmp/-" ] && grep -q 'standard output' "$tmp/err" \
+	&& ok "batch -o - is refused, no folder named -" || nok "batch -o - is refused (exit $rc)"
 
 # a batch written inside its input folder does not find its own reports the next time
 mkdir -p "$tmp/self"

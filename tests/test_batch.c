@@ -114,7 +114,9 @@ static void test_sniff_and_names(void **state)
 	const uint8_t zip[] = {'P', 'K', 3, 4, 0};
 	const uint8_t json[] = " \n{\"a\": 1}";
 	const uint8_t text[] = "Tried to allocate 2.00 GiB\n";
-	const uint8_t bin[] = {0xfd, '7', 'z', 'X', 'Z', 0, 1, 2};
+	const uint8_t xz[] = {0xfd, '7', 'z', 'X', 'Z', 0, 1, 2};
+	const uint8_t gz[] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0};
+	const uint8_t bin[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0};
 	assert_int_equal(dc_sniff(pk, sizeof pk), DC_PICKLE);
 	/* PROTO of a protocol no snapshot uses: not a pickle; without a NUL, text (not evidence) */
 	assert_int_equal(dc_sniff(old, sizeof old), DC_TEXT);
@@ -122,6 +124,10 @@ static void test_sniff_and_names(void **state)
 	assert_int_equal(dc_sniff(json, sizeof json - 1), DC_JSON);
 	assert_int_equal(dc_sniff(text, sizeof text - 1), DC_TEXT);
 	assert_int_equal(dc_sniff(bin, sizeof bin), DC_BINARY);
+	/* compressed: what they hold is sniffed once inflated */
+	assert_int_equal(dc_sniff(xz, sizeof xz), DC_XZ);
+	assert_int_equal(dc_sniff(gz, sizeof gz), DC_GZIP);
+	assert_int_equal(dc_sniff(xz, 5), DC_TEXT); /* too short for the magic, no NUL */
 
 	assert_int_equal(ar_rank_of("snapshot_3.pickle"), 3);
 	assert_int_equal(ar_rank_of("oom_rank12.pickle"), 12);

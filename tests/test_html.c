@@ -396,13 +396,44 @@ static void test_helpers(void **state)
 	mr_buf_free(&t);
 }
 
+/* The text report's lines: at most the width in characters, broken at spaces (inside a word
+ * only when it is longer than a line), continued two columns deeper; short lines untouched. */
+static void test_wrap(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *in, *want;
+		size_t columns;
+	} cases[] = {
+	    {"short line\n\n  also short\n", "short line\n\n  also short\n", 20},
+	    {"one two three four five six", "one two three four\n  five six", 20},
+	    {"  [warning] id: aaa bbb ccc ddd", "  [warning] id: aaa\n    bbb ccc ddd", 20},
+	    {"x /a/very/long/path/that/has/no/space.py y",
+	     "x\n  /a/very/long/path/\n  that/has/no/space.\n  py y", 20},
+	    /* twenty characters of two bytes each fit twenty columns */
+	    {"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+	     "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9",
+	     "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+	     "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9",
+	     20},
+	    {"exactly twenty chars", "exactly twenty chars", 20},
+	    {"exactly twenty chars and more", "exactly twenty chars\n  and more", 20},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		mr_buf b = {0};
+		rd_wrap(&b, cases[i].in, strlen(cases[i].in), cases[i].columns);
+		assert_string_equal(b.data ? b.data : "", cases[i].want);
+		mr_buf_free(&b);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_helpers),       cmocka_unit_test(test_rp_path_rules),
 	    cmocka_unit_test(test_device_view),   cmocka_unit_test(test_corpus_html),
 	    cmocka_unit_test(test_many_segments), cmocka_unit_test(test_hostile_strings),
-	    cmocka_unit_test(test_redact_paths),
+	    cmocka_unit_test(test_redact_paths),  cmocka_unit_test(test_wrap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

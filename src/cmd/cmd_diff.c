@@ -5,18 +5,16 @@
  * or a run folder or zip archive holding exactly one run. */
 #include "cmd/cmd_diff.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/output.h"
 #include "cmd/options.h"
-#include "decode/sniff.h"
-#include "load/discover.h"
+#include "cmd/run_input.h"
+#include "cmd/say.h"
 #include "render/diff_text.h"
 #include "render/render_diff.h"
 #include "render/templates.h"
@@ -24,72 +22,39 @@
 #include "report/report.h"
 
 static const char diff_usage[] =
-    "usage: memreport diff BEFORE AFTER [-o FILE] [--format html|json|md|text] [--device N]\n"
-    "                      [--redact-paths] [-q]\n"
+    "usage: memreport diff BEFORE AFTER [-o FILE] [--format html|json|md|text]\n"
+    "                      [--device N] [--redact-paths] [-q]\n"
     "BEFORE, AFTER: a snapshot, or a run folder or zip archive holding one run.\n";
 
 static int diff_usage_error(const char *msg)
 {
-	fprintf(stderr, "memreport diff: %s\n%s", msg, diff_usage);
-	return MR_EINPUT;
+	return cmd_usage_error("memreport diff", msg, diff_usage);
 }
 
-/* Folders and archives go through discovery; anything else is a plain input. */
-static int needs_discovery(const char *path)
+/* Both sides found and kept off the output before either is decoded, then loaded and carried
+ * through the pipeline; *loaded counts the reports made (the caller frees them). */
+static mr_status load_sides(const char *const *paths, const char *out_path, int device,
+                            rp_report runs[2], int *loaded, mr_error *err)
 {
-	if (strcmp(path, "-") == 0)
-		return 0;
-	struct stat st;
-	if (stat(path, &st) != 0)
-		return 0; /* ld_load reports the error */
-	if (S_ISDIR(st.st_mode))
-		return 1;
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return 0;
-	uint8_t head[4] = {0};
-	size_t n = fread(head, 1, sizeof head, f);
-	fclose(f);
-	return dc_sniff(head, n) == DC_ZIP;
-}
-
-/* One side's evidence: a plain input, or the only run of a folder or an archive. */
-static mr_status load_evidence(const char *path, ld_evidence *ev, mr_error *err)
-{
-	if (!needs_discovery(path)) {
-		const char *paths[] = {path};
-		return ld_load(ev, paths, 1, NULL, NULL, err);
+	cmd_run sides[2] = {{0}, {0}};
+	mr_status st = MR_OK;
+	for (int i = 0; i < 2 && !st; i++)
+		if (!(st = cmd_run_find(&sides[i], paths + i, 1, err)))
+			st = cmd_run_guard(&sides[i], out_path, err);
+	for (*loaded = 0; !st && *loaded < 2; ++*loaded) {
+		ld_evidence ev;
+		/* the loader names the file; discovery errors name it too */
+		if ((st = cmd_run_load(&sides[*loaded], NULL, NULL, &ev, err)) ||
+		    (st = rp_build(&runs[*loaded], &ev, &(rp_params){device, 0}, err)))
+			break;
+		if ((st = cmd_run_check_device(&runs[*loaded], device, err))) {
+			rp_free(&runs[*loaded]);
+			break;
+		}
 	}
-	sr_limits lim;
-	sr_default_limits(&lim);
-	ar_set set;
-	const char *inputs[] = {path};
-	mr_status st = ar_discover(inputs, 1, &lim, &set, err);
-	if (st)
-		return st;
-	if (set.count != 1) {
-		mr_buf names = {0};
-		for (size_t i = 0; i < set.count && i < 5; i++)
-			mr_buf_printf(&names, "%s\"%s\"", i ? ", " : "", set.runs[i].name);
-		st = mr_fail(err, MR_EINPUT,
-		             "%s holds %zu runs%s%s%s; give one of them (a folder or a snapshot)",
-		             path, set.count, set.count ? " (" : "", names.data ? names.data : "",
-		             set.count > 5 ? ", ...)"
-		             : set.count   ? ")"
-		                           : "");
-		mr_buf_free(&names);
-	} else {
-		st = ar_load(NULL, &set.runs[0], &lim, ev, err);
-	}
-	ar_set_free(&set);
+	cmd_run_free(&sides[0]);
+	cmd_run_free(&sides[1]);
 	return st;
-}
-
-static mr_status load_side(const char *path, int device, rp_report *run, mr_error *err)
-{
-	ld_evidence ev;
-	mr_status st = load_evidence(path, &ev, err);
-	return st ? st : rp_build(run, &ev, &(rp_params){device, 0}, err);
 }
 
 /* Loads both runs, compares them and writes the result. Returns the exit status. */
@@ -103,10 +68,16 @@ static int write_diff(const cmd_options *opt)
 	char *default_path = NULL;
 	mr_error err = {0};
 	mr_status st = MR_OK;
-	/* ld_load names the file; discovery errors name it too */
-	for (; loaded < 2; loaded++)
-		if ((st = load_side(paths[loaded], opt->device, &runs[loaded], &err)))
-			break;
+	if (!out_path) {
+		static const char *const suffix[] = {"diff.html", "diff.json", "diff.md",
+		                                     "diff.txt"};
+		default_path = out_default_path(paths[1], suffix[opt->format]);
+		if (!default_path)
+			st = mr_oom(&err);
+		out_path = default_path;
+	}
+	if (!st)
+		st = load_sides(paths, out_path, opt->device, runs, &loaded, &err);
 	if (!st)
 		st = df_compute(&runs[0], &runs[1], opt->device, &d, &err);
 	rd_options ropt = {opt->device, opt->redact_paths};
@@ -118,19 +89,12 @@ static int write_diff(const cmd_options *opt)
 		     : opt->format == CMD_TEXT
 		         ? rd_diff_text(&d, &runs[0], &runs[1], &ropt, 20, &buf, &err)
 		         : rd_diff_html(&d, &runs[0], &runs[1], &ropt, 200, &buf, &err);
-	static const char *const suffix[] = {"diff.html", "diff.json", "diff.md", "diff.txt"};
-	if (!st && !out_path) {
-		default_path = out_default_path(paths[1], suffix[opt->format]);
-		if (!default_path)
-			st = mr_oom(&err);
-		out_path = default_path;
-	}
 	if (st) {
-		fprintf(stderr, "memreport: %s\n", err.msg);
+		cmd_say("%s", err.msg);
 	} else if ((st = out_write(out_path, buf.data ? buf.data : "", buf.len, &err))) {
-		fprintf(stderr, "memreport: %s: %s\n", out_path, err.msg);
+		cmd_say("%s: %s", out_path, err.msg);
 	} else if (default_path && !opt->quiet) {
-		fprintf(stderr, "memreport: wrote %s\n", default_path);
+		cmd_say("wrote %s", default_path);
 	}
 	for (int i = 0; i < loaded; i++)
 		rp_free(&runs[i]);
@@ -148,7 +112,7 @@ int cmd_diff(int argc, char **argv)
 	if (cmd_parse(CMD_DIFF, argc, argv, &opt, &err)) {
 		rc = err.status == MR_EINPUT ? diff_usage_error(err.msg) : MR_EFAIL;
 		if (rc == MR_EFAIL)
-			fprintf(stderr, "memreport: %s\n", err.msg);
+			cmd_say("%s", err.msg);
 	} else if (opt.help) {
 		fputs(diff_usage, stdout);
 	} else if (opt.arg_count != 2) {

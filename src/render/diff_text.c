@@ -14,6 +14,7 @@
 #include "render/html_util.h"
 #include "render/redact.h"
 #include "render/render_diff.h"
+#include "render/render_text.h"
 #include "report/view.h"
 
 enum { DT_TEXT_CAP = 200 };
@@ -53,7 +54,7 @@ static void row(const dt_out *o, const char *label, const char *a, const char *b
 	if (o->md)
 		mr_buf_printf(o->b, "| %s | %s | %s | %s |\n", label, a, b, c);
 	else
-		mr_buf_printf(o->b, "  %-32s %14s %14s %16s\n", label, a, b, c);
+		mr_buf_printf(o->b, "  %-30s %12s %12s %16s\n", label, a, b, c);
 }
 
 static void bytes_row(const dt_out *o, const char *label, uint64_t a, uint64_t b, int known)
@@ -81,7 +82,7 @@ static void heading(const dt_out *o, const char *text)
 		              "\n#### %s\n\n| | before | after | change |\n|---|---:|---:|---:|\n",
 		              text);
 	else
-		mr_buf_printf(o->b, "\n%s:\n  %-32s %14s %14s %16s\n", text, "", "before", "after",
+		mr_buf_printf(o->b, "\n%s:\n  %-30s %12s %12s %16s\n", text, "", "before", "after",
 		              "change");
 }
 
@@ -178,7 +179,7 @@ static mr_status write_diff(const dt_out *o, const df_result *d, const rp_report
                             const rp_report *after, size_t max, mr_error *err)
 {
 	static const char *const end_labels[] = {"reserved", "allocated", "active", "requested",
-	                                         "non-releasable (inactive split)"};
+	                                         "inactive split"};
 	static const char *const peak_labels[DF_PK_COUNT] = {
 	    "reserved at the peak", "allocated at the peak", "free cached at the peak",
 	    "largest free block at the peak"};
@@ -222,6 +223,13 @@ mr_status rd_diff_md(const df_result *d, const rp_report *before, const rp_repor
 mr_status rd_diff_text(const df_result *d, const rp_report *before, const rp_report *after,
                        const rd_options *opt, size_t max_changes, mr_buf *out, mr_error *err)
 {
-	dt_out o = {out, opt, 0};
-	return write_diff(&o, d, before, after, max_changes, err);
+	mr_buf text = {0};
+	dt_out o = {&text, opt, 0};
+	mr_status st = write_diff(&o, d, before, after, max_changes, err);
+	if (!st) /* as the text report: at most RD_TEXT_COLUMNS wide */
+		rd_wrap(out, text.data ? text.data : "", text.len, RD_TEXT_COLUMNS);
+	if (!st && out->failed)
+		st = mr_oom(err);
+	mr_buf_free(&text);
+	return st;
 }
