@@ -98,6 +98,9 @@ def main():
         def report_of(path, scale):
             return [binary, "-q", path, "--format", "json", "-o", out + ".json"]
 
+        def page_of(path, scale):  # the HTML report: its interactive page's tables too
+            return [binary, "-q", path, "-o", out + ".html"]
+
         def batch_of(path, scale):
             return [binary, "batch", "-q", path, "-o", "%s%d" % (out, scale)]
 
@@ -107,6 +110,10 @@ def main():
                      "one long frame name shared by every frame dict", report_of)
         check_linear(tmp, binary, "path", ".pickle",
                      "one long file name shared by every frame dict", report_of)
+        check_linear(tmp, binary, "frame", ".pickle",
+                     "one long frame name shared by every frame dict, HTML", page_of)
+        check_linear(tmp, binary, "path", ".pickle",
+                     "one long file name shared by every frame dict, HTML", page_of)
         check_linear(tmp, binary, "segments", ".pickle",
                      "a long run of segment events in the replay", report_of)
         check_linear(tmp, binary, "pools", ".pickle",

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """bench.py MEMREPORT [RUNS]: times memreport's full HTML report against python3's bare
 pickle.load on the same files (median wall time, peak RSS), prints the ratios; first, what the
-capacity search (--budget) adds to the report of the largest corpus trace it plans from.
+capacity search (--budget) adds to the report of the largest corpus trace it plans from; last,
+the time the 88 MB sample's report takes to open and draw in headless Chromium
+(tests/browser/bench.sh: puppeteer-core, network off; goal under 2 s), when Chromium, node and
+node_modules are there.
 
 Inputs (cached under build/bench/, never committed): the 88 MB corpus snapshot unpacked from
 ../shared/corpus/gpt_large_trace/snapshot.pickle.xz, and a 1 GB one made from it with
 ../shared/tools/scale_snapshot.py (trace repeated 12 times)."""
-import lzma, os, resource, shutil, statistics, subprocess, sys, time
+import json, lzma, os, resource, shutil, statistics, subprocess, sys, time
 
 SHARED = os.environ.get("MEMREPORT_SHARED", "../shared")
 OUT = "build/bench"
@@ -43,7 +46,6 @@ def measure(cmd):
 
 
 def device_json(memreport, path):
-    import json
     out = subprocess.run([memreport, "-q", path, "--format", "json", "-o", "-"],
                          capture_output=True, check=True).stdout
     return json.loads(out)["devices"][0]
@@ -64,7 +66,7 @@ def consistency(memreport, small, big):
 def capacity(memreport, runs):
     """The capacity search (--budget) on the largest corpus trace it plans from, against the
     report without it: the search must cost less than the report itself."""
-    import glob, json
+    import glob
     snaps = sorted(glob.glob(os.path.join(SHARED, "corpus/*/snapshot.pickle")),
                    key=os.path.getsize, reverse=True)
     for path in snaps:
@@ -112,6 +114,22 @@ def main():
               f"({mr_rss / size:.2f}x the file)")
         print(f"  python3 load   : {py_t:6.2f} s  peak RSS {py_rss / 2**20:7.0f} MiB")
         print(f"  time ratio memreport/python3: {mr_t / py_t:.3f}")
+    browser(memreport, inputs[0][1])
+
+
+def browser(memreport, path):
+    """The page in headless Chromium: its bytes, open+draw and script time (medians)."""
+    chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    if not (os.path.exists(chromium) and shutil.which("node") and
+            os.path.isdir("node_modules/puppeteer-core")):
+        print("page in Chromium: skipped (no chromium, node or node_modules: npm ci)")
+        return
+    out = subprocess.run(["sh", "tests/browser/bench.sh", memreport, path], check=True,
+                         capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    r = json.loads(out)
+    print(f"page in Chromium (88 MB sample): {r['bytes'] / 2**20:.2f} MiB, opens and draws in "
+          f"{r['open_ms']} ms (timeline script {r['script_ms']} ms, {r['pieces']} rectangles; "
+          f"goal {r['goal_ms']} ms, median of {r['runs']})")
 
 
 if __name__ == "__main__":

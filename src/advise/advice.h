@@ -117,9 +117,14 @@ typedef struct {
 /* Replays far longer than this are left to `memreport simulate`: a report stays fast. */
 enum { AD_EXACT_REPLAY_EVENTS = 300000 };
 
+/* The moment a figure is from: the snapshot's, the trace's peak, the OOM's. */
+typedef enum { AD_MOMENT_SNAPSHOT, AD_MOMENT_PEAK, AD_MOMENT_OOM } ad_moment;
+const char *ad_moment_name(ad_moment m); /* "snapshot", "peak", "oom" */
+
 typedef struct {
-	int32_t device; /* the device diagnosed, -1 when none (no snapshot) */
-	char *verdict;  /* one sentence with its key number */
+	int32_t device;           /* the device diagnosed, -1 when none (no snapshot) */
+	char *verdict;            /* one sentence with its key number */
+	ad_moment verdict_moment; /* the moment the verdict speaks of */
 	ad_oom oom;
 	ad_categories categories;
 	ad_finding *findings;

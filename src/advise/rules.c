@@ -406,8 +406,9 @@ static void advise_peak_overhead(ad_ctx *c)
 	if (ad_pct(over, dv->peak_reserved) < HIGH_FRAG_PERCENT || over < HIGH_FRAG_MIN_BYTES)
 		return;
 	ad_note(c, "high_fragmentation", AD_WARNING,
-	        "At the peak, %s was reserved for %s allocated: %s (%d%% of reserved) was lost to "
-	        "fragmentation and caching of differently sized blocks.",
+	        "At the peak, %s was reserved for %s allocated: %s (%d%% of reserved, the overhead "
+	        "at the peak) held no tensor, cut up by fragmentation and the caching of "
+	        "differently sized blocks.",
 	        ad_sz(b1, dv->peak_reserved), ad_sz(b2, dv->peak_allocated), ad_sz(b3, over),
 	        ad_pct(over, dv->peak_reserved));
 	if (!settings_expandable(c))

@@ -72,9 +72,24 @@ int an_torch_internal(const char *f)
 	       in_package(f, "/triton/", "\\triton\\");
 }
 
+const char *an_python_stdlib(const char *path)
+{
+	for (const char *p = strstr(path, "/lib/python"); p; p = strstr(p + 1, "/lib/python")) {
+		const char *q = p + 11;
+		if (*q != '2' && *q != '3')
+			continue;
+		while ((*q >= '0' && *q <= '9') || *q == '.')
+			q++;
+		if (*q == '/')
+			return q + 1;
+	}
+	return NULL;
+}
+
 int an_library_file(const char *f)
 {
-	return an_torch_internal(f) || strstr(f, "site-packages") || strstr(f, "dist-packages");
+	return an_torch_internal(f) || strstr(f, "site-packages") || strstr(f, "dist-packages") ||
+	       an_python_stdlib(f) != NULL;
 }
 
 static int python_file(const char *f)
@@ -97,7 +112,24 @@ static int path_has(const char *file, const char *dir)
 	return 0;
 }
 
-const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack)
+/* The kind of frame f (index i of s->frames): from kinds, else read from its strings. */
+static uint8_t kind_of(const md_snapshot *s, const uint8_t *kinds, const md_frame *f)
+{
+	if (kinds)
+		return kinds[f - s->frames];
+	const char *name = md_str(s, f->name), *file = md_str(s, f->filename);
+	return (uint8_t)((an_frame_hidden(s, f) ? 0 : AN_FK_SHOWN) |
+	                 (python_file(file) ? AN_FK_PYTHON : 0) |
+	                 (an_library_file(file) ? AN_FK_LIBRARY : 0) |
+	                 (an_torch_internal(file) ? AN_FK_TORCH : 0) |
+	                 (strstr(name, "CUDACachingAllocator") ||
+	                          strstr(file, "CUDACachingAllocator") ||
+	                          strstr(file, "memory_snapshot.cpp")
+	                      ? AN_FK_ALLOCATOR
+	                      : 0));
+}
+
+const md_frame *an_user_frame_k(const md_snapshot *s, const uint8_t *kinds, uint32_t stack)
 {
 	if (stack >= s->stack_count)
 		return NULL;
@@ -105,18 +137,18 @@ const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack)
 	const md_frame *first_shown = NULL, *first_python = NULL, *first_outside_torch = NULL;
 	for (uint32_t k = 0; k < st->count; k++) {
 		const md_frame *f = &s->frames[st->first + k];
-		const char *file = md_str(s, f->filename);
-		if (an_frame_hidden(s, f))
+		uint8_t kind = kind_of(s, kinds, f);
+		if (!(kind & AN_FK_SHOWN))
 			continue;
 		if (!first_shown)
 			first_shown = f;
-		if (!python_file(file))
+		if (!(kind & AN_FK_PYTHON))
 			continue;
 		if (!first_python)
 			first_python = f;
-		if (!an_library_file(file))
+		if (!(kind & AN_FK_LIBRARY))
 			return f;
-		if (!first_outside_torch && !an_torch_internal(file))
+		if (!first_outside_torch && !(kind & AN_FK_TORCH))
 			first_outside_torch = f;
 	}
 	return first_outside_torch ? first_outside_torch
@@ -124,22 +156,50 @@ const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack)
 	                           : first_shown;
 }
 
-const md_frame *an_site_frame(const md_snapshot *s, uint32_t stack)
+const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack)
+{
+	return an_user_frame_k(s, NULL, stack);
+}
+
+/* The innermost shown frame whose kind has all of `want` and none of `not`, or NULL. */
+static const md_frame *frame_where(const md_snapshot *s, const uint8_t *kinds, uint32_t stack,
+                                   uint8_t want, uint8_t none)
 {
 	if (stack >= s->stack_count)
 		return NULL;
 	const md_stack *st = &s->stacks[stack];
-	const md_frame *first = NULL;
-	for (uint32_t i = 0; i < st->count; i++) {
-		const md_frame *f = &s->frames[st->first + i];
-		if (an_frame_hidden(s, f))
-			continue;
-		if (python_file(md_str(s, f->filename)))
+	for (uint32_t k = 0; k < st->count; k++) {
+		const md_frame *f = &s->frames[st->first + k];
+		uint8_t kind = kind_of(s, kinds, f);
+		if ((kind & want) == want && !(kind & none))
 			return f;
-		if (!first)
-			first = f;
 	}
-	return first;
+	return NULL;
+}
+
+const md_frame *an_own_frame_k(const md_snapshot *s, const uint8_t *kinds, uint32_t stack)
+{
+	return frame_where(s, kinds, stack, AN_FK_SHOWN | AN_FK_PYTHON, AN_FK_LIBRARY);
+}
+
+const md_frame *an_library_frame_k(const md_snapshot *s, const uint8_t *kinds, uint32_t stack)
+{
+	return frame_where(s, kinds, stack, AN_FK_SHOWN | AN_FK_PYTHON | AN_FK_LIBRARY, 0);
+}
+
+const md_frame *an_first_shown_k(const md_snapshot *s, const uint8_t *kinds, uint32_t stack)
+{
+	return frame_where(s, kinds, stack, AN_FK_SHOWN, 0);
+}
+
+const md_frame *an_own_frame(const md_snapshot *s, uint32_t stack)
+{
+	return an_own_frame_k(s, NULL, stack);
+}
+
+const md_frame *an_library_frame(const md_snapshot *s, uint32_t stack)
+{
+	return an_library_frame_k(s, NULL, stack);
 }
 
 /* What the rules below ask of a frame's name and of its file, as bits: read once per interned
@@ -155,8 +215,9 @@ enum {
 	N_REDUCE = 1u << 5,
 	N_BACKWARD = 1u << 6,
 	N_GRAD = 1u << 7,
+	N_ALLOCATOR = 1u << 8, /* "CUDACachingAllocator" */
 };
-#define F(k) ((uint64_t)1 << (8 + (k)))
+#define F(k) ((uint64_t)1 << (9 + (k))) /* above the name bits */
 #define F_HIDDEN F(0)
 #define F_PYTHON F(1)
 #define F_TORCH F(2)        /* an_torch_internal */
@@ -184,6 +245,8 @@ enum {
 #define F_FUNCTIONAL F(24)  /* torch/nn/functional.py */
 #define F_CUDA_MEMORY F(25) /* torch/cuda/memory.py */
 #define F_OPTIM F(26)       /* torch/optim/ */
+#define F_LIBRARY F(27)     /* an_library_file */
+#define F_ALLOCATOR F(28)   /* CUDACachingAllocator, memory_snapshot.cpp */
 #define TEXT_READ ((uint64_t)1 << 63)
 
 static uint64_t name_bits(const char *name)
@@ -194,7 +257,8 @@ static uint64_t name_bits(const char *name)
 	       (strstr(name, "::forward") ? N_COLON_FORWARD : 0) |
 	       (strstr(name, "training_step") ? N_TRAINING_STEP : 0) |
 	       (strstr(name, "reduce") ? N_REDUCE : 0) |
-	       (strstr(name, "backward") ? N_BACKWARD : 0) | (strstr(name, "grad") ? N_GRAD : 0);
+	       (strstr(name, "backward") ? N_BACKWARD : 0) | (strstr(name, "grad") ? N_GRAD : 0) |
+	       (strstr(name, "CUDACachingAllocator") ? N_ALLOCATOR : 0);
 }
 
 /* Code torch.compile runs: inductor's generated kernels and wrappers, AOT autograd, dynamo's
@@ -246,6 +310,10 @@ static uint64_t file_bits(const char *file)
 	};
 	uint64_t b = (hidden_file(file) ? F_HIDDEN : 0) | (python_file(file) ? F_PYTHON : 0) |
 	             (an_torch_internal(file) ? F_TORCH : 0) |
+	             (an_library_file(file) ? F_LIBRARY : 0) |
+	             (strstr(file, "CUDACachingAllocator") || strstr(file, "memory_snapshot.cpp")
+	                  ? F_ALLOCATOR
+	                  : 0) |
 	             (compiled_file(file) ? F_COMPILED : 0);
 	for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++)
 		if (!(b & dirs[i].bit) && path_has(file, dirs[i].dir))
@@ -273,7 +341,8 @@ static uint64_t string_bits(text_cache *c, uint32_t id)
 /* A frame's bits: what its name says and what its file says. */
 static uint64_t frame_bits(text_cache *c, const md_frame *f)
 {
-	return (string_bits(c, f->name) & 0xffu) | (string_bits(c, f->filename) & ~(uint64_t)0xff);
+	return (string_bits(c, f->name) & 0x1ffu) |
+	       (string_bits(c, f->filename) & ~(uint64_t)0x1ff);
 }
 
 static int frame_shown(uint64_t b)
@@ -489,6 +558,29 @@ int an_shown_python_frames(const md_snapshot *s, uint8_t *out)
 	}
 	free(tc.bits);
 	return 0;
+}
+
+uint8_t *an_frame_kinds(const md_snapshot *s)
+{
+	text_cache tc = {s,
+	                 mr_alloc_array(s->strings.count ? s->strings.count : 1, sizeof *tc.bits)};
+	uint8_t *out = mr_alloc_array(s->frame_count ? s->frame_count : 1, 1);
+	if (!tc.bits || !out) {
+		free(out);
+		out = NULL;
+		goto done;
+	}
+	for (size_t i = 0; i < s->frame_count; i++) {
+		uint64_t b = frame_bits(&tc, &s->frames[i]);
+		out[i] = (uint8_t)((frame_shown(b) ? AN_FK_SHOWN : 0) |
+		                   (b & F_PYTHON ? AN_FK_PYTHON : 0) |
+		                   (b & F_LIBRARY ? AN_FK_LIBRARY : 0) |
+		                   (b & F_TORCH ? AN_FK_TORCH : 0) |
+		                   (b & (N_ALLOCATOR | F_ALLOCATOR) ? AN_FK_ALLOCATOR : 0));
+	}
+done:
+	free(tc.bits);
+	return out;
 }
 
 int an_stack_category(const an_stack_info *info, uint32_t stack, int no_frames)

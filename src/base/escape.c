@@ -117,6 +117,8 @@ static const char *json_rule(const unsigned char *p, size_t left, size_t *n, cha
 	case '\n': return "\\n";
 	case '\t': return "\\t";
 	case '<': return "\\u003c";
+	case '>': return "\\u003e";
+	case '&': return "\\u0026";
 	default: break;
 	}
 	if (*p < 0x20 || *p == 0x7F) {

@@ -25,8 +25,9 @@ void mr_one_line(char *s);
  * U+202A to U+202E, U+2066 to U+2069), or 0. Such a character reorders the text around it on
  * screen: a right-to-left override in a frame name makes it read as another. */
 size_t mr_bidi_control_len(const char *s, size_t n);
-/* A JSON string body (without the quotes); '<' is written \u003c so that "</script>" stays
- * inert when the JSON is embedded in HTML. */
+/* A JSON string body (without the quotes); '<', '>' and '&' are written \u003c, \u003e and
+ * \u0026, so that neither "</script>" nor "<!--" can end or change a <script> element the
+ * JSON is embedded in. */
 void mr_buf_json(mr_buf *b, const char *s, size_t len);
 /* The one JSON string writer: s quoted and escaped, or null when s is NULL. */
 void mr_json_str(mr_buf *b, const char *s);

@@ -135,3 +135,22 @@ void hu_fill(mr_buf *b, const char *tmpl, size_t len, const hu_slot *slots, size
 	}
 	mr_buf_append(b, tmpl + run, len - run);
 }
+
+void hu_moment_name(mr_buf *b, const an_moments *m, size_t k)
+{
+	int n = 0;
+	for (size_t i = 0; i < m->mark_count; i++) {
+		const an_mark *mk = &m->marks[i];
+		if (mk->moment != k)
+			continue;
+		mr_buf_puts(b, n++ ? " and " : "");
+		switch (mk->kind) {
+		case AN_MARK_PEAK: mr_buf_puts(b, "the peak"); break;
+		case AN_MARK_OOM: mr_buf_puts(b, "the out-of-memory moment"); break;
+		case AN_MARK_ITERATION: mr_buf_printf(b, "the end of iteration %zu", mk->n); break;
+		default: mr_buf_puts(b, "the snapshot"); break;
+		}
+	}
+	if (!n)
+		mr_buf_puts(b, "the snapshot"); /* a device without a trace: its only moment */
+}

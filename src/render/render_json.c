@@ -10,9 +10,12 @@
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/escape.h"
+#include "base/mem.h"
 #include "base/version.h"
 #include "render/redact.h"
 #include "report/view.h"
+
+enum { JSON_MAX_SITES = 50 }; /* sites listed per moment */
 
 static void json_u64(mr_buf *b, const char *key, uint64_t v, int comma)
 {
@@ -102,7 +105,94 @@ static void pool_json(mr_buf *b, const an_pool *p)
 	mr_buf_puts(b, "}");
 }
 
-static void device_json(mr_buf *b, const rp_report *run, const an_device *dv)
+static void frame_json(mr_buf *b, const md_snapshot *s, const md_frame *f, const rd_options *opt)
+{
+	char pbuf[4096];
+	if (!f) {
+		mr_buf_puts(b, "null");
+		return;
+	}
+	mr_buf_puts(b, "{\"name\": ");
+	mr_json_str(b, md_str(s, f->name));
+	mr_buf_puts(b, ", \"filename\": ");
+	mr_json_str(b, rd_path(opt, md_str(s, f->filename), pbuf, sizeof pbuf));
+	mr_buf_printf(b, ", \"line\": %d}", (int)f->line);
+}
+
+/* The sites of a moment (at most JSON_MAX_SITES), or null without that moment. */
+static void sites_json(mr_buf *b, const md_snapshot *s, const an_moments *m, size_t moment,
+                       const rd_options *opt)
+{
+	if (!m || moment == AN_NO_MOMENT) {
+		mr_buf_puts(b, "null");
+		return;
+	}
+	const an_moment *mo = &m->moments[moment];
+	mr_buf_puts(b, "[");
+	for (size_t i = 0; i < mo->site_count && i < JSON_MAX_SITES; i++) {
+		const an_usite *site = &mo->sites[i];
+		mr_buf_printf(b,
+		              "%s{\"bytes\": %" PRIu64 ", \"requested_bytes\": %" PRIu64
+		              ", \"blocks\": %" PRIu64 ", \"user_frame\": ",
+		              i ? ", " : "", site->bytes, site->requested, site->blocks);
+		frame_json(b, s, site->user, opt);
+		mr_buf_puts(b, ", \"library_frame\": ");
+		frame_json(b, s, site->lib, opt);
+		mr_buf_printf(b, ", \"autograd\": %s}", site->autograd ? "true" : "false");
+	}
+	mr_buf_puts(b, "]");
+}
+
+/* The memory_stats() words at a moment, or null without it. */
+static void moment_json(mr_buf *b, const char *key, const an_moments *m, size_t moment)
+{
+	mr_buf_printf(b, ", \"%s\": ", key);
+	if (!m || moment == AN_NO_MOMENT) {
+		mr_buf_puts(b, "null");
+		return;
+	}
+	const an_moment *mo = &m->moments[moment];
+	const an_pool *p = &mo->totals;
+	mr_buf_printf(b, "{\"event\": %zu", mo->event);
+	json_u64(b, "reserved_bytes", p->reserved, 1);
+	json_u64(b, "allocated_bytes", p->allocated, 1);
+	json_u64(b, "active_bytes", p->active, 1);
+	json_u64(b, "free_cached_bytes", p->free_cached, 1);
+	json_u64(b, "largest_free_block_bytes", p->largest_free, 1);
+	json_u64(b, "segments", p->segments, 1);
+	mr_buf_printf(b, ", \"fragmentation\": %.4f, \"from_snapshot\": %s}", an_fragmentation(p),
+	              mo->from_snapshot ? "true" : "false");
+}
+
+/* What the trace says about the device beyond the contract's keys: the peaks' events, the
+ * overhead at the peak, the iteration starts, the state and the sites at each moment. */
+static void trace_json(mr_buf *b, const rp_report *run, const an_device *dv, const rd_options *opt)
+{
+	const an_moments *m = rp_moments(run, dv);
+	if (dv->has_trace) {
+		mr_buf_printf(b, ", \"peak_allocated_event\": %zu, \"peak_reserved_event\": %zu",
+		              dv->peak_allocated_event, dv->peak_reserved_event);
+		mr_buf_printf(b, ", \"overhead_at_peak\": %.4f", an_overhead_at_peak(dv));
+		mr_buf_puts(b, ", \"iteration_starts\": [");
+		for (size_t i = 0; i < dv->run.start_count; i++)
+			mr_buf_printf(b, "%s%zu", i ? ", " : "", dv->run.starts[i]);
+		mr_buf_puts(b, "]");
+	} else {
+		mr_buf_puts(b, ", \"peak_allocated_event\": null, \"peak_reserved_event\": null, "
+		               "\"overhead_at_peak\": null, \"iteration_starts\": null");
+	}
+	moment_json(b, "at_peak", m, m ? m->peak : AN_NO_MOMENT);
+	moment_json(b, "at_oom", m, m ? m->oom : AN_NO_MOMENT);
+	mr_buf_puts(b, ", \"sites\": {\"at_peak\": ");
+	sites_json(b, &run->ev.snap, m, m ? m->peak : AN_NO_MOMENT, opt);
+	mr_buf_puts(b, ", \"at_oom\": ");
+	sites_json(b, &run->ev.snap, m, m ? m->oom : AN_NO_MOMENT, opt);
+	mr_buf_puts(b, ", \"at_snapshot\": ");
+	sites_json(b, &run->ev.snap, m, m ? m->snapshot : AN_NO_MOMENT, opt);
+	mr_buf_puts(b, "}");
+}
+
+static void device_json(mr_buf *b, const rp_report *run, const an_device *dv, const rd_options *opt)
 {
 	const an_pool *all = &dv->pool[AN_POOL_ALL];
 	mr_buf_printf(b, "{\"device\": %d", dv->device);
@@ -134,6 +224,7 @@ static void device_json(mr_buf *b, const rp_report *run, const an_device *dv)
 		mr_buf_printf(b, ", \"trace_truncated\": %s", dv->truncated ? "true" : "false");
 	else
 		mr_buf_puts(b, ", \"trace_truncated\": null");
+	trace_json(b, run, dv, opt);
 	mr_buf_puts(b, ", \"pools\": {\"large\": ");
 	pool_json(b, &dv->pool[AN_POOL_LARGE]);
 	mr_buf_puts(b, ", \"small\": ");
@@ -334,6 +425,11 @@ static void advice_json(mr_buf *b, const rp_report *run, const rd_options *opt)
 	unsigned unknown = a->oom.unknown;
 	mr_buf_puts(b, ",\n  \"verdict\": ");
 	mr_json_str(b, a->verdict ? a->verdict : "");
+	if (a->device >= 0)
+		mr_buf_printf(b, ",\n  \"verdict_moment\": {\"device\": %d, \"moment\": \"%s\"}",
+		              a->device, ad_moment_name(a->verdict_moment));
+	else
+		mr_buf_puts(b, ",\n  \"verdict_moment\": null");
 	mr_buf_puts(b, ",\n  \"oom\": ");
 	if (a->oom.present) {
 		mr_buf_printf(b, "{\"device\": %d", a->oom.device);
@@ -423,7 +519,7 @@ mr_status rd_render_json(const rp_report *run, const rd_options *opt, mr_buf *ou
 	mr_buf_puts(b, "],\n  \"devices\": [");
 	for (size_t i = 0; i < view.device_count; i++) {
 		mr_buf_puts(b, i ? ",\n    " : "\n    ");
-		device_json(b, run, view.devices[i]);
+		device_json(b, run, view.devices[i], opt);
 	}
 	for (size_t i = 0; i < view.number_count; i++) {
 		mr_buf_puts(b, i ? ",\n    " : "\n    ");

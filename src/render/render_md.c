@@ -8,6 +8,7 @@
 #include "render/render_md.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "analyze/text_devices.h"
@@ -122,19 +123,24 @@ static void device_table(mr_buf *b, const rp_report *run, const rp_view *view)
 	char v[8][32];
 	if (!run->ev.has_snapshot || !run->an.device_count)
 		return;
-	mr_buf_puts(b, "| device | reserved | allocated | active | free cached | non-releasable "
-	               "| largest free block | fragmentation | peak allocated | peak reserved |\n"
-	               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	mr_buf_puts(b, "At the snapshot, and the trace's peaks:\n\n"
+	               "| device | reserved | allocated | active | free cached | non-releasable "
+	               "| largest free block | fragmentation | peak allocated | peak reserved | "
+	               "overhead at the peak |\n"
+	               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (size_t d = 0; d < view->device_count && d < MD_MAX_DEVICES; d++) {
 		const an_device *dv = view->devices[d];
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
-		mr_buf_printf(b, "| %d | %s | %s | %s | %s | %s | %s | %.1f%% | %s | %s |\n",
+		char over[16] = "n/a";
+		if (dv->has_trace)
+			snprintf(over, sizeof over, "%.1f%%", an_overhead_at_peak(dv) * 100.0);
+		mr_buf_printf(b, "| %d | %s | %s | %s | %s | %s | %s | %.1f%% | %s | %s | %s |\n",
 		              dv->device, md_bytes(v[0], p->reserved), md_bytes(v[1], p->allocated),
 		              md_bytes(v[2], p->active), md_bytes(v[3], p->free_cached),
 		              md_bytes(v[4], p->inactive_split), md_bytes(v[5], p->largest_free),
 		              dv->fragmentation * 100.0,
 		              dv->has_trace ? md_bytes(v[6], dv->peak_allocated) : "n/a",
-		              dv->has_trace ? md_bytes(v[7], dv->peak_reserved) : "n/a");
+		              dv->has_trace ? md_bytes(v[7], dv->peak_reserved) : "n/a", over);
 	}
 	if (view->device_count > MD_MAX_DEVICES)
 		mr_buf_printf(b, "\n%zu more devices in the full report.\n",
@@ -220,32 +226,53 @@ static void recommendations(mr_buf *b, const ad_advice *ad, const rd_options *op
 	mr_buf_puts(b, "\n");
 }
 
-/* Sites of the first device shown that has any. */
-static void top_sites(mr_buf *b, const md_snapshot *s, const rp_view *view, const rd_options *opt)
+/* A site's own line and what is beside it, for a table cell. */
+static void md_site(mr_buf *b, const rd_options *opt, const md_snapshot *s, const an_usite *site)
+{
+	if (site->user)
+		md_frame_text(b, opt, s, site->user);
+	else if (site->autograd)
+		mr_buf_puts(b, "autograd (backward)");
+	else if (site->lib)
+		md_frame_text(b, opt, s, site->lib);
+	else
+		mr_buf_puts(b, "(no stack recorded)");
+	mr_buf_puts(b, " | ");
+	if (site->user && site->autograd)
+		mr_buf_puts(b, "autograd (backward)");
+	else if (site->user && site->lib)
+		md_frame_text(b, opt, s, site->lib);
+}
+
+/* Sites at the verdict's moment, on the diagnosed device (else the first shown with any). */
+static void top_sites(mr_buf *b, const rp_report *run, const rp_view *view, const rd_options *opt)
 {
 	char v[32];
+	const an_device *pick = NULL;
 	for (size_t d = 0; d < view->device_count; d++) {
 		const an_device *dv = view->devices[d];
-		if (!dv->site_count)
+		const an_moments *m = rp_moments(run, dv);
+		size_t k = rp_verdict_moment(run, dv);
+		if (!m || k == AN_NO_MOMENT || !m->moments[k].site_count)
 			continue;
-		mr_buf_printf(b,
-		              "#### Top allocation sites (device %d, live at the snapshot)\n\n"
-		              "| bytes | blocks | where |\n|---:|---:|---|\n",
-		              dv->device);
-		for (size_t i = 0; i < dv->site_count && i < MD_MAX_SITES; i++) {
-			const an_site *site = &dv->sites[i];
-			const md_frame *f = an_site_frame(s, site->stack);
-			mr_buf_printf(b, "| %s | %" PRIu64 " | ", md_bytes(v, site->bytes),
-			              site->count);
-			if (f)
-				md_frame_text(b, opt, s, f);
-			else
-				mr_buf_puts(b, "(no stack recorded)");
-			mr_buf_puts(b, " |\n");
-		}
-		mr_buf_puts(b, "\n");
-		return;
+		if (!pick || dv->device == run->advice.device)
+			pick = dv;
 	}
+	if (!pick)
+		return;
+	const an_moments *m = rp_moments(run, pick);
+	size_t k = rp_verdict_moment(run, pick);
+	const an_moment *mo = &m->moments[k];
+	mr_buf_printf(b, "#### Top allocation sites (device %d, live at ", pick->device);
+	hu_moment_name(b, m, k);
+	mr_buf_puts(b, ")\n\n| bytes | blocks | your code | via |\n|---:|---:|---|---|\n");
+	for (size_t i = 0; i < mo->site_count && i < MD_MAX_SITES; i++) {
+		const an_usite *site = &mo->sites[i];
+		mr_buf_printf(b, "| %s | %" PRIu64 " | ", md_bytes(v, site->bytes), site->blocks);
+		md_site(b, opt, &run->ev.snap, site);
+		mr_buf_puts(b, " |\n");
+	}
+	mr_buf_puts(b, "\n");
 }
 
 /* What made the report, for a ticket: memreport's version and the inputs it read. */
@@ -286,7 +313,7 @@ mr_status rd_render_md(const rp_report *run, const rd_options *opt, mr_buf *out,
 	numbers_table(&b, &view);
 	oom_line(&b, &ad->oom);
 	recommendations(&b, ad, opt);
-	top_sites(&b, &run->ev.snap, &view, opt);
+	top_sites(&b, run, &view, opt);
 	mr_buf_printf(&b,
 	              "<sub>memreport: %zu finding%s, %zu recommendation%s; the HTML report has "
 	              "the segment maps, timeline and stacks.</sub>\n",

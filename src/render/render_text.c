@@ -12,6 +12,7 @@
 #include "base/escape.h"
 #include "base/mem.h"
 #include "base/units.h"
+#include "render/html_util.h"
 #include "render/redact.h"
 #include "report/view.h"
 
@@ -37,28 +38,6 @@ static void line_bytes(mr_buf *b, const char *label, uint64_t v)
 	char s[32];
 	mr_format_bytes(s, sizeof s, v);
 	mr_buf_printf(b, "  %-26s %12s  (%" PRIu64 " bytes)\n", label, s, v);
-}
-
-/* Up to `max` frames of a stack that PyTorch's viewer would show, innermost first. */
-static void short_stack(mr_buf *b, const md_snapshot *s, const rd_options *opt, uint32_t stack,
-                        size_t max)
-{
-	const md_stack *st = &s->stacks[stack];
-	size_t shown = 0;
-	char pbuf[4096];
-	for (size_t i = 0; i < st->count && shown < max; i++) {
-		const md_frame *f = &s->frames[st->first + i];
-		if (an_frame_hidden(s, f))
-			continue;
-		mr_buf_puts(b, "        ");
-		safe(b, md_str(s, f->name));
-		mr_buf_puts(b, " (");
-		safe(b, rd_path(opt, md_str(s, f->filename), pbuf, sizeof pbuf));
-		mr_buf_printf(b, ":%d)\n", f->line);
-		shown++;
-	}
-	if (st->count == 0)
-		mr_buf_puts(b, "        (no stack recorded)\n");
 }
 
 /* The inputs, the verdict and the OOM. */
@@ -160,11 +139,26 @@ static void numbers(mr_buf *b, const an_numbers *d)
 }
 
 /* A device of the snapshot: its numbers and top allocation sites. */
-static void device(mr_buf *b, const md_snapshot *s, const an_device *dv, const rd_options *opt)
+/* The layout at a rebuilt moment. */
+static void moment_lines(mr_buf *b, const an_moments *m, size_t k)
+{
+	const an_moment *mo = &m->moments[k];
+	mr_buf_puts(b, "  At ");
+	hu_moment_name(b, m, k);
+	mr_buf_printf(b, " (after event %zu, rebuilt from the trace):\n", mo->event);
+	line_bytes(b, "reserved", mo->totals.reserved);
+	line_bytes(b, "allocated", mo->totals.allocated);
+	line_bytes(b, "free cached", mo->totals.free_cached);
+	line_bytes(b, "largest free block", mo->totals.largest_free);
+	mr_buf_printf(b, "  %-26s %12.1f%%\n", "fragmentation",
+	              an_fragmentation(&mo->totals) * 100.0);
+}
+
+static void device(mr_buf *b, const an_device *dv, const an_moments *m)
 {
 	const an_pool *p = &dv->pool[AN_POOL_ALL];
-	mr_buf_printf(b, "\nDevice %d: %" PRIu64 " segments%s\n", dv->device, p->segments,
-	              dv->expandable ? " (expandable segments)" : "");
+	mr_buf_printf(b, "\nDevice %d: %" PRIu64 " segments%s\n  At the snapshot:\n", dv->device,
+	              p->segments, dv->expandable ? " (expandable segments)" : "");
 	line_bytes(b, "reserved", p->reserved);
 	line_bytes(b, "allocated", p->allocated);
 	line_bytes(b, "active", p->active);
@@ -175,22 +169,78 @@ static void device(mr_buf *b, const md_snapshot *s, const an_device *dv, const r
 	mr_buf_printf(b, "  %-26s %12.1f%%\n", "fragmentation", dv->fragmentation * 100.0);
 	if (dv->pool[AN_POOL_PRIVATE].segments)
 		line_bytes(b, "in private pools", dv->pool[AN_POOL_PRIVATE].reserved);
-	if (dv->has_trace) {
-		line_bytes(b, "peak allocated (trace)", dv->peak_allocated);
-		line_bytes(b, "peak reserved (trace)", dv->peak_reserved);
-		mr_buf_printf(b, "  %-26s %12zu%s\n", "trace events", dv->trace_events,
-		              dv->truncated ? "  (truncated: peaks are lower bounds)" : "");
-	} else {
+	if (!dv->has_trace) {
 		mr_buf_puts(b, "  no trace recorded: peaks unknown\n");
+		return;
 	}
-	if (dv->site_count)
-		mr_buf_puts(b, "\n  Top live allocation sites:\n");
-	for (size_t i = 0; i < dv->site_count && i < 10; i++) {
+	mr_buf_puts(b, "  Over the trace:\n");
+	line_bytes(b, "peak allocated", dv->peak_allocated);
+	line_bytes(b, "peak reserved", dv->peak_reserved);
+	mr_buf_printf(b, "  %-26s %12.1f%%  (peak reserved - peak allocated, of peak reserved)\n",
+	              "overhead at the peak", an_overhead_at_peak(dv) * 100.0);
+	mr_buf_printf(b, "  %-26s %12zu%s\n", "trace events", dv->trace_events,
+	              dv->truncated ? "  (truncated: peaks are lower bounds)" : "");
+	if (m && m->peak != AN_NO_MOMENT && m->peak != m->snapshot)
+		moment_lines(b, m, m->peak);
+	if (m && m->oom != AN_NO_MOMENT && m->oom != m->snapshot)
+		moment_lines(b, m, m->oom);
+}
+
+static void frame_line(mr_buf *b, const md_snapshot *s, const rd_options *opt, const md_frame *f)
+{
+	char pbuf[4096];
+	safe(b, md_str(s, f->name));
+	mr_buf_puts(b, " (");
+	safe(b, rd_path(opt, md_str(s, f->filename), pbuf, sizeof pbuf));
+	mr_buf_printf(b, ":%d)", f->line);
+}
+
+/* The top sites of one moment: the user's line, then the library frame beside it. */
+static void moment_sites(mr_buf *b, const md_snapshot *s, const an_moments *m, size_t k,
+                         const rd_options *opt)
+{
+	const an_moment *mo = &m->moments[k];
+	mr_buf_puts(b, "\n  Top live allocation sites at ");
+	hu_moment_name(b, m, k);
+	mr_buf_puts(b, mo->from_snapshot ? ":\n" : " (rebuilt from the trace):\n");
+	for (size_t i = 0; i < mo->site_count && i < 10; i++) {
+		const an_usite *site = &mo->sites[i];
 		char sz[32];
-		mr_format_bytes(sz, sizeof sz, dv->sites[i].bytes);
-		mr_buf_printf(b, "  %2zu. %10s in %" PRIu64 " block%s\n", i + 1, sz,
-		              dv->sites[i].count, dv->sites[i].count == 1 ? "" : "s");
-		short_stack(b, s, opt, dv->sites[i].stack, 3);
+		mr_format_bytes(sz, sizeof sz, site->bytes);
+		mr_buf_printf(b, "  %2zu. %10s in %" PRIu64 " block%s  ", i + 1, sz, site->blocks,
+		              site->blocks == 1 ? "" : "s");
+		if (site->user)
+			frame_line(b, s, opt, site->user);
+		else if (site->autograd)
+			mr_buf_puts(b, "autograd (backward)");
+		else if (site->lib)
+			frame_line(b, s, opt, site->lib);
+		else
+			mr_buf_puts(b, "(no stack recorded)");
+		if (site->user && site->autograd) {
+			mr_buf_puts(b, "\n        autograd (backward)");
+		} else if (site->user && site->lib) {
+			mr_buf_puts(b, "\n        via ");
+			frame_line(b, s, opt, site->lib);
+		}
+		mr_buf_puts(b, "\n");
+	}
+}
+
+/* Sites at the verdict's moment, then at the OOM, the peak and the snapshot (each once). */
+static void device_sites(mr_buf *b, const rp_report *run, const an_device *dv,
+                         const rd_options *opt)
+{
+	const an_moments *m = rp_moments(run, dv);
+	if (!m)
+		return;
+	size_t order[4] = {rp_verdict_moment(run, dv), m->oom, m->peak, m->snapshot};
+	for (size_t i = 0; i < 4; i++) {
+		int seen = order[i] == AN_NO_MOMENT || !m->moments[order[i]].site_count;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = order[j] == order[i];
+		if (!seen)
+			moment_sites(b, &run->ev.snap, m, order[i], opt);
 	}
 }
 
@@ -205,8 +255,10 @@ mr_status rd_render_text(const rp_report *run, const rd_options *opt, mr_buf *ou
 	advice(&text, &run->advice, opt);
 	for (size_t i = 0; i < view.number_count; i++)
 		numbers(&text, &view.numbers[i]);
-	for (size_t i = 0; i < view.device_count; i++)
-		device(&text, &run->ev.snap, view.devices[i], opt);
+	for (size_t i = 0; i < view.device_count; i++) {
+		device(&text, view.devices[i], rp_moments(run, view.devices[i]));
+		device_sites(&text, run, view.devices[i], opt);
+	}
 	rp_view_free(&view);
 	if (text.failed)
 		out->failed = 1;
