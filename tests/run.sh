@@ -40,10 +40,11 @@ f=$(echo "$out" | grep -c '^not ok ')
 echo "cli.sh: $p passed, $f failed"
 passed=$((passed + p))
 failed=$((failed + f))
-# every saved fuzz input, replayed; hostile inputs through the command line; golden outputs;
+# every saved fuzz input, replayed; hostile inputs through the command line; sharded batches
+# and their merge; golden outputs;
 # the stage order of docs/architecture.md; functions of at most 120 lines; memreport.capture
 # against a stand-in torch; make install, make deb, make wheel
-for s in "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" "sh tests/golden.sh $bin" \
+for s in "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" "sh tests/cli_shard.sh $bin" "sh tests/golden.sh $bin" \
 	"sh tools/check_layers.sh" "sh tools/check_functions.sh" "sh tests/capture.sh $bin" \
 	"sh tests/install.sh $bin" "python3 tests/diagnosis.py $bin" "python3 tests/capacity.py $bin"; do
 	out=$($s 2>&1)
