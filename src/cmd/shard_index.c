@@ -470,8 +470,9 @@ static int any_value(cursor *c, const char **start, size_t *len)
 					open.len--;
 					c->pos++;
 					want_value = 0;
-				} else if (ch == '{' && (str(c, &s, 0) || expect(c, ':'))) {
-					break;
+				} else if (ch == '{') {
+					str(c, &s, 0);
+					expect(c, ':');
 				}
 				free(s);
 				if (open.failed)
@@ -495,8 +496,10 @@ static int any_value(cursor *c, const char **start, size_t *len)
 		} else if (ch == ',') {
 			c->pos++;
 			char *s = NULL;
-			if (top == '{' && (str(c, &s, 0) || expect(c, ':')))
-				break;
+			if (top == '{') {
+				str(c, &s, 0);
+				expect(c, ':');
+			}
 			free(s);
 			want_value = 1;
 		} else {
@@ -507,6 +510,13 @@ static int any_value(cursor *c, const char **start, size_t *len)
 	*start = c->p + from;
 	*len = c->pos - from;
 	return c->failed ? -1 : 0;
+}
+
+static void free_list(char **list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
 }
 
 /* A list of strings: ["a", "b"]. */
@@ -538,14 +548,12 @@ static int str_list(cursor *c, char ***out, size_t *count)
 		expect(c, ']');
 		break;
 	}
-	return c->failed ? -1 : 0;
-}
-
-static void free_list(char **list, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(list[i]);
-	free(list);
+	if (!c->failed)
+		return 0;
+	free_list(*out, *count); /* nothing half-read is kept */
+	*out = NULL;
+	*count = 0;
+	return -1;
 }
 
 static int shape(cursor *c, sx_doc *d)
