@@ -95,6 +95,8 @@ mr_status an_casts_find(const md_snapshot *s, const md_device *md, const an_stac
 		if (ev[i].action == MD_ACT_ALLOC && an_casts_take(k, s, info, &ev[i]))
 			seen += block_size(ev[i].size);
 	k->on = total && seen * 5 >= total * 4;
+	k->param_bytes = total;
+	k->copied_bytes = seen;
 	an_casts_next_iteration(k);
 	return MR_OK;
 oom:
