@@ -338,7 +338,7 @@ done <"$tmp/man/examples"
 # 80 columns (issue 15 item 6): --help of every command, and every text output, line by line
 # longest FILE...: the widest line in columns (UTF-8 characters), 0 for empty files
 longest() { cat "$@" | LC_ALL=C.UTF-8 wc -L | tr -d ' '; }
-for c in "" batch diff simulate; do
+for c in "" batch diff simulate merge; do
 	# shellcheck disable=SC2086
 	"$bin" $c --help >"$tmp/help_$c.txt"
 done

@@ -28,15 +28,29 @@ static mr_status write_fd(int fd, const char *data, size_t len, mr_error *err)
 	return MR_OK;
 }
 
+/* "<path>.tmp-<host>-<pid>-XXXXXX": unique among the machines that share a folder (a cache or
+ * a batch's output on a shared filesystem) before mkstemp's random part; the host name is
+ * kept to [A-Za-z0-9.-] and 32 characters. NULL on OOM. */
+static char *temp_name(const char *path)
+{
+	char host[65] = "";
+	if (gethostname(host, sizeof host - 1) != 0)
+		host[0] = '\0';
+	host[32] = '\0';
+	for (char *h = host; *h; h++)
+		if (!((*h >= 'a' && *h <= 'z') || (*h >= 'A' && *h <= 'Z') ||
+		      (*h >= '0' && *h <= '9') || *h == '.' || *h == '-'))
+			*h = '_';
+	return mr_format("%s.tmp-%s-%ld-XXXXXX", path, host[0] ? host : "host", (long)getpid());
+}
+
 /* The temporary file beside path, then the rename; mode is the permission bits it gets. */
 static mr_status write_atomic(const char *path, mode_t mode, const char *data, size_t len,
                               mr_error *err)
 {
-	size_t plen = strlen(path);
-	char *tmp = malloc(plen + 16);
+	char *tmp = temp_name(path);
 	if (!tmp)
 		return mr_oom(err);
-	snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
 	int fd = mkstemp(tmp);
 	if (fd < 0) {
 		mr_status st = mr_fail(err, MR_EFAIL, "cannot create %s: %s", tmp, strerror(errno));

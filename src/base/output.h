@@ -7,9 +7,11 @@
  *     device: "No space left on device") is an error;
  *   - a symbolic link is written through: the file it points to (followed to the end of the
  *     chain, created when the link dangles) is replaced, and the link stays;
- *   - a regular file, or a new name, is written to a temporary file beside it, every write and
- *     the close checked (a full disk is an error), then renamed into place; an existing file
- *     keeps its permission bits, a new one gets 0644.
+ *   - a regular file, or a new name, is written to a temporary file beside it
+ *     ("<path>.tmp-<host>-<pid>-<random>": unique among machines sharing the folder), every
+ *     write and the close checked (a full disk is an error), then renamed into place, so a
+ *     reader never sees half a file; an existing file keeps its permission bits, a new one
+ *     gets 0644.
  * out_replace is for memreport's own files (batch reports and indexes, cache entries): always
  * the temporary file and the rename, so a link or a device at the path is replaced, never
  * followed.

@@ -10,8 +10,10 @@
  * memreport binary that wrote it (so a rebuilt tool never trusts an older tool's output), the
  * options that change a report, and the bytes of every input of the run. An entry whose header,
  * version, key, length, hash or msgpack structure is off is treated as a miss and rebuilt; it is
- * never trusted. Entries are written atomically (temporary file + rename), so concurrent
- * writers of the same key are harmless.
+ * never trusted. Entries are written atomically (a temporary file named after the host and the
+ * process, then rename(2)), so shards on several machines can share one cache folder: a reader
+ * never sees a half-written entry, and concurrent writers of the same key write the same bytes
+ * (the last rename wins).
  *
  * The hash (base/hash128.h) protects against accidents, not against someone who can write into
  * the cache folder: whoever can write there can change the reports (README, "the cache"). An

@@ -1,8 +1,12 @@
-/* cmd_batch.c: `memreport batch INPUT... -o DIR [--cache DIR] [-j N] [-q]`.
+/* cmd_batch.c: `memreport batch INPUT... -o DIR [--cache DIR] [-j N] [--shard I/N] [-q]`.
  *
  * Finds the runs (load/discover.h), reports each one (in parallel, from the cache when it can),
  * and writes DIR/<run>.html for each, DIR/index.html and DIR/index.json
- * (render/batch_index.h). A broken run is listed with its error and the others go on. */
+ * (render/batch_index.h). A broken run is listed with its error and the others go on. With
+ * --shard I/N only the runs of shard I are reported (cmd/shard_index.h: by a hash of each
+ * run's key, the same on every machine), and their rows go to DIR/index.shard-I-of-N.json for
+ * `memreport merge` instead of the index; without it the rows take the same way through
+ * memory, so that both indexes come from cmd_write_index. */
 #include "cmd/cmd_batch.h"
 
 #include <errno.h>
@@ -20,9 +24,11 @@
 #include "base/output.h"
 #include "base/pool.h"
 #include "cmd/cache.h"
+#include "cmd/cmd_merge.h"
 #include "cmd/options.h"
 #include "cmd/run_input.h"
 #include "cmd/say.h"
+#include "cmd/shard_index.h"
 #include "load/discover.h"
 #include "render/batch_index.h"
 #include "render/render_html.h"
@@ -33,9 +39,11 @@
 
 static const char batch_usage[] =
     "usage: memreport batch INPUT... -o DIR [--cache DIR] [-j N] [--device N]\n"
-    "                       [--redact-paths] [-q]\n"
+    "                       [--redact-paths] [--shard I/N] [-q]\n"
     "INPUT: run folders, single files, zip archives. Writes DIR/index.html,\n"
-    "DIR/index.json and one DIR/<run>.html per run or rank.\n";
+    "DIR/index.json and one DIR/<run>.html per run or rank.\n"
+    "--shard I/N: only shard I of N (0 <= I < N), and DIR/index.shard-I-of-N.json\n"
+    "instead of the index; memreport merge DIR combines the N shards.\n";
 
 typedef struct {
 	ca_entry entry;
@@ -52,6 +60,8 @@ typedef struct {
 	const char *out_dir;
 	const char *cache_dir;
 	row_result *results;
+	const size_t *todo; /* the runs of this shard: indexes into set->runs */
+	size_t todo_count;
 	pthread_mutex_t lock;
 	size_t finished;
 	size_t cache_write_failures;
@@ -89,22 +99,6 @@ static mr_status report_run(const batch_job *job, sr_reader *rd, const ar_run *r
 	if (st)
 		ca_entry_free(e);
 	return st;
-}
-
-/* Writes the file unless it already holds exactly these bytes: a batch re-run over unchanged
- * runs then creates no files (creating them is most of what a cached run costs). */
-static mr_status write_if_changed(const char *path, const char *data, size_t len, mr_error *err)
-{
-	in_data old;
-	mr_error ignored = {0};
-	/* Only a regular file of this size can hold these bytes; a FIFO is never waited on. */
-	if (in_read_regular(path, len, &old, &ignored) == MR_OK) {
-		int same = old.len == len && (len == 0 || memcmp(old.data, data, len) == 0);
-		in_release(&old);
-		if (same)
-			return MR_OK;
-	}
-	return out_replace(path, data, len, err);
 }
 
 static mr_status run_key(const batch_job *job, sr_reader *rd, const ar_run *run, h128_digest *key,
@@ -162,7 +156,7 @@ static void process_row(batch_job *job, sr_reader *rd, size_t i)
 		st = mr_oom(&err);
 		goto done;
 	}
-	st = write_if_changed(path, res->entry.html, res->entry.html_len, &err);
+	st = cmd_write_if_changed(path, res->entry.html, res->entry.html_len, &err);
 	free(path);
 	/* The HTML is on disk; only the row facts and the JSON stay for the index. */
 	free(res->entry.html);
@@ -193,22 +187,22 @@ static void worker_free(void *rd)
 static void batch_task(void *ctx, void *worker, size_t i)
 {
 	batch_job *job = ctx;
-	process_row(job, worker, i);
+	process_row(job, worker, job->todo[i]);
 	pthread_mutex_lock(&job->lock);
 	job->finished++;
 	if (job->progress)
-		fprintf(stderr, "\rmemreport: %zu/%zu runs", job->finished, job->set->count);
+		fprintf(stderr, "\rmemreport: %zu/%zu runs", job->finished, job->todo_count);
 	pthread_mutex_unlock(&job->lock);
 }
 
 /* ---- the batch ------------------------------------------------------------------------------ */
 
 /* Says why each run without a report has none; returns the exit status they make. */
-static int report_failures(const ar_set *set, const row_result *results)
+static int report_failures(const ar_set *set, const unsigned char *take, const row_result *results)
 {
 	int any_input = 0, any_fail = 0;
 	for (size_t i = 0; i < set->count; i++) {
-		if (results[i].done)
+		if (results[i].done || !take[i])
 			continue;
 		const char *name = set->runs[i].name;
 		const char *why = results[i].error ? results[i].error : "not processed";
@@ -229,36 +223,53 @@ static int report_failures(const ar_set *set, const row_result *results)
 	return any_fail ? MR_EFAIL : any_input ? MR_EINPUT : 0;
 }
 
-/* Writes DIR/index.json and DIR/index.html. Returns 0, or MR_EFAIL after saying why. */
-static int write_indexes(const char *out_dir, const ar_set *set, const row_result *results)
+/* The rows of the runs taken: into DIR/index.shard-I-of-N.json for a shard, else read back
+ * and made into DIR/index.json and DIR/index.html (the way merge makes them). Returns 0, or
+ * MR_EFAIL after saying why. */
+static int write_rows(const cmd_options *opt, const ar_set *set, const unsigned char *take,
+                      const row_result *results)
 {
-	static const char *const names[] = {"index.json", "index.html"};
-	ix_line *lines = mr_alloc_array(set->count ? set->count : 1, sizeof *lines);
-	mr_buf index = {0};
+	size_t n = set->count ? set->count : 1;
+	ix_line *lines = mr_alloc_array(n, sizeof *lines);
+	int *status = mr_alloc_array(n, sizeof *status);
+	mr_buf rows = {0};
+	mr_error err = {0};
+	sx_doc doc = {0};
+	const sx_row **view = NULL;
+	char *path = NULL;
 	int rc = 0;
-	for (size_t i = 0; lines && i < set->count; i++) {
+	mr_status st = lines && status ? MR_OK : mr_oom(&err);
+	for (size_t i = 0; !st && i < set->count; i++) {
 		const row_result *x = &results[i];
 		lines[i] =
 		    (ix_line){x->done, x->error, &x->entry.row, x->entry.json, x->entry.json_len};
+		status[i] = (int)x->status;
 	}
-	for (int k = 0; k < 2; k++) {
-		mr_error werr = {0};
-		index.len = 0;
-		mr_status st = !lines   ? mr_oom(&werr)
-		               : k == 0 ? rd_index_json(set, lines, &index, &werr)
-		                        : rd_index_html(set, lines, &index, &werr);
-		char *path = st ? NULL : mr_format("%s/%s", out_dir, names[k]);
-		if (!st && !path)
-			st = mr_oom(&werr);
-		if (!st)
-			st = write_if_changed(path, index.data ? index.data : "", index.len, &werr);
-		if (st) {
-			cmd_say("%s", werr.msg);
-			rc = MR_EFAIL;
-		}
-		free(path);
+	sx_shape shape = {opt->args, opt->arg_count, opt->device, opt->redact_paths,
+	                  opt->templates};
+	unsigned count = opt->shard_count ? opt->shard_count : 1;
+	if (!st)
+		st = sx_write(&rows, opt->shard_index, count, &shape, set, take, lines, status,
+		              &err);
+	if (!st && opt->shard_count) {
+		path =
+		    mr_format("%s/index.shard-%u-of-%u.json", opt->output, opt->shard_index, count);
+		st = path ? cmd_write_if_changed(path, rows.data, rows.len, &err) : mr_oom(&err);
+	} else if (!st && !(st = sx_parse("the batch's rows", rows.data, rows.len, &doc, &err))) {
+		view = mr_alloc_array(doc.row_count ? doc.row_count : 1, sizeof *view);
+		for (size_t i = 0; view && i < doc.row_count; i++)
+			view[i] = &doc.rows[i];
+		rc = view ? cmd_write_index(opt->output, view, doc.row_count) : (int)mr_oom(&err);
 	}
-	mr_buf_free(&index);
+	if (st || (rc && !view)) {
+		cmd_say("%s", err.msg);
+		rc = MR_EFAIL;
+	}
+	free(view);
+	sx_doc_free(&doc);
+	free(path);
+	mr_buf_free(&rows);
+	free(status);
 	free(lines);
 	return rc;
 }
@@ -272,7 +283,7 @@ static void run_rows(batch_job *job)
 		jobs = cpus > 0 ? MR_MIN(cpus, 64) : 1;
 	}
 	pthread_mutex_init(&job->lock, NULL);
-	mr_pool_run(job->set->count, (size_t)jobs, batch_task, job, worker_new, worker_free);
+	mr_pool_run(job->todo_count, (size_t)jobs, batch_task, job, worker_new, worker_free);
 	pthread_mutex_destroy(&job->lock);
 	if (job->progress)
 		fputc('\n', stderr);
@@ -326,7 +337,8 @@ static const char *prepare_cache(const cmd_options *opt, int *rc)
 
 /* The output folder must not be an input folder (its reports would be read back as runs), and
  * no report or index may land on an input file. Returns 0, or MR_EINPUT after saying why. */
-static int check_outputs(const char *out_dir, const cmd_options *opt, const ar_set *set)
+static int check_outputs(const char *out_dir, const cmd_options *opt, const ar_set *set,
+                         const unsigned char *take)
 {
 	out_guard g = {0};
 	mr_error err = {0};
@@ -349,9 +361,13 @@ static int check_outputs(const char *out_dir, const cmd_options *opt, const ar_s
 		for (size_t m = 0; m < set->runs[r].member_count && !st; m++)
 			st = out_guard_add(&g, set->runs[r].members[m].path, &err);
 	for (size_t r = 0; out_exists && r <= set->count + 1 && !st; r++) {
+		if (r < set->count && !take[r])
+			continue;
 		char *path = r < set->count ? mr_format("%s/%s.html", out_dir, set->runs[r].slug)
-		                            : mr_format("%s/index.%s", out_dir,
-		                                        r == set->count ? "html" : "json");
+		             : opt->shard_count ? mr_format("%s/index.shard-%u-of-%u.json", out_dir,
+		                                            opt->shard_index, opt->shard_count)
+		                                : mr_format("%s/index.%s", out_dir,
+		                                            r == set->count ? "html" : "json");
 		st = path ? out_guard_check(&g, path, &err) : mr_oom(&err);
 		free(path);
 	}
@@ -374,8 +390,35 @@ static void summary(const cmd_options *opt, const batch_job *job)
 	char from_cache[64] = "";
 	if (job->cache_dir)
 		snprintf(from_cache, sizeof from_cache, " (%zu from the cache)", cached);
-	cmd_say("wrote %s/index.html: %zu of %zu runs reported%s", job->out_dir, done_count,
-	        job->set->count, from_cache);
+	if (opt->shard_count)
+		cmd_say("wrote %s/index.shard-%u-of-%u.json: %zu of the shard's %zu runs (of %zu) "
+		        "reported%s",
+		        job->out_dir, opt->shard_index, opt->shard_count, done_count,
+		        job->todo_count, job->set->count, from_cache);
+	else
+		cmd_say("wrote %s/index.html: %zu of %zu runs reported%s", job->out_dir, done_count,
+		        job->set->count, from_cache);
+}
+
+/* The runs this batch reports: all, or those of its shard. take[i] marks them, todo lists
+ * their indexes; both malloc'd. Returns 0 or MR_EFAIL (out of memory). */
+static int pick_runs(const cmd_options *opt, const ar_set *set, unsigned char **take, size_t **todo,
+                     size_t *todo_count)
+{
+	size_t n = set->count ? set->count : 1;
+	*take = mr_alloc_array(n, 1);
+	*todo = mr_alloc_array(n, sizeof **todo);
+	*todo_count = 0;
+	for (size_t i = 0; *take && *todo && i < set->count; i++) {
+		char *key = opt->shard_count ? sx_key(&set->runs[i]) : NULL;
+		if (opt->shard_count && !key)
+			return MR_EFAIL;
+		(*take)[i] = !key || sx_shard_of(key, opt->shard_count) == opt->shard_index;
+		free(key);
+		if ((*take)[i])
+			(*todo)[(*todo_count)++] = i;
+	}
+	return *take && *todo ? 0 : MR_EFAIL;
 }
 
 /* Finds the runs, reports them and writes the index. Returns the exit status. */
@@ -385,6 +428,8 @@ static int run_batch(const cmd_options *opt)
 	int rc = 0;
 	ar_set set = {0};
 	row_result *results = NULL;
+	unsigned char *take = NULL;
+	size_t *todo = NULL, todo_count = 0;
 	mr_error err = {0};
 	sr_limits lim;
 	sr_default_limits(&lim);
@@ -398,7 +443,12 @@ static int run_batch(const cmd_options *opt)
 		rc = MR_EFAIL;
 		goto done;
 	}
-	if ((rc = check_outputs(out_dir, opt, &set)))
+	if (pick_runs(opt, &set, &take, &todo, &todo_count)) {
+		cmd_say("out of memory");
+		rc = MR_EFAIL;
+		goto done;
+	}
+	if ((rc = check_outputs(out_dir, opt, &set, take)))
 		goto done;
 	if (make_dirs(out_dir, 0755) != 0) {
 		cmd_say("cannot create folder %s: %s", out_dir, strerror(errno));
@@ -419,14 +469,16 @@ static int run_batch(const cmd_options *opt)
 	                 .out_dir = out_dir,
 	                 .cache_dir = cache_dir,
 	                 .results = results,
-	                 .progress = !opt->quiet && isatty(STDERR_FILENO) && set.count > 1};
+	                 .todo = todo,
+	                 .todo_count = todo_count,
+	                 .progress = !opt->quiet && isatty(STDERR_FILENO) && todo_count > 1};
 	run_rows(&job);
-	rc = report_failures(&set, results);
+	rc = report_failures(&set, take, results);
 	if (job.cache_write_failures)
 		cmd_say("warning: %zu cache entr%s could not be written to %s",
 		        job.cache_write_failures, job.cache_write_failures == 1 ? "y" : "ies",
 		        cache_dir);
-	if (write_indexes(out_dir, &set, results))
+	if (write_rows(opt, &set, take, results))
 		rc = MR_EFAIL;
 	summary(opt, &job);
 done:
@@ -435,6 +487,8 @@ done:
 		free(results[i].error);
 	}
 	free(results);
+	free(take);
+	free(todo);
 	ar_set_free(&set);
 	return rc;
 }

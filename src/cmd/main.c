@@ -9,6 +9,7 @@
 #include "base/version.h"
 #include "cmd/cmd_batch.h"
 #include "cmd/cmd_diff.h"
+#include "cmd/cmd_merge.h"
 #include "cmd/cmd_report.h"
 #include "cmd/cmd_simulate.h"
 
@@ -25,6 +26,8 @@ int main(int argc, char **argv)
 		rc = cmd_batch(argc - 1, argv + 1);
 	} else if (argc >= 2 && strcmp(argv[1], "diff") == 0) {
 		rc = cmd_diff(argc - 1, argv + 1);
+	} else if (argc >= 2 && strcmp(argv[1], "merge") == 0) {
+		rc = cmd_merge(argc - 1, argv + 1);
 	} else if (argc >= 2 && strcmp(argv[1], "simulate") == 0) {
 		rc = cmd_simulate(argc - 1, argv + 1);
 	} else {

@@ -12,7 +12,7 @@
 #include "base/mem.h"
 #include "base/units.h"
 
-enum { C_REPORT = 1, C_BATCH = 2, C_DIFF = 4, C_SIMULATE = 8, C_ALL = 15 };
+enum { C_REPORT = 1, C_BATCH = 2, C_DIFF = 4, C_SIMULATE = 8, C_ALL = 15, C_MERGE = 16 };
 enum {
 	OPT_FORMAT = 256,
 	OPT_DEVICE,
@@ -22,7 +22,8 @@ enum {
 	OPT_CONF,
 	OPT_LIMIT,
 	OPT_FAIL_ON,
-	OPT_BUDGET
+	OPT_BUDGET,
+	OPT_SHARD
 };
 
 static const struct {
@@ -35,15 +36,16 @@ static const struct {
     {"format", required_argument, OPT_FORMAT, C_REPORT | C_DIFF | C_SIMULATE},
     {"device", required_argument, OPT_DEVICE, C_ALL},
     {"redact-paths", no_argument, OPT_REDACT, C_REPORT | C_BATCH | C_DIFF},
-    {"quiet", no_argument, 'q', C_REPORT | C_BATCH | C_DIFF},
-    {"templates", required_argument, OPT_TEMPLATES, C_REPORT | C_BATCH | C_DIFF},
+    {"quiet", no_argument, 'q', C_REPORT | C_BATCH | C_DIFF | C_MERGE},
+    {"templates", required_argument, OPT_TEMPLATES, C_REPORT | C_BATCH | C_DIFF | C_MERGE},
     {"cache", required_argument, OPT_CACHE, C_BATCH},
     {"jobs", required_argument, 'j', C_BATCH},
+    {"shard", required_argument, OPT_SHARD, C_BATCH},
     {"alloc-conf", required_argument, OPT_CONF, C_SIMULATE},
     {"limit", required_argument, OPT_LIMIT, C_SIMULATE},
     {"fail-on", required_argument, OPT_FAIL_ON, C_REPORT},
     {"budget", required_argument, OPT_BUDGET, C_REPORT},
-    {"help", no_argument, 'h', C_ALL},
+    {"help", no_argument, 'h', C_ALL | C_MERGE},
 };
 enum { OPTION_COUNT = sizeof table / sizeof table[0] };
 
@@ -77,6 +79,7 @@ static unsigned bit_of(cmd_id which)
 	return which == CMD_BATCH      ? C_BATCH
 	       : which == CMD_DIFF     ? C_DIFF
 	       : which == CMD_SIMULATE ? C_SIMULATE
+	       : which == CMD_MERGE    ? C_MERGE
 	                               : C_REPORT;
 }
 
@@ -97,6 +100,27 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
+/* "I/N": digits only, 0 <= I < N <= CMD_MAX_SHARDS. */
+static int parse_shard(const char *s, unsigned *index, unsigned *count)
+{
+	unsigned long v[2];
+	for (int k = 0; k < 2; k++) {
+		char *end;
+		if (*s < '0' || *s > '9')
+			return -1;
+		errno = 0;
+		v[k] = strtoul(s, &end, 10);
+		if (errno || v[k] > CMD_MAX_SHARDS || *end != (k == 0 ? '/' : '\0'))
+			return -1;
+		s = end + 1;
+	}
+	if (v[1] == 0 || v[0] >= v[1])
+		return -1;
+	*index = (unsigned)v[0];
+	*count = (unsigned)v[1];
+	return 0;
+}
+
 /* What a value-taking option needs, for "X needs ..." when it is missing. */
 static const char *needs(int val, unsigned cmd)
 {
@@ -109,6 +133,7 @@ static const char *needs(int val, unsigned cmd)
 	case 'j': return "a number of threads (1-256)";
 	case OPT_CONF: return "a PYTORCH_CUDA_ALLOC_CONF string";
 	case OPT_FAIL_ON: return "warning or critical";
+	case OPT_SHARD: return "I/N (this shard, and how many: 0/4 to 3/4)";
 	default: return "a size such as 4GiB";
 	}
 }
@@ -156,6 +181,12 @@ static void take(cmd_options *o, unsigned cmd, int val, const char *spelled, con
 			        spelled, arg);
 		else
 			o->jobs = v;
+		break;
+	case OPT_SHARD:
+		if (parse_shard(arg, &o->shard_index, &o->shard_count))
+			mr_fail(err, MR_EINPUT,
+			        "%s needs I/N with 0 <= I < N <= %u (shard I of N), got '%s'",
+			        spelled, CMD_MAX_SHARDS, arg);
 		break;
 	case OPT_BUDGET:
 		if (mr_parse_size(arg, &o->budget) || !o->budget)

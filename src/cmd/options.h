@@ -3,7 +3,8 @@
  * "-oFILE"; options and arguments come in any order, and "--" ends the options.
  *
  * Every spelling the commands ever took keeps working: -o/--output, --format, --device,
- * --redact-paths, -q/--quiet, --templates (the report commands); --cache, -j/--jobs (batch);
+ * --redact-paths, -q/--quiet, --templates (the report commands); --cache, -j/--jobs, --shard
+ * (batch); -q, --templates (merge);
  * --alloc-conf, --limit (simulate); --budget, --fail-on (the report); -h/--help.
  *
  * Ownership: cmd_options points into argv (which must outlive it) and owns its list of
@@ -17,7 +18,10 @@
 
 #include "base/error.h"
 
-typedef enum { CMD_REPORT, CMD_BATCH, CMD_DIFF, CMD_SIMULATE } cmd_id;
+typedef enum { CMD_REPORT, CMD_BATCH, CMD_DIFF, CMD_SIMULATE, CMD_MERGE } cmd_id;
+
+/* The most shards --shard I/N takes (N). */
+#define CMD_MAX_SHARDS 65536u
 
 typedef enum { CMD_HTML, CMD_JSON, CMD_MD, CMD_TEXT } cmd_format;
 
@@ -33,6 +37,8 @@ typedef struct {
 	const char *templates;  /* --templates DIR */
 	const char *cache;      /* batch: --cache DIR */
 	long jobs;              /* batch: -j N (1 to 256); 0 when not given */
+	unsigned shard_index;   /* batch: --shard I/N: I */
+	unsigned shard_count;   /* batch: --shard I/N: N; 0 when not given */
 	const char *alloc_conf; /* simulate: --alloc-conf CONF */
 	uint64_t limit;         /* simulate: --limit SIZE; 0 when not given */
 	int fail_on; /* report: --fail-on, the least ad_severity that exits 3; -1 when not given */

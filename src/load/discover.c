@@ -55,13 +55,14 @@ static void found_free(found_file *f)
 	free(f->error);
 }
 
-static mr_status add_error_row(finder *fd, const char *name, mr_status status, const char *msg,
-                               mr_error *err)
+static mr_status add_error_row(finder *fd, size_t input_no, const char *name, mr_status status,
+                               const char *msg, mr_error *err)
 {
 	if (MR_GROW(fd->errors, fd->error_cap, fd->error_count + 1))
 		return mr_oom(err);
 	ar_run *r = &fd->errors[fd->error_count];
 	memset(r, 0, sizeof *r);
+	r->input_no = input_no;
 	r->rank = -1;
 	r->iteration = -1;
 	r->name = mr_strdup(name);
@@ -186,12 +187,12 @@ static mr_status scan_zip(finder *fd, size_t input_no, const char *path, const c
 	zp_archive zip;
 	mr_error zerr = {0};
 	if (zp_open(&zip, path, &zerr))
-		return add_error_row(fd, display, zerr.status ? zerr.status : MR_EINPUT, zerr.msg,
-		                     err);
+		return add_error_row(fd, input_no, display, zerr.status ? zerr.status : MR_EINPUT,
+		                     zerr.msg, err);
 	mr_status st = MR_OK;
 	int64_t n = zp_entries(&zip, fd->lim, msg, sizeof msg);
 	if (n < 0)
-		st = add_error_row(fd, display, MR_EINPUT, msg, err);
+		st = add_error_row(fd, input_no, display, MR_EINPUT, msg, err);
 	for (int64_t i = 0; i < n && !st; i++) {
 		zp_entry e;
 		if (zp_entry_at(&zip, i, &e))
@@ -208,8 +209,9 @@ static mr_status scan_zip(finder *fd, size_t input_no, const char *path, const c
 			              name);
 			if (!shown.failed)
 				snprintf(msg, sizeof msg, "%s", shown.data);
-			st = shown.failed ? mr_oom(err)
-			                  : add_error_row(fd, display, MR_EINPUT, msg, err);
+			st = shown.failed
+			         ? mr_oom(err)
+			         : add_error_row(fd, input_no, display, MR_EINPUT, msg, err);
 			mr_buf_free(&shown);
 			continue;
 		}
@@ -230,7 +232,7 @@ static mr_status scan_file(finder *fd, size_t input_no, const char *path, const 
 	if (got < 0) {
 		char msg[512];
 		snprintf(msg, sizeof msg, "cannot read: %s", strerror(errno));
-		return add_error_row(fd, single ? path : rel, MR_EINPUT, msg, err);
+		return add_error_row(fd, input_no, single ? path : rel, MR_EINPUT, msg, err);
 	}
 	dc_kind kind = dc_sniff(head, (size_t)got);
 	if (kind == DC_GZIP || kind == DC_XZ) {
@@ -282,7 +284,8 @@ static mr_status walk_unreadable(void *ctx, const char *rel, const char *why, mr
 {
 	folder_walk *w = ctx;
 	char *shown = rel[0] ? mr_format("%s/%s", w->label, rel) : mr_strdup(w->label);
-	mr_status st = shown ? add_error_row(w->fd, shown, MR_EINPUT, why, err) : mr_oom(err);
+	mr_status st =
+	    shown ? add_error_row(w->fd, w->input_no, shown, MR_EINPUT, why, err) : mr_oom(err);
 	free(shown);
 	return st;
 }
@@ -428,6 +431,7 @@ static mr_status add_row(ar_set *set, size_t *cap, const found_file *items, cons
 		free(base);
 	}
 	free(zipless);
+	r->input_no = f0->input_no;
 	r->rank = rank;
 	r->iteration = p[0].iteration;
 	r->members = mr_alloc_array(n, sizeof *r->members);
@@ -576,7 +580,7 @@ mr_status ar_discover(const char *const *inputs, size_t count, const sr_limits *
 		if (stat(in, &sb) != 0) {
 			char msg[512];
 			snprintf(msg, sizeof msg, "cannot open: %s", strerror(errno));
-			st = add_error_row(&fd, in, MR_EINPUT, msg, err);
+			st = add_error_row(&fd, i, in, MR_EINPUT, msg, err);
 		} else if (S_ISDIR(sb.st_mode)) {
 			char *label = folder_label(in);
 			st = label ? scan_folder(&fd, i, in, label, err) : mr_oom(err);

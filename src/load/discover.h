@@ -25,11 +25,12 @@
 #include "source/members.h"
 
 typedef struct {
-	char *name;     /* row name: "<run>[/iteration_N][ rank R][ (file)]" */
-	char *group;    /* the run the row belongs to: the same for every rank and iteration */
-	int rank;       /* -1 when unknown */
-	long iteration; /* -1 when unknown */
-	char *slug;     /* unique output stem, [A-Za-z0-9._-], never "index" */
+	char *name;      /* row name: "<run>[/iteration_N][ rank R][ (file)]" */
+	char *group;     /* the run the row belongs to: the same for every rank and iteration */
+	size_t input_no; /* the input it was found in: inputs[input_no] of ar_discover */
+	int rank;        /* -1 when unknown */
+	long iteration;  /* -1 when unknown */
+	char *slug;      /* unique output stem, [A-Za-z0-9._-], never "index" */
 	sr_member *members;
 	size_t member_count;
 	char *error; /* set when discovery already knows the row is unusable */

@@ -107,6 +107,16 @@ void ix_row_free(ix_row *r)
 	memset(r, 0, sizeof *r);
 }
 
+void ix_put_document(mr_buf *b, const char *json, size_t len)
+{
+	while (len && (json[len - 1] == '\n' || json[len - 1] == ' '))
+		len--;
+	if (len)
+		mr_buf_append(b, json, len);
+	else
+		mr_buf_puts(b, "null");
+}
+
 mr_status rd_index_json(const ar_set *set, const ix_line *lines, mr_buf *b, mr_error *err)
 {
 	mr_buf_puts(b, "{\n\"schema\": \"memreport-batch/1\",\n\"memreport\": \"" MEMREPORT_VERSION
@@ -165,13 +175,7 @@ mr_status rd_index_json(const ar_set *set, const ix_line *lines, mr_buf *b, mr_e
 		mr_json_str(b, e->rec_id);
 		mr_buf_puts(b, "},\n \"result\": ");
 		/* The run's own memreport/1 document, as written by rd_render_json. */
-		size_t n = x->json_len;
-		while (n && (x->json[n - 1] == '\n' || x->json[n - 1] == ' '))
-			n--;
-		if (n)
-			mr_buf_append(b, x->json, n);
-		else
-			mr_buf_puts(b, "null");
+		ix_put_document(b, x->json, x->json_len);
 		mr_buf_puts(b, "}");
 	}
 	mr_buf_puts(b, "\n]\n}\n");

@@ -43,6 +43,10 @@ typedef struct {
 	size_t json_len;
 } ix_line;
 
+/* A run's memreport/1 document as the index embeds it: without its trailing newline; null when
+ * empty. */
+void ix_put_document(mr_buf *b, const char *json, size_t len);
+
 mr_status rd_index_json(const ar_set *set, const ix_line *lines, mr_buf *out, mr_error *err);
 mr_status rd_index_html(const ar_set *set, const ix_line *lines, mr_buf *out, mr_error *err);
 
