@@ -129,12 +129,12 @@ mr_status cmd_run_check_device(const rp_report *r, int device, mr_error *err)
 		if (r->ev.text.ooms[i].device >= 0)
 			add_id(ids, &n, RP_VIEW_MAX_NUMBERS, r->ev.text.ooms[i].device);
 	rp_view_free(&all);
-	mr_buf list = {0};
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
 		if (ids[i] == device)
 			return MR_OK;
+	mr_buf list = {0};
+	for (size_t i = 0; i < n; i++)
 		mr_buf_printf(&list, "%s%d", i ? ", " : "", (int)ids[i]);
-	}
 	const char *first = r->ev.input_count ? r->ev.inputs[0].path : "the evidence";
 	st = n ? mr_fail(err, MR_EINPUT,
 	                 "%s: --device %d: the evidence has no device %d (it has %s %s)", first,
