@@ -200,6 +200,44 @@ def s_adam_state_oom(out, facts):
     run_oom(out, facts, lambda: R.hf_lm_steps(m, opt, 2, 1, 256, 32000, facts))
 
 
+# a second set, recorded after the first set's fixes (as build/h2/heldout2.py)
+def s_gpt2_beam_oom(out, facts):
+    """HF GPT-2 (12 layers, width 768) generate() with 8 beams, 16 prompts of 256 tokens, up to 768
+    new tokens, bf16 weights, under 3 GiB."""
+    torch = R._torch()
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cap(3, facts)
+    start_history(facts=facts)
+    m = GPT2LMHeadModel(GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024)).cuda().to(torch.bfloat16).eval()
+    model_facts(m, facts)
+    facts["settings"] = dict(kind="inference", generate=True, num_beams=8, batch=16, prompt=256, max_new_tokens=768)
+    x = torch.randint(50257, (16, 256), device="cuda")
+    run_oom(out, facts, lambda: m.generate(x, num_beams=8, max_new_tokens=768, min_new_tokens=768, do_sample=False, pad_token_id=0))
+
+
+def s_varlen_tight(out, facts):
+    """GPT (2 layers, width 1024) training, bf16 autocast, AdamW, (batch, seq) drawn from a wide range
+    every step (seeded), under 3 GiB, 40 steps: shapes that vary a lot under a tight cap."""
+    torch = R._torch()
+    import random
+    cap(3, facts)
+    start_history(facts=facts)
+    torch.manual_seed(0)
+    model = R.gpt(L=2)
+    model_facts(model, facts)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    rng = random.Random(3)
+    sizes = [(rng.choice([1, 2, 3, 4, 6, 8]), rng.choice([128, 256, 384, 512, 768, 1024])) for _ in range(40)]
+    facts["settings"] = dict(kind="training", amp="bf16 autocast", sizes=sizes)
+
+    def body():
+        for s, (B, T) in enumerate(sizes):
+            R.gpt_step(model, opt, B, T)
+            steplog(facts, step=s, B=B, T=T)
+        R.dump(out, facts)
+    run_oom(out, facts, body)
+
+
 R.SCENARIOS.clear()
 R.SCENARIOS.update({
     "roberta_fp32_oom": dict(fn=s_roberta_fp32_oom, group="solo"),
@@ -208,6 +246,8 @@ R.SCENARIOS.update({
     "sum_loss_accum_oom": dict(fn=s_sum_loss_accum_oom, group="solo"),
     "lightning_ckpt_accum_oom": dict(fn=s_lightning_ckpt_accum_oom, group="solo"),
     "adam_state_oom": dict(fn=s_adam_state_oom, group="solo"),
+    "gpt2_beam_oom": dict(fn=s_gpt2_beam_oom, group="solo"),
+    "varlen_tight": dict(fn=s_varlen_tight, group="solo"),
 })
 R.__file__ = os.path.abspath(__file__)
 

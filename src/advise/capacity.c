@@ -264,6 +264,15 @@ static void advise_forward_only(ad_ctx *c, const uint64_t *cat)
 		           ad_sz(b1, acts));
 }
 
+int ad_state_bound(const uint64_t *cat, uint64_t request)
+{
+	uint64_t live = ad_live_total(cat);
+	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
+	uint64_t acts = cat[AN_CAT_ACTIVATIONS];
+	return live && ad_pct(state, live) >= AD_DOMINANT_PERCENT &&
+	       (acts + request) * 4 < live + request;
+}
+
 void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)
 {
 	char b1[32], b2[32];
@@ -273,15 +282,23 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)
 	if (!live)
 		return;
 	an_run_kind kind = ad_run_kind(c);
-	if (ad_pct(state, live) >= AD_DOMINANT_PERCENT && kind == AN_RUN_TRAINING) {
+	int state_big = ad_pct(state, live) >= AD_DOMINANT_PERCENT && kind == AN_RUN_TRAINING;
+	if (state_big && ad_state_bound(cat, oom ? c->dv->oom.requested : 0)) {
 		advise_state(c, cat);
 		return;
 	}
-	if (ad_pct(acts, live) >= AD_DOMINANT_PERCENT || (oom && ad_pct(acts, live) >= 25)) {
+	if (ad_pct(acts, live) >= AD_DOMINANT_PERCENT || (oom && ad_pct(acts, live) >= 25) ||
+	    state_big) {
 		if (kind == AN_RUN_TRAINING)
 			advise_training(c, cat);
 		else
 			advise_forward_only(c, cat);
+		/* the state is large too: its levers come after the batch's */
+		size_t before = c->a->rec_count;
+		if (state_big)
+			advise_state(c, cat);
+		for (size_t i = before; i < c->a->rec_count; i++)
+			c->rec_priority[i] += 5;
 		return;
 	}
 	if (ad_pct(state, live) >= AD_DOMINANT_PERCENT) {

@@ -12,6 +12,11 @@
 
 #include "advise/rule_ctx.h"
 
+/* Parameters, gradients and optimizer state hold most of live memory (by category cat), and
+ * activations with the failing request (0: none) are under a quarter of it: a smaller batch
+ * cannot make room. */
+int ad_state_bound(const uint64_t *cat, uint64_t request);
+
 /* The advice for live memory by category cat (AN_CAT_COUNT values), at an OOM or not. */
 void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom);
 

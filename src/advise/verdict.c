@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "advise/capacity.h"
 #include "base/buf.h"
 #include "base/mem.h"
 #include "base/units.h"
@@ -129,7 +130,7 @@ static void oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "Out of memory from a leak: live memory grew %s per iteration over %zu "
 		    "iterations until the %s request failed.",
 		    sz(b1, r->growth_per_iteration), r->growth_increments, sz(b2, o->requested));
-	else if (live && ad_pct(state, live) >= AD_DOMINANT_PERCENT && r->kind == AN_RUN_TRAINING)
+	else if (ad_state_bound(cat, o->requested) && r->kind == AN_RUN_TRAINING)
 		mr_buf_printf(
 		    b,
 		    "Out of memory from capacity: parameters, gradients and optimizer state "
