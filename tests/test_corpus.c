@@ -32,7 +32,7 @@ static uint64_t pool_value(const an_pool *p, size_t i)
 	return v[i];
 }
 
-static int checked_samples, exact_peaks;
+static int checked_samples, exact_peaks, exact_truncated;
 
 /* The corpus README names the runs whose ring buffer wrapped: their peaks are lower bounds. */
 static int known_truncated(const char *name)
@@ -96,6 +96,19 @@ static void check_sample(const char *dir, const char *name)
 		if (known_truncated(name)) {
 			assert_true(dv->truncated);
 			assert_true(dv->peak_reserved <= (uint64_t)peak_reserved);
+			assert_true(dv->peak_allocated <= (uint64_t)peak_alloc);
+			/* Replayed from the state its window starts in, whatever its length: exact
+			 * within the window, which in these steady loops holds the run's peak. */
+			exact_truncated += dv->peak_exact;
+			if (dv->peak_exact && (dv->peak_allocated != (uint64_t)peak_alloc ||
+			                       dv->peak_reserved != (uint64_t)peak_reserved)) {
+				print_error(
+				    "%s: truncated peaks %llu / %llu, memory_stats %lld / %lld\n",
+				    name, (unsigned long long)dv->peak_allocated,
+				    (unsigned long long)dv->peak_reserved, peak_alloc,
+				    peak_reserved);
+				fail();
+			}
 		} else {
 			assert_false(dv->truncated);
 			if (dv->peak_reserved != (uint64_t)peak_reserved) {
@@ -136,6 +149,8 @@ static void test_corpus_numbers(void **state)
 	assert_true(checked_samples >= 16);
 	/* every complete trace but the max_split_size one, whose 4 GiB cap is in no input */
 	assert_true(exact_peaks >= 14);
+	/* gpt_large_trace (1 M events) and infer_kv_oom: no trace is too long to replay */
+	assert_true(exact_truncated >= 2);
 }
 
 /* Hand-checked facts of single samples, from their facts.json and README rows. */

@@ -104,9 +104,6 @@ typedef struct {
 	char divergence[48];     /* what differed there */
 } ad_replay;
 
-/* Replays far longer than this are left to `memreport simulate`: a report stays fast. */
-enum { AD_EXACT_REPLAY_EVENTS = 300000 };
-
 typedef struct {
 	int32_t device; /* the device diagnosed, -1 when none (no snapshot) */
 	char *verdict;  /* one sentence with its key number */

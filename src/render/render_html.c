@@ -200,10 +200,12 @@ static void device_cards(hr_ctx *c)
 		    dv->fragmentation >= 0.5 && p->inactive_split >= 64 * MR_MIB ? " hot" : "",
 		    frag);
 		if (dv->has_trace) {
-			card(c, "peak allocated", dv->peak_allocated,
-			     dv->truncated ? "from the trace, a lower bound" : "from the trace");
-			card(c, "peak reserved", dv->peak_reserved,
-			     dv->truncated ? "from the trace, a lower bound" : "from the trace");
+			const char *how = !dv->truncated ? "from the trace"
+			                  : dv->peak_exact
+			                      ? "exact in the trace's window, a lower bound"
+			                      : "from the trace, a lower bound";
+			card(c, "peak allocated", dv->peak_allocated, how);
+			card(c, "peak reserved", dv->peak_reserved, how);
 		}
 		mr_buf_puts(c->b, "</div>");
 		mr_buf_puts(c->b,
@@ -537,9 +539,12 @@ static void notes(hr_ctx *c)
 			    "<li>Device %d: <b>the trace is truncated</b>: it does not reach back "
 			    "to an empty allocator (%s reserved and %s allocated before its first "
 			    "event; the ring buffer of <code>max_entries</code> overflowed or "
-			    "recording started late), so the peaks shown are lower bounds.</li>",
+			    "recording started late), so the peaks shown are lower bounds%s.</li>",
 			    dv->device, hr_bytes(b1, dv->initial_reserved),
-			    hr_bytes(b2, dv->initial_allocated));
+			    hr_bytes(b2, dv->initial_allocated),
+			    dv->peak_exact ? " for the run; the allocator replay reproduced the "
+			                     "window from that state, so they are exact within it"
+			                   : "");
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
 		if (p->pending_free)
 			mr_buf_printf(

@@ -160,7 +160,10 @@ static void device(mr_buf *b, const md_snapshot *s, const an_device *dv, const r
 		line_bytes(b, "peak allocated (trace)", dv->peak_allocated);
 		line_bytes(b, "peak reserved (trace)", dv->peak_reserved);
 		mr_buf_printf(b, "  %-26s %12zu%s\n", "trace events", dv->trace_events,
-		              dv->truncated ? "  (truncated: peaks are lower bounds)" : "");
+		              !dv->truncated   ? ""
+		              : dv->peak_exact ? "  (truncated: peaks exact within the window, "
+		                                 "lower bounds for the run)"
+		                               : "  (truncated: peaks are lower bounds)");
 	} else {
 		mr_buf_puts(b, "  no trace recorded: peaks unknown\n");
 	}

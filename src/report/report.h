@@ -21,8 +21,8 @@
 typedef struct {
 	ld_evidence ev; /* the inputs */
 	an_result an;   /* per device of the snapshot (empty without one) */
-	/* Per device of `an`: the recorded settings replayed (conf "" when not run: no trace, or
-	 * more than AD_EXACT_REPLAY_EVENTS events). NULL without a snapshot. */
+	/* Per device of `an`: the recorded settings replayed (conf "" when not run: no
+	 * trace). NULL without a snapshot. */
 	ad_replay *recorded;
 	ad_advice advice; /* always made, whatever the inputs */
 } rp_report;
