@@ -45,7 +45,7 @@ failed=$((failed + f))
 # against a stand-in torch; make install, make deb, make wheel
 for s in "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" "sh tests/golden.sh $bin" \
 	"sh tools/check_layers.sh" "sh tools/check_functions.sh" "sh tests/capture.sh $bin" \
-	"sh tests/install.sh $bin" "python3 tests/diagnosis.py $bin" "python3 tests/capacity.py $bin"; do
+	"sh tests/install.sh $bin" "sh tests/threads.sh $bin" "python3 tests/diagnosis.py $bin" "python3 tests/capacity.py $bin"; do
 	out=$($s 2>&1)
 	echo "$out" | grep -v '^ok ' || true
 	p=$(echo "$out" | grep -c '^ok ')

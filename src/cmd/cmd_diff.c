@@ -14,6 +14,7 @@
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/output.h"
+#include "base/pool.h"
 #include "cmd/options.h"
 #include "decode/sniff.h"
 #include "load/discover.h"
@@ -91,11 +92,46 @@ static mr_status load_side(const char *path, int device, rp_report *run, mr_erro
 	return st ? st : rp_build(run, &ev, &(rp_params){device, 0}, err);
 }
 
+typedef struct {
+	const char *path;
+	int device;
+	rp_report *run; /* built in place: the analysis points into it */
+	mr_error err;
+	mr_status st;
+} side_job;
+
+static void side_task(void *ctx, void *worker, size_t i)
+{
+	(void)worker;
+	side_job *j = &((side_job *)ctx)[i];
+	j->st = load_side(j->path, j->device, j->run, &j->err);
+}
+
+/* Both runs, loaded in parallel (one after the other when either is standard input). Returns
+ * the first side's error, as a sequential load would; *loaded: which sides need rp_free. */
+static mr_status load_both(const char *const *paths, int device, rp_report runs[2], int loaded[2],
+                           mr_error *err)
+{
+	side_job jobs[2] = {{paths[0], device, &runs[0], {0}, MR_OK},
+	                    {paths[1], device, &runs[1], {0}, MR_OK}};
+	int stdin_side = strcmp(paths[0], "-") == 0 || strcmp(paths[1], "-") == 0;
+	mr_pool_run(2, stdin_side ? 1 : 2, side_task, jobs, NULL, NULL);
+	mr_status st = MR_OK;
+	for (int i = 0; i < 2; i++) {
+		loaded[i] = !jobs[i].st;
+		if (jobs[i].st && !st) {
+			st = jobs[i].st;
+			*err = jobs[i].err;
+		}
+	}
+	return st;
+}
+
 /* Loads both runs, compares them and writes the result. Returns the exit status. */
 static int write_diff(const cmd_options *opt)
 {
 	const char *out_path = opt->output, *const *paths = opt->args;
-	int json = opt->format == CMD_JSON, loaded = 0;
+	int json = opt->format == CMD_JSON, loaded[2] = {0, 0};
 	rp_report runs[2];
 	df_result d = {0};
 	mr_buf buf = {0};
@@ -103,9 +139,7 @@ static int write_diff(const cmd_options *opt)
 	mr_error err = {0};
 	mr_status st = MR_OK;
 	/* ld_load names the file; discovery errors name it too */
-	for (; loaded < 2; loaded++)
-		if ((st = load_side(paths[loaded], opt->device, &runs[loaded], &err)))
-			break;
+	st = load_both(paths, opt->device, runs, loaded, &err);
 	if (!st)
 		st = df_compute(&runs[0], &runs[1], opt->device, &d, &err);
 	rd_options ropt = {opt->device, opt->redact_paths};
@@ -125,8 +159,9 @@ static int write_diff(const cmd_options *opt)
 	} else if (default_path && !opt->quiet) {
 		fprintf(stderr, "memreport: wrote %s\n", default_path);
 	}
-	for (int i = 0; i < loaded; i++)
-		rp_free(&runs[i]);
+	for (int i = 0; i < 2; i++)
+		if (loaded[i])
+			rp_free(&runs[i]);
 	df_free(&d);
 	mr_buf_free(&buf);
 	free(default_path);
