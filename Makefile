@@ -2,7 +2,7 @@
 
 CC      ?= cc
 PKGS_MSGPACK := $(shell pkg-config --exists msgpack-c 2>/dev/null && echo msgpack-c || echo msgpack)
-PKGS    := libzip $(PKGS_MSGPACK) libcmark libpng zlib
+PKGS    := libzip $(PKGS_MSGPACK) libcmark libpng zlib liblzma
 DEPS_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 DEPS_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -80,15 +80,19 @@ build/md2man: tools/md2man.c
 	mkdir -p build
 	$(CC) -std=c11 -O2 $(WARN) $(DEPS_CFLAGS) -o $@ $< $(DEPS_LIBS)
 
-$(MAN): docs/memreport.1.md build/md2man
-	build/md2man MEMREPORT 1 "memreport 0.1.0" < $< > $@.part && mv $@.part $@
+$(MAN): docs/memreport.1.md build/md2man src/base/version.h
+	build/md2man MEMREPORT 1 "memreport $(VERSION)" < $< > $@.part && mv $@.part $@
 
 demo: deps
 	$(MAKE) $(BIN) $(MAN)
 	./$(BIN) samples/oom_fragmentation.pickle samples/oom_fragmentation.log -o demo-report.html
 	@echo "Report written to demo-report.html (open it in a browser)."
 
-check: deps-check $(BIN) test-bins
+# The binary, the test programs and the fuzz replays are built two at a time unless make was
+# given its own -j (a fresh clone's `make check` then takes well under a minute on two cores).
+check: deps-check
+	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j2) $(BIN) test-bins \
+		fuzz-replay-bins
 	@sh tests/run.sh $(BUILD) ./$(BIN)
 
 # Regenerates tests/golden/sha256.txt on purpose, after a change of behaviour (see tests/golden.sh).
@@ -162,7 +166,6 @@ $(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(OBJ_LIB)
 	$(CC) $(CFLAGS) -o $@ tests/fuzz/fuzz_$*.c tests/fuzz/replay_main.c $(OBJ_LIB) $(LDFLAGS) $(LDLIBS)
 
 fuzz-replay-bins: $(FUZZ_REPLAY)
-check: fuzz-replay-bins
 .PHONY: fuzz-replay-bins
 
 # ---- packages (README "Install"): `make wheel`, `make deb`; `make install` is above ----

@@ -11,22 +11,21 @@
   microbatch that died.
 - Runs without a budget have no "capacity"; a budget smaller than what does not scale gives no
   factor and says why; a tiny run under a large budget says it is not limited by the microbatch.
-Prints "ok N - ..." / "not ok N - ..." lines; samples whose files are absent are skipped.
+Samples come from tests/corpus (read from build/corpus, where tests/unpack_corpus.sh decompresses
+them), then $MEMREPORT_SHARED/corpus, as tests/diagnosis.py finds them. Prints "ok N - ..." /
+"not ok N - ..." lines; a shared sample that is absent is "ok N - ... # SKIP why".
 """
-import atexit
 import glob
 import json
-import lzma
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 BIN = os.path.abspath(sys.argv[1])
 SHARED = os.environ.get("MEMREPORT_SHARED", "../shared")
-TMP = tempfile.mkdtemp(prefix="memreport-capacity.")
-atexit.register(shutil.rmtree, TMP, True)
+# the project's own samples first, as tests/testutil.h and tests/samples.sh find them
+ROOTS = ["build/corpus", os.path.join(SHARED, "corpus")]
+UNPACKED = subprocess.run(["sh", "tests/unpack_corpus.sh"]).returncode == 0
 n = 0
 
 
@@ -37,16 +36,19 @@ def report(ok, what):
 
 
 def snapshot(d):
-    """The folder's snapshot, decompressed when the project keeps it xz-compressed."""
+    """The run folder's snapshot, or None."""
     for f in ("snapshot.pickle", "oom_snapshot.pickle"):
         p = os.path.join(d, f)
         if os.path.isfile(p):
             return p
-        if os.path.isfile(p + ".xz"):
-            out = os.path.join(TMP, os.path.basename(d) + "_" + f)
-            with lzma.open(p + ".xz") as src, open(out, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-            return out
+    return None
+
+
+def sample(name):
+    """The folder of sample NAME in the first corpus that has it, or None."""
+    for root in ROOTS:
+        if os.path.isdir(os.path.join(root, name)):
+            return os.path.join(root, name)
     return None
 
 
@@ -58,7 +60,10 @@ def run(args):
 
 
 # Ladders: the prediction in microbatches, against fresh processes at the edge.
-ladders = sorted(glob.glob("tests/corpus/*/ladder.json"))
+report(UNPACKED, "tests/corpus unpacked into build/corpus")
+ladders = sorted(glob.glob("build/corpus/*/ladder.json"))
+report(len(ladders) == len(glob.glob("tests/corpus/*/ladder.json")) and ladders,
+       "%d ladders in build/corpus" % len(ladders))
 for path in ladders:
     d = os.path.dirname(path)
     name = os.path.basename(d)
@@ -87,8 +92,8 @@ for path in ladders:
                "%s: an inference plan counts sequences: %s" % (name, cap.get("summary", "")[:80]))
 
 # The issue's own case: HF GPT-2 under 24 GiB, recorded at microbatch 4.
-gpt2 = os.path.join(SHARED, "corpus", "hf_gpt2_b4")
-if snapshot(gpt2):
+gpt2 = sample("hf_gpt2_b4")
+if gpt2 and snapshot(gpt2):
     doc, err = run([snapshot(gpt2), "--budget", "24GiB"])
     cap = (doc or {}).get("capacity") or {}
     f = cap.get("max_microbatch_factor")
@@ -103,10 +108,11 @@ if snapshot(gpt2):
     report(doc is not None and doc.get("capacity") is None,
            "hf_gpt2_b4 without a budget: capacity null")
 else:
-    print("# skipped hf_gpt2_b4: %s absent" % gpt2)
+    report(True, "hf_gpt2_b4 --budget # SKIP not in build/corpus nor %s/corpus" % SHARED)
 
-mlp = os.path.join(SHARED, "corpus", "mlp_healthy")
-if snapshot(mlp):
+mlp = sample("mlp_healthy")
+report(mlp is not None, "mlp_healthy is in the project corpus")
+if mlp and snapshot(mlp):
     doc, err = run([snapshot(mlp), "--budget", "64GiB"])
     cap = (doc or {}).get("capacity") or {}
     report(cap.get("at_search_cap") is True and "not what fills memory" in cap.get("summary", ""),
@@ -114,8 +120,12 @@ if snapshot(mlp):
 
 # Runs that died: the budget is the cap of their OOM message; only a bound, below 1.
 died = 0
-for root in ("tests/corpus", os.path.join(SHARED, "corpus")):
+seen = set()
+for root in ROOTS:
     for d in sorted(glob.glob(os.path.join(root, "*"))):
+        if os.path.basename(d) in seen:
+            continue  # the project's copy of a shared sample, already seen
+        seen.add(os.path.basename(d))
         snap = snapshot(d)
         msg = os.path.join(d, "oom_message.txt")
         if not snap or "oom_snapshot" not in snap or not os.path.isfile(msg):
@@ -135,8 +145,7 @@ for root in ("tests/corpus", os.path.join(SHARED, "corpus")):
         report(cap.get("method") == "upper_bound" and cap.get("max_microbatch_factor") is None and
                ub is not None and ub < 1 and "bound, not a plan" in cap.get("summary", ""),
                "%s: a bound %s below the microbatch that died, never a plan" % (name, ub))
-report(died >= 4 or not os.path.isdir(os.path.join(SHARED, "corpus")),
-       "%d runs that died were bounded" % died)
+report(died >= 4, "%d runs that died were bounded" % died)
 
 # Bad budgets are refused with a one-line error, exit 2.
 for bad in ("0", "lots", "-1GiB"):

@@ -4,27 +4,24 @@
 set -u
 bin=$1
 n=${2:-0}
-shared=${MEMREPORT_SHARED:-../shared}
-corpus="$shared/corpus"
+. tests/samples.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 nok() { n=$((n + 1)); echo "not ok $n - $1"; }
 
-if [ ! -d "$corpus" ]; then
-	ok "batch: skipped, no corpus at $corpus"
-	exit 0
-fi
-
-# every folder of the corpus but the 88 MB one
+# every sample folder of both corpora but the 88 MB one
 runs=""
 count=0
-for d in "$corpus"/*/; do
+for d in $(sample_dirs); do
 	name=$(basename "$d")
 	[ "$name" = gpt_large_trace ] && continue
 	runs="$runs $d"
 	count=$((count + 1))
 done
+project=$(ls -d tests/corpus/*/ | wc -l)
+[ "$count" -ge "$project" ] && ok "batch: the $project runs of tests/corpus at least ($count)" \
+	|| nok "batch: the $project runs of tests/corpus at least ($count)"
 
 # shellcheck disable=SC2086
 "$bin" batch $runs -o "$tmp/out" -q 2>"$tmp/err"
@@ -50,7 +47,7 @@ fi
 # a zip of five of them gives the same five runs
 if command -v zip >/dev/null 2>&1; then
 	five="leak_val_fixed mlp_healthy no_history oom_capacity oom_fragmentation"
-	(cd "$corpus" && zip -qr "$tmp/five.zip" $five)
+	(cd "$samples_project" && zip -qr "$tmp/five.zip" $five)
 	"$bin" batch "$tmp/five.zip" -o "$tmp/zout" -q
 	rc=$?
 	got=$(grep -o '^{"name": "[^"]*"' "$tmp/zout/index.json" | sed 's/.*: "//; s/"$//' | sort | tr '\n' ' ')
@@ -70,19 +67,60 @@ rc=$?
 [ "$rc" -eq 0 ] && grep -q "(0 from the cache)" "$tmp/err" && cmp -s "$tmp/out/index.json" "$tmp/c3/index.json" \
 	&& ok "corrupt cache entries are rebuilt, not trusted" || nok "corrupt cache entries are rebuilt (exit $rc: $(cat "$tmp/err"))"
 
+# hostile cache entries (issue 14 item 8): a FIFO, a link to /dev/zero and a huge sparse file in
+# place of three entries are misses, read without blocking and without filling memory
+"$bin" batch $runs -o "$tmp/c4" --cache "$tmp/cache" -q
+set -- "$tmp/cache"/*.mrc
+if [ "$#" -ge 3 ]; then
+	rm -f "$1" "$2" "$3"
+	mkfifo "$1"
+	ln -s /dev/zero "$2"
+	truncate -s 4G "$3"
+	timeout 120 "$bin" batch $runs -o "$tmp/c5" --cache "$tmp/cache" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 0 ] && grep -q "($((count - 3)) from the cache)" "$tmp/err" && cmp -s "$tmp/out/index.json" "$tmp/c5/index.json" \
+		&& [ -f "$1" ] && [ ! -L "$2" ] && [ "$(wc -c <"$3")" -lt 100000000 ] \
+		&& ok "cache entries that are a FIFO, a link to /dev/zero or 4 GiB are misses, rebuilt as files" \
+		|| nok "hostile cache entries (exit $rc: $(cat "$tmp/err"))"
+else
+	nok "hostile cache entries: the cache has $# entries"
+fi
+# a FIFO where a report goes is replaced, never waited on (the unchanged-report check reads only
+# regular files)
+"$bin" batch "$(sample_dir mlp_healthy)" -o "$tmp/fifo_out" -q
+rm -f "$tmp/fifo_out/mlp_healthy.html"
+mkfifo "$tmp/fifo_out/mlp_healthy.html"
+timeout 60 "$bin" batch "$(sample_dir mlp_healthy)" -o "$tmp/fifo_out" -q
+rc=$?
+[ "$rc" -eq 0 ] && [ -f "$tmp/fifo_out/mlp_healthy.html" ] && ok "a FIFO in place of a report is replaced, not waited on" \
+	|| nok "a FIFO in place of a report is replaced, not waited on (exit $rc)"
+
+# a new cache folder is private (0700); an existing one keeps its permissions
+"$bin" batch "$(sample_dir mlp_healthy)" -o "$tmp/c6" --cache "$tmp/newcache/sub" -q
+mkdir -m 755 "$tmp/shared_cache"
+"$bin" batch "$(sample_dir mlp_healthy)" -o "$tmp/c7" --cache "$tmp/shared_cache" -q
+[ "$(stat -c %a "$tmp/newcache/sub")" = 700 ] && [ "$(stat -c %a "$tmp/shared_cache")" = 755 ] \
+	&& ok "a new cache folder is 0700, an existing one keeps 0755" \
+	|| nok "cache folder modes ($(stat -c %a "$tmp/newcache/sub" "$tmp/shared_cache" | tr '\n' ' '))"
+
 # a broken run is listed and does not stop the others: exit 2
 printf '\200\004garbage' > "$tmp/broken.pickle"
-"$bin" batch "$corpus/mlp_healthy" "$tmp/broken.pickle" "$tmp/does-not-exist" -o "$tmp/b" -q 2>"$tmp/err"
+healthy=$(sample_dir mlp_healthy)
+"$bin" batch "$healthy" "$tmp/broken.pickle" "$tmp/does-not-exist" -o "$tmp/b" -q 2>"$tmp/err"
 rc=$?
 [ "$rc" -eq 2 ] && [ -s "$tmp/b/mlp_healthy.html" ] && [ "$(grep -c '"error": null' "$tmp/b/index.json")" -eq 1 ] \
 	&& grep -q broken.pickle "$tmp/b/index.html" && grep -q does-not-exist "$tmp/b/index.json" \
 	&& ok "broken runs listed with their errors, exit 2" || nok "broken runs listed with their errors (exit $rc)"
-"$bin" batch "$corpus/mlp_healthy" >/dev/null 2>&1
+"$bin" batch "$healthy" >/dev/null 2>&1
 [ $? -eq 2 ] && ok "batch without -o exits 2" || nok "batch without -o exits 2"
+(cd "$tmp" && "$bin" batch "$(sample_dir mlp_healthy)" -o - -q >/dev/null 2>"$tmp/err")
+rc=$?
+[ "$rc" -eq 2 ] && [ ! -e "$tmp/-" ] && grep -q 'standard output' "$tmp/err" \
+	&& ok "batch -o - is refused, no folder named -" || nok "batch -o - is refused (exit $rc)"
 
 # a batch written inside its input folder does not find its own reports the next time
 mkdir -p "$tmp/self"
-cp -r "$corpus/mlp_healthy" "$corpus/oom_capacity" "$tmp/self/" && chmod -R u+w "$tmp/self"
+cp -r "$healthy" "$(sample_dir oom_capacity)" "$tmp/self/" && chmod -R u+w "$tmp/self"
 "$bin" batch "$tmp/self" -o "$tmp/self/report" -q
 "$bin" batch "$tmp/self" -o "$tmp/self/report" -q
 rc=$?
@@ -92,7 +130,7 @@ runs_found=$(grep -c '^{"name": ' "$tmp/self/report/index.json")
 
 # a hostile archive: names that climb out are refused, nothing is written outside DIR
 if command -v python3 >/dev/null 2>&1; then
-	python3 - "$tmp/evil.zip" "$corpus/mlp_healthy/snapshot.pickle" <<'EOF'
+	python3 - "$tmp/evil.zip" "$(sample_snapshot mlp_healthy)" <<'EOF'
 import sys, zipfile
 with zipfile.ZipFile(sys.argv[1], "w") as z:
     data = open(sys.argv[2], "rb").read()
@@ -111,13 +149,13 @@ EOF
 fi
 
 # diff: the leak of autograd graphs
-before="$corpus/leak_val_fixed/snapshot.pickle"
-after="$corpus/leak_val_graph/snapshot.pickle"
+before=$(sample_snapshot leak_val_fixed)
+after=$(sample_snapshot leak_val_graph)
 if [ -f "$before" ] && [ -f "$after" ]; then
 	"$bin" diff "$before" "$after" --format json -o "$tmp/d.json"
 	rc=$?
-	a=$(grep -o '"allocated_bytes.all.current": [0-9]*' "$corpus/leak_val_fixed/memory_stats.json" | grep -o '[0-9]*$')
-	b=$(grep -o '"allocated_bytes.all.current": [0-9]*' "$corpus/leak_val_graph/memory_stats.json" | grep -o '[0-9]*$')
+	a=$(grep -o '"allocated_bytes.all.current": [0-9]*' "$(sample_dir leak_val_fixed)/memory_stats.json" | grep -o '[0-9]*$')
+	b=$(grep -o '"allocated_bytes.all.current": [0-9]*' "$(sample_dir leak_val_graph)/memory_stats.json" | grep -o '[0-9]*$')
 	want=$((b - a))
 	grep -q "\"delta\": {\"reserved_bytes\": [0-9-]*, \"allocated_bytes\": $want," "$tmp/d.json" \
 		&& [ "$rc" -eq 0 ] && ok "diff: delta.allocated_bytes is the memory_stats difference ($want)" \
@@ -140,4 +178,6 @@ assert sum(c['bytes_delta'] for c in d['top_changes']) == want
 	"$bin" diff "$before" "$tmp/missing.pickle" -o "$tmp/x.json" 2>"$tmp/err"
 	[ $? -eq 2 ] && grep -q missing.pickle "$tmp/err" && [ ! -e "$tmp/x.json" ] \
 		&& ok "diff with a missing run exits 2 naming it" || nok "diff with a missing run exits 2 naming it"
+else
+	nok "diff: leak_val_fixed and leak_val_graph of tests/corpus are in build/corpus"
 fi

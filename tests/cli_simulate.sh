@@ -4,8 +4,7 @@
 set -u
 bin=$1
 n=$((${2:-1} - 1))
-shared=${MEMREPORT_SHARED:-../shared}
-corpus="$shared/corpus"
+. tests/samples.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ok() { n=$((n + 1)); echo "ok $n - simulate: $1"; }
@@ -27,15 +26,15 @@ expect_exit() {
 	fi
 }
 
-healthy="$corpus/mlp_healthy/snapshot.pickle"
+healthy=$(sample_snapshot mlp_healthy)
 if [ -f "$healthy" ]; then
 	"$bin" simulate "$healthy" --alloc-conf recorded > "$tmp/r.json" 2>"$tmp/err"
 	[ $? -eq 0 ] && grep -q '"schema": "memreport-sim/1"' "$tmp/r.json" \
 		&& ok "json to standard output" || nok "json to standard output ($(cat "$tmp/err"))"
 	grep -q '"replay_matches_recording": true' "$tmp/r.json" && grep -q '"first_divergence": null' "$tmp/r.json" \
 		&& ok "recorded settings reproduce mlp_healthy" || nok "recorded settings reproduce mlp_healthy"
-	peak=$(sed -n 's/.*"reserved_bytes.all.peak": \([0-9]*\).*/\1/p' "$corpus/mlp_healthy/memory_stats.json")
-	grep -q "\"peak_reserved_bytes\": $peak," "$tmp/r.json" \
+	peak=$(sed -n 's/.*"reserved_bytes.all.peak": \([0-9]*\).*/\1/p' "$(sample_dir mlp_healthy)/memory_stats.json")
+	[ -n "$peak" ] && grep -q "\"peak_reserved_bytes\": $peak," "$tmp/r.json" \
 		&& ok "peak reserved equals memory_stats" || nok "peak reserved equals memory_stats ($peak)"
 	for key in alloc_conf limit_bytes peak_reserved_bytes peak_allocated_bytes final_reserved_bytes \
 		segments_allocated oom replay_matches_recording first_divergence; do
@@ -56,17 +55,17 @@ if [ -f "$healthy" ]; then
 	expect_exit "bad --limit exits 2" 2 "--limit" "$bin" simulate "$healthy" --alloc-conf recorded --limit lots
 	"$bin" simulate "$healthy" --alloc-conf recorded -o /nonexistent-dir/r.json 2>/dev/null
 	[ $? -eq 1 ] && ok "unwritable output exits 1" || nok "unwritable output exits 1"
+else
+	nok "mlp_healthy of tests/corpus is in build/corpus"
 fi
 expect_exit "missing snapshot exits 2" 2 "/nonexistent/x.pickle" \
 	"$bin" simulate /nonexistent/x.pickle --alloc-conf expandable_segments:True
 expect_exit "no snapshot given exits 2" 2 "simulate" "$bin" simulate --alloc-conf expandable_segments:True
-nohist="$corpus/no_history/snapshot.pickle"
-if [ -f "$nohist" ]; then
-	expect_exit "snapshot without a trace exits 2" 2 "$nohist" \
-		"$bin" simulate "$nohist" --alloc-conf expandable_segments:True
-fi
+nohist=$(sample_snapshot no_history)
+expect_exit "snapshot without a trace exits 2" 2 "$nohist" \
+	"$bin" simulate "$nohist" --alloc-conf expandable_segments:True
 
-frag="$corpus/oom_fragmentation/oom_snapshot.pickle"
+frag=$(sample_snapshot oom_fragmentation)
 if [ -f "$frag" ]; then
 	"$bin" simulate "$frag" --alloc-conf recorded --limit 4GiB > "$tmp/f.json"
 	grep -q '"oom": {"event_index"' "$tmp/f.json" && grep -q '"replay_matches_recording": true' "$tmp/f.json" \
@@ -80,4 +79,6 @@ if [ -f "$frag" ]; then
 	grep -q '"notes": \[.*--limit' "$tmp/n.json" \
 		&& ok "without --limit, says the recorded OOM needs one" \
 		|| nok "without --limit, says the recorded OOM needs one"
+else
+	nok "oom_fragmentation of tests/corpus is in build/corpus"
 fi

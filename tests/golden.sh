@@ -1,15 +1,19 @@
 #!/bin/sh
 # golden.sh BINARY [--update]: one sha256 per output of every command on the real samples.
 #
-# Runs every report format of every sample in $MEMREPORT_SHARED/corpus and
-# third_party/snapshots, the text evidence alone, batch, diff and simulate, from a work folder
-# where the inputs have short relative names (so no machine's paths reach an output), with the
-# version string normalised, and compares each output's sha256 with tests/golden/sha256.txt.
+# Two sets, both in tests/golden/sha256.txt. The project's: every report format of every sample
+# of tests/corpus (as tests/unpack_corpus.sh unpacks it into build/corpus), the text evidence
+# alone, batch over that corpus, diff and simulate on its samples. The shared one, its labels
+# under shared/: the same for the samples of $MEMREPORT_SHARED/corpus that the project lacks,
+# third_party/snapshots, batch over both folders, diff and simulate on the variable-length runs.
+# Each runs from a work folder where the inputs have short relative names (so no machine's
+# paths reach an output), with the version string normalised. Without the shared samples only
+# the project's set is compared and the shared one is skipped.
 # Only the hashes are committed, never outputs (some derive from third-party files).
 #
 # A refactor keeps every hash. A change of behaviour regenerates them on purpose with
-# `make golden` (this script with --update) and says so in its commit; a silent change fails.
-# Prints "ok N - ..." / "not ok N - ..." lines; skips when the shared samples are absent.
+# `make golden` (this script with --update, which needs the shared samples) and says so in its
+# commit; a silent change fails. Prints "ok N - ..." / "not ok N - ..." / "ok N - # SKIP" lines.
 set -u
 bin=$1
 update=${2:-}
@@ -18,22 +22,20 @@ top=$(pwd)
 shared=${MEMREPORT_SHARED:-../shared}
 case $shared in /*) ;; *) shared="$top/$shared" ;; esac
 want="$top/tests/golden/sha256.txt"
-if [ ! -d "$shared/corpus" ] || [ ! -d "$shared/third_party/snapshots" ]; then
-	echo "ok 1 - # SKIP golden outputs: no shared samples at $shared"
+have_shared=no
+[ -d "$shared/corpus" ] && [ -d "$shared/third_party/snapshots" ] && have_shared=yes
+if [ "$update" = --update ] && [ "$have_shared" = no ]; then
+	echo "golden.sh: make golden needs the shared samples (no $shared/corpus): hashes unchanged" >&2
+	exit 1
+fi
+if ! sh "$top/tests/unpack_corpus.sh"; then
+	echo "not ok 1 - golden outputs: tests/corpus could not be unpacked into build/corpus"
 	exit 0
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir "$work/in" "$work/out"
-ln -s "$shared/corpus" "$work/in/corpus"
-ln -s "$shared/third_party/snapshots" "$work/in/third_party"
-big="$shared/corpus/gpt_large_trace/snapshot.pickle.xz"
-if [ -f "$top/build/gpt_large_trace.pickle" ]; then
-	ln -s "$top/build/gpt_large_trace.pickle" "$work/in/gpt_large_trace.pickle"
-elif [ -f "$big" ] && command -v xz >/dev/null; then
-	xz -dkc "$big" >"$work/in/gpt_large_trace.pickle"
-fi
-cd "$work/in" || exit 1
+mkdir "$work/project" "$work/shared" "$work/out"
+ln -s "$top/build/corpus" "$work/project/corpus"
 got="$work/got.txt"
 : >"$got"
 
@@ -64,53 +66,93 @@ snapshot_of() {
 	[ "$1" = gpt_large_trace ] && [ -f gpt_large_trace.pickle ] && echo gpt_large_trace.pickle
 }
 
-for d in corpus/*/; do
-	s=$(basename "$d")
-	snap=$(snapshot_of "$s")
-	if [ -n "$snap" ]; then
-		for fmt in html json md text; do
-			run "$s/$fmt" "$snap" -q --format "$fmt"
+# samples PREFIX NAME...: every output of each sample folder corpus/NAME, labels under PREFIX
+samples() {
+	prefix=$1
+	shift
+	for s in "$@"; do
+		d=corpus/$s/ # with its slash, as the outputs have always named it (corpus/NAME//file)
+		snap=$(snapshot_of "$s")
+		if [ -n "$snap" ]; then
+			for fmt in html json md text; do
+				run "$prefix$s/$fmt" "$snap" -q --format "$fmt"
+			done
+			[ -f "$d/train.log" ] && run "$prefix$s/with_log.json" "$snap" "$d/train.log" --format json
+			run "$prefix$s/redacted.md" "$snap" --redact-paths --format md
+		fi
+		for t in memory_summary.txt memory_summary_abbrev.txt oom_message.txt train.log memory_stats.json; do
+			[ -f "$d/$t" ] || continue
+			run "$prefix$s/$t.json" "$d/$t" --format json
+			run "$prefix$s/$t.text" "$d/$t" --format text
 		done
-		[ -f "$d/train.log" ] && run "$s/with_log.json" "$snap" "$d/train.log" --format json
-		run "$s/redacted.md" "$snap" --redact-paths --format md
-	fi
-	for t in memory_summary.txt memory_summary_abbrev.txt oom_message.txt train.log memory_stats.json; do
-		[ -f "$d/$t" ] || continue
-		run "$s/$t.json" "$d/$t" --format json
-		run "$s/$t.text" "$d/$t" --format text
+		[ -f "$d/train.log" ] && run "$prefix$s/train.log.html" "$d/train.log"
 	done
-	[ -f "$d/train.log" ] && run "$s/train.log.html" "$d/train.log"
-done
-for f in third_party/*; do
-	s=$(basename "$f")
-	for fmt in html json md text; do
-		run "third_party/$s/$fmt" "$f" --format "$fmt"
-	done
-done
+}
 
-# batch over every corpus run, and the third-party snapshots as single-file runs
+# pairs PREFIX "A B"...: diff of each pair of samples, labels under PREFIX
+pairs() {
+	prefix=$1
+	shift
+	for pair in "$@"; do
+		set -- $pair
+		a=$(snapshot_of "$1")
+		b=$(snapshot_of "$2")
+		run "${prefix}diff/$1-$2.html" diff "$a" "$b"
+		run "${prefix}diff/$1-$2.json" diff "$a" "$b" --format json
+	done
+}
+
+# replays PREFIX NAME...: simulate with the settings the README talks about, labels under PREFIX
+replays() {
+	prefix=$1
+	shift
+	for s in "$@"; do
+		snap=$(snapshot_of "$s")
+		for conf in recorded expandable_segments:True max_split_size_mb:128 \
+			"roundup_power2_divisions:[256:1,>:4]" garbage_collection_threshold:0.6; do
+			run "${prefix}simulate/$s/$conf.json" simulate "$snap" --alloc-conf "$conf" --format json
+		done
+		run "${prefix}simulate/$s/limit.text" simulate "$snap" --alloc-conf expandable_segments:True \
+			--limit 4GiB --format text
+	done
+}
+
+# The project's set: its corpus alone.
+cd "$work/project" || exit 1
+samples "" $(cd corpus && ls)
 run "batch/corpus" batch corpus -j 2
-run "batch/third_party" batch third_party -j 2
+pairs "" "oom_fragmentation oom_fragmentation_expandable" "leak_val_graph leak_val_fixed"
+replays "" oom_fragmentation mlp_healthy oom_capacity
 
-# diff: the pairs the corpus README compares
-for pair in "gpt_varlen gpt_varlen_expandable" "oom_fragmentation oom_fragmentation_expandable" \
-	"gpt_varlen7_expandable_maxsplit gpt_varlen7_expandable" "leak_val_graph leak_val_fixed"; do
-	set -- $pair
-	a=$(snapshot_of "$1")
-	b=$(snapshot_of "$2")
-	run "diff/$1-$2.html" diff "$a" "$b"
-	run "diff/$1-$2.json" diff "$a" "$b" --format json
-done
-
-# simulate: the settings the README talks about, on samples that replay
-for s in oom_fragmentation gpt_varlen mlp_healthy oom_capacity gpt_varlen7_expandable_maxsplit; do
-	snap=$(snapshot_of "$s")
-	for conf in recorded expandable_segments:True max_split_size_mb:128 \
-		"roundup_power2_divisions:[256:1,>:4]" garbage_collection_threshold:0.6; do
-		run "simulate/$s/$conf.json" simulate "$snap" --alloc-conf "$conf" --format json
+# The shared set: the samples only the shared corpus has, other people's snapshots.
+if [ "$have_shared" = yes ]; then
+	cd "$work/shared" || exit 1
+	ln -s "$shared/corpus" corpus
+	ln -s "$shared/third_party/snapshots" third_party
+	big="$shared/corpus/gpt_large_trace/snapshot.pickle.xz"
+	if [ -f "$top/build/gpt_large_trace.pickle" ]; then
+		ln -s "$top/build/gpt_large_trace.pickle" gpt_large_trace.pickle
+	elif [ -f "$big" ] && command -v xz >/dev/null; then
+		xz -dkc "$big" >gpt_large_trace.pickle
+	fi
+	only=
+	for d in corpus/*/; do
+		s=$(basename "$d")
+		[ -d "$top/tests/corpus/$s" ] || only="$only $s"
 	done
-	run "simulate/$s/limit.text" simulate "$snap" --alloc-conf expandable_segments:True --limit 4GiB --format text
-done
+	samples shared/ $only
+	for f in third_party/*; do
+		s=$(basename "$f")
+		for fmt in html json md text; do
+			run "shared/third_party/$s/$fmt" "$f" --format "$fmt"
+		done
+	done
+	run "shared/batch/corpus" batch corpus -j 2
+	run "shared/batch/third_party" batch third_party -j 2
+	pairs shared/ "gpt_varlen gpt_varlen_expandable" \
+		"gpt_varlen7_expandable_maxsplit gpt_varlen7_expandable"
+	replays shared/ gpt_varlen gpt_varlen7_expandable_maxsplit
+fi
 
 cd "$top" || exit 1
 if [ "$update" = --update ]; then
@@ -123,16 +165,23 @@ if [ ! -f "$want" ]; then
 	echo "not ok 1 - golden outputs: tests/golden/sha256.txt is missing (make golden)"
 	exit 0
 fi
-n=0
 # Compare label by label so a failure names the output that changed.
-sort -k2 "$want" >"$work/want.sorted"
+if [ "$have_shared" = yes ]; then
+	cp "$want" "$work/want"
+else
+	grep -v ' shared/' "$want" >"$work/want"
+fi
+sort -k2 "$work/want" >"$work/want.sorted"
 sort -k2 "$got" >"$work/got.sorted"
 changed=$(join -1 2 -2 2 -a 1 -a 2 -e MISSING -o 0,1.1,2.1 "$work/want.sorted" "$work/got.sorted" 2>/dev/null |
 	awk '$2 != $3 { print $1 " (was " $2 ", now " $3 ")" }')
 if [ -z "$changed" ]; then
-	echo "ok 1 - golden outputs: $(wc -l <"$want") hashes unchanged"
+	echo "ok 1 - golden outputs: $(wc -l <"$work/want") hashes unchanged"
 else
 	count=$(echo "$changed" | wc -l)
 	echo "not ok 1 - golden outputs: $count changed (a behaviour change regenerates them on purpose with make golden):"
 	echo "$changed" | head -n 20 | sed 's/^/#   /'
+fi
+if [ "$have_shared" = no ]; then
+	echo "ok 2 - # SKIP golden outputs of the shared samples ($(grep -c ' shared/' "$want") hashes): no $shared/corpus"
 fi

@@ -10,8 +10,8 @@
 # The requirement is "no crash, no half-written report", not "always refused".
 set -u
 bin=$1
-shared=${MEMREPORT_SHARED:-../shared}
-snap="$shared/corpus/oom_fragmentation/oom_snapshot.pickle"
+. tests/samples.sh
+snap=$(sample_snapshot oom_fragmentation)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 in="$tmp/in"
@@ -162,6 +162,88 @@ bytes "$in/newline_key.pickle" "pickle.dumps({'\\nsegments\\x1b[31m': 1}, protoc
 refused "a dict key with a newline and an ESC stays on one line" "$in/newline_key.pickle"
 printf 'hello, this is neither a memory_summary() table nor an out-of-memory message\n' >"$in/text.txt"
 refused "text that is neither a table nor an OOM message" "$in/text.txt"
+
+# ---- compressed inputs: the limits of zip members (issue 15 item 6) ----------------------------
+if command -v gzip >/dev/null && command -v xz >/dev/null; then
+	head -c $((200 << 20)) /dev/zero | xz -c >"$in/bomb.xz"
+	refused "200 MiB of zeros in a 30 KiB xz file" "$in/bomb.xz" "compression bomb"
+	gzip -c "$(dirname "$0")/../samples/mlp_healthy.pickle" >"$in/snap.gz"
+	head -c 5000 "$in/snap.gz" >"$in/cut.gz"
+	refused "a gzip snapshot cut short" "$in/cut.gz" "gzip data is cut short"
+	gzip -c "$in/snap.gz" >"$in/twice.gz"
+	refused "a snapshot gzipped twice" "$in/twice.gz" "compressed twice"
+	printf '\037\213garbage' >"$in/garbage.gz"
+	refused "gzip magic and garbage" "$in/garbage.gz" "gzip data"
+fi
+
+# ---- paths in messages -----------------------------------------------------------------------
+# A file name with a newline and an ESC sequence: the message stays one line and no control
+# byte reaches the terminal (issue 14 item 9), for every command and for simulate's text header.
+esc=$(printf '\033')
+odd="$in/$(printf 'odd\nname\033[31m')"
+no_control() { ! LC_ALL=C grep -q "$esc" "$1"; }
+printf 'neither a table nor an OOM message\n' >"$odd.txt"
+for args in "report" "diff" "simulate" "batch"; do
+	case $args in
+	report) "$bin" -q "$odd.txt" -o "$out/r.json" 2>"$tmp/err" ;;
+	diff) "$bin" diff "$odd.txt" "$odd.missing" -o "$out/d.json" 2>"$tmp/err" ;;
+	simulate) "$bin" simulate "$odd.missing" --alloc-conf recorded 2>"$tmp/err" ;;
+	batch) "$bin" batch "$odd.missing" -o "$out/b" -q 2>"$tmp/err" ;;
+	esac
+	rc=$?
+	lines=$(wc -l <"$tmp/err" | tr -d ' ')
+	[ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && no_control "$tmp/err" && grep -q 'odd?name?\[31m' "$tmp/err" &&
+		ok "$args: a path with a newline and an ESC is one escaped line" ||
+		nok "$args: a path with a newline and an ESC is one escaped line (exit $rc, $lines lines: $(od -c "$tmp/err" | head -n 3))"
+done
+if [ -f "$snap" ]; then
+	cp "$snap" "$odd.pickle"
+	"$bin" simulate "$odd.pickle" --alloc-conf recorded --format text >"$tmp/sim.txt" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 0 ] && no_control "$tmp/sim.txt" && grep -q '^settings: ' "$tmp/sim.txt" &&
+		grep -q 'odd?name?\[31m.pickle,' "$tmp/sim.txt" && ! grep -q '^name' "$tmp/sim.txt" &&
+		ok "simulate: the text header quotes the path on one line" ||
+		nok "simulate: the text header quotes the path on one line (exit $rc: $(head -n 2 "$tmp/sim.txt"))"
+	rm -f "$odd.pickle"
+fi
+
+# ---- inputs that shrink while they are read (issue 14 item 7) ----------------------------------
+# MEMREPORT_TEST_STOP_AT_MAP=PATH stops memreport (SIGSTOP) right after it maps PATH and before
+# it reads a byte; the test truncates the file, as logrotate's copytruncate does, and continues
+# it. At a page boundary the next read faults (SIGBUS, exit 135 before); inside a page the rest
+# of it reads as zeros. Both must be exit 2, "file changed while being read", nothing written.
+# stop_truncate_continue SIZE FILE COMMAND...: runs COMMAND, cuts FILE to SIZE while it is stopped.
+stop_truncate_continue() {
+	size=$1
+	file=$2
+	shift 2
+	MEMREPORT_TEST_STOP_AT_MAP="$file" "$@" >/dev/null 2>"$tmp/err" &
+	pid=$!
+	i=0
+	while [ "$i" -lt 300 ] && kill -0 "$pid" 2>/dev/null && ! grep -q '^State:[[:space:]]*T' "/proc/$pid/status" 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	truncate -s "$size" "$file"
+	kill -CONT "$pid" 2>/dev/null
+	wait "$pid"
+	rc=$?
+}
+small="$(dirname "$0")/../samples/oom_fragmentation.pickle"
+for size in 8192 10000; do
+	rm -rf "$out" && mkdir -p "$out"
+	cp "$small" "$in/shrinks.pickle"
+	stop_truncate_continue "$size" "$in/shrinks.pickle" "$bin" -q "$in/shrinks.pickle" --format json -o "$out/r.json"
+	[ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "shrinks.pickle: file changed while being read" "$tmp/err" &&
+		[ -z "$(ls -A "$out")" ] && ok "a snapshot cut to $size bytes while read: exit 2, nothing written" ||
+		nok "a snapshot cut to $size bytes while read (exit $rc: $(head -c 300 "$tmp/err"))"
+done
+mkdir -p "$in/run"
+cp "$small" "$in/run/snapshot.pickle"
+stop_truncate_continue 8192 "$in/run/snapshot.pickle" "$bin" batch "$in/run" -o "$out/b" -q
+[ "$rc" -eq 2 ] && grep -q "file changed while being read" "$out/b/index.json" &&
+	ok "batch: a member cut while read is its row's error, exit 2" ||
+	nok "batch: a member cut while read (exit $rc: $(head -c 300 "$tmp/err"))"
 
 # ---- full disk -------------------------------------------------------------------------------
 if [ -w /dev/full ] && [ -f "$snap" ]; then

@@ -59,7 +59,7 @@ elif mk deb DIST="$tmp/dist"; then
 		&& grep -qx -- '-rw-r--r-- root/root ./usr/share/doc/memreport/copyright' "$tmp/contents" \
 		&& ok "it holds /usr/bin/memreport, the man page and the copyright file, owned by root" \
 		|| nok "it holds /usr/bin/memreport, the man page and the copyright file, owned by root ($(cat "$tmp/contents"))"
-	# Depends names the package of every library the binary links, and these five
+	# Depends names the package of every library the binary links, and these six
 	depends=$(dpkg-deb -f "$deb" Depends)
 	missing=""
 	for lib in $(readelf -d "$bin" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p'); do
@@ -68,7 +68,7 @@ elif mk deb DIST="$tmp/dist"; then
 		[ -n "$pkg" ] || pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -n 1 | cut -d: -f1)
 		case ", $depends" in *", $pkg "* | *", $pkg,"*) ;; *) missing="$missing $lib($pkg)" ;; esac
 	done
-	for pkg in libzip4 libmsgpackc2 libcmark0.30.2 libpng16-16 libc6; do
+	for pkg in libzip4 libmsgpackc2 libcmark0.30.2 libpng16-16 liblzma5 libc6; do
 		case ", $depends" in *", $pkg "* | *", $pkg,"*) ;; *) missing="$missing $pkg" ;; esac
 	done
 	[ -z "$missing" ] && ok "Depends names the runtime package of every linked library ($depends)" \

@@ -13,10 +13,14 @@ static int load2(const char *a, const char *b, rp_report *run)
 	return tu_load(paths, b ? 2 : 1, run);
 }
 
+/* Loads one file of a corpus sample (file NULL: its snapshot); skips when it is absent. */
 static int load_sample(const char *sample, const char *file, rp_report *run)
 {
 	char path[1024];
-	snprintf(path, sizeof path, "%s/corpus/%s/%s", tu_shared(), sample, file);
+	if (file)
+		tu_sample(sample, file, path, sizeof path);
+	else
+		tu_snapshot(sample, path, sizeof path);
 	return load2(path, NULL, run);
 }
 
@@ -49,7 +53,7 @@ static void test_oom_fragmentation(void **state)
 {
 	(void)state;
 	rp_report run;
-	assert_int_equal(load_sample("oom_fragmentation", "oom_snapshot.pickle", &run), 0);
+	assert_int_equal(load_sample("oom_fragmentation", NULL, &run), 0);
 	const ad_advice *a = &run.advice;
 	assert_true(a->oom.present);
 	assert_int_equal(a->oom.cause, AD_CAUSE_FRAGMENTATION);
@@ -62,6 +66,18 @@ static void test_oom_fragmentation(void **state)
 	assert_non_null(find(&run, "oom_fragmentation"));
 	assert_int_equal(rank_of(&run, "expandable_segments"), 1);
 	assert_non_null(strstr(a->verdict, "fragmentation"));
+	/* The advice quotes its replay: the recorded settings run out of memory as the run did,
+	 * expandable segments do not, as the twin run did not. */
+	assert_true(a->replay_count >= 2);
+	assert_true(a->replays[0].matches);
+	assert_true(a->replays[0].oom);
+	assert_string_equal(a->replays[1].conf, "expandable_segments:True");
+	assert_false(a->replays[1].oom);
+	assert_true(a->replays[1].peak_reserved <=
+	            (uint64_t)tu_corpus_int("oom_fragmentation_expandable", "memory_stats.json",
+	                                    "reserved_bytes.all.peak"));
+	assert_non_null(
+	    strstr(a->recs[0].reason, "Replayed with expandable_segments:True: no OOM"));
 	rp_free(&run);
 }
 
@@ -69,7 +85,7 @@ static void test_oom_capacity(void **state)
 {
 	(void)state;
 	rp_report run;
-	assert_int_equal(load_sample("oom_capacity", "oom_snapshot.pickle", &run), 0);
+	assert_int_equal(load_sample("oom_capacity", NULL, &run), 0);
 	const ad_advice *a = &run.advice;
 	assert_int_equal(a->oom.cause, AD_CAUSE_CAPACITY);
 	assert_int_equal(a->oom.requested, tu_corpus_int("oom_capacity", "facts.json", "alloc"));
@@ -91,7 +107,7 @@ static void test_oom_capacity_params(void **state)
 {
 	(void)state;
 	rp_report run;
-	assert_int_equal(load_sample("oom_capacity_params", "oom_snapshot.pickle", &run), 0);
+	assert_int_equal(load_sample("oom_capacity_params", NULL, &run), 0);
 	const ad_advice *a = &run.advice;
 	assert_int_equal(a->oom.cause, AD_CAUSE_CAPACITY);
 	const uint64_t six = 6ull << 30;
@@ -109,7 +125,7 @@ static void test_fragmentation_without_oom(void **state)
 {
 	(void)state;
 	rp_report run;
-	assert_int_equal(load_sample("gpt_varlen", "snapshot.pickle", &run), 0);
+	assert_int_equal(load_sample("gpt_varlen", NULL, &run), 0);
 	assert_false(run.advice.oom.present);
 	assert_non_null(find(&run, "high_fragmentation"));
 	assert_int_equal(rank_of(&run, "expandable_segments"), 1);
@@ -130,17 +146,27 @@ static void test_fragmentation_without_oom(void **state)
 	rp_free(&run);
 }
 
+/* Expandable segments already on: neither they nor max_split_size_mb are advised again. */
+static void check_expandable_not_advised(const char *sample)
+{
+	rp_report run;
+	assert_int_equal(load_sample(sample, NULL, &run), 0);
+	assert_true(run.ev.snap.settings.expandable_segments);
+	assert_int_equal(rank_of(&run, "expandable_segments"), 0);
+	assert_int_equal(rank_of(&run, "max_split_size_mb"), 0);
+	rp_free(&run);
+}
+
 static void test_expandable_never_recommended(void **state)
 {
 	(void)state;
-	const char *samples[] = {"gpt_varlen_expandable", "oom_fragmentation_expandable"};
-	for (size_t i = 0; i < 2; i++) {
-		rp_report run;
-		assert_int_equal(load_sample(samples[i], "snapshot.pickle", &run), 0);
-		assert_int_equal(rank_of(&run, "expandable_segments"), 0);
-		assert_int_equal(rank_of(&run, "max_split_size_mb"), 0);
-		rp_free(&run);
-	}
+	check_expandable_not_advised("oom_fragmentation_expandable");
+}
+
+static void test_expandable_never_recommended_shared(void **state)
+{
+	(void)state;
+	check_expandable_not_advised("gpt_varlen_expandable");
 }
 
 static void test_growth(void **state)
@@ -148,9 +174,9 @@ static void test_growth(void **state)
 	(void)state;
 	rp_report run;
 	char path[1024];
-	snprintf(path, sizeof path, "%s/corpus/leak_val_graph/facts.json", tu_shared());
 	size_t len;
-	char *json = (char *)tu_read(path, &len);
+	char *json =
+	    (char *)tu_read(tu_sample("leak_val_graph", "facts.json", path, sizeof path), &len);
 	assert_non_null(json);
 	/* PyTorch's allocated bytes after each validation step: the growth per step */
 	const char *p = strstr(json, "\"allocated_per_step\"");
@@ -174,7 +200,7 @@ static void test_growth(void **state)
 	free(json);
 	assert_true(n > 5);
 	double per_step = (double)(last - first) / (double)(n - 1);
-	assert_int_equal(load_sample("leak_val_graph", "snapshot.pickle", &run), 0);
+	assert_int_equal(load_sample("leak_val_graph", NULL, &run), 0);
 	const ad_finding *f = find(&run, "memory_growth");
 	assert_non_null(f);
 	double got = (double)run.an.devices[0].run.growth_per_iteration;
@@ -184,32 +210,57 @@ static void test_growth(void **state)
 	}
 	assert_int_equal(rank_of(&run, "no_grad_eval"), 1);
 	assert_true(rank_of(&run, "release_references") > 0);
+	/* its settings advice is replayed first under the recorded settings: PyTorch's own peak */
+	assert_true(run.advice.replay_count >= 1);
+	assert_true(run.advice.replays[0].matches);
+	assert_int_equal(
+	    run.advice.replays[0].peak_reserved,
+	    tu_corpus_int("leak_val_graph", "memory_stats.json", "reserved_bytes.all.peak"));
 	rp_free(&run);
+}
 
-	const char *healthy[] = {"leak_val_fixed", "mlp_healthy", "resnet_amp"};
-	for (size_t i = 0; i < 3; i++) {
-		assert_int_equal(load_sample(healthy[i], "snapshot.pickle", &run), 0);
-		if (find(&run, "memory_growth") || has_critical(&run)) {
-			print_error("%s: unexpected growth or critical finding\n", healthy[i]);
-			fail();
-		}
+/* Runs that do not grow: no growth finding, nothing critical. */
+static void check_flat(const char *const *samples, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		rp_report run;
+		assert_int_equal(load_sample(samples[i], NULL, &run), 0);
+		if (find(&run, "memory_growth") || has_critical(&run))
+			fail_msg("%s: unexpected growth or critical finding", samples[i]);
 		rp_free(&run);
 	}
+}
+
+static void test_no_growth(void **state)
+{
+	(void)state;
+	/* the twin of leak_val_graph, and training runs whose memory is flat after step 1 (the
+	 * corpus READMEs; lbfgs_closure's optimizer state is bounded by its history_size) */
+	const char *flat[] = {"leak_val_fixed", "mlp_healthy",  "lightning_healthy",
+	                      "lbfgs_closure",  "ddp_one_rank", "llama_s1024_16g_b2"};
+	check_flat(flat, sizeof flat / sizeof *flat);
+}
+
+static void test_no_growth_shared(void **state)
+{
+	(void)state;
+	const char *flat[] = {"resnet_amp", "hf_gpt2_b4"};
+	check_flat(flat, sizeof flat / sizeof *flat);
 }
 
 static void test_evidence_findings(void **state)
 {
 	(void)state;
 	const struct {
-		const char *sample, *file, *finding;
+		const char *sample, *finding;
 	} cases[] = {
-	    {"multi_stream", "snapshot.pickle", "pending_free_blocks"},
-	    {"cuda_graph", "snapshot.pickle", "private_pools"},
-	    {"no_history", "snapshot.pickle", "no_history"},
+	    {"multi_stream", "pending_free_blocks"},
+	    {"cuda_graph", "private_pools"},
+	    {"no_history", "no_history"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		rp_report run;
-		assert_int_equal(load_sample(cases[i].sample, cases[i].file, &run), 0);
+		assert_int_equal(load_sample(cases[i].sample, NULL, &run), 0);
 		if (!find(&run, cases[i].finding)) {
 			print_error("%s: no %s finding\n", cases[i].sample, cases[i].finding);
 			fail();
@@ -217,16 +268,31 @@ static void test_evidence_findings(void **state)
 		rp_free(&run);
 	}
 	rp_report run;
-	assert_int_equal(load_sample("no_history", "snapshot.pickle", &run), 0);
+	assert_int_equal(load_sample("no_history", NULL, &run), 0);
 	assert_true(rank_of(&run, "record_history") > 0);
 	rp_free(&run);
-	FILE *f = fopen("build/gpt_large_trace.pickle", "rb");
-	if (f) {
-		fclose(f);
-		assert_int_equal(load2("build/gpt_large_trace.pickle", NULL, &run), 0);
-		assert_non_null(find(&run, "trace_truncated"));
-		rp_free(&run);
-	}
+}
+
+/* A ring buffer that wrapped (tests/corpus README: gen_small_oom_b96 kept 3000 entries; the
+ * shared gpt_large_trace 1 000 000): the report says the trace is truncated. */
+static void check_truncated(const char *sample)
+{
+	rp_report run;
+	assert_int_equal(load_sample(sample, NULL, &run), 0);
+	assert_non_null(find(&run, "trace_truncated"));
+	rp_free(&run);
+}
+
+static void test_trace_truncated(void **state)
+{
+	(void)state;
+	check_truncated("gen_small_oom_b96");
+}
+
+static void test_trace_truncated_shared(void **state)
+{
+	(void)state;
+	check_truncated("gpt_large_trace");
 }
 
 /* Issue 3: a log alone gives the request, the limit and a cause; with the snapshot, both. */
@@ -254,8 +320,8 @@ static void test_logs(void **state)
 		}
 	}
 	char snap[1024], log[1024];
-	snprintf(snap, sizeof snap, "%s/corpus/oom_fragmentation/oom_snapshot.pickle", tu_shared());
-	snprintf(log, sizeof log, "%s/corpus/oom_fragmentation/train.log", tu_shared());
+	tu_snapshot("oom_fragmentation", snap, sizeof snap);
+	tu_sample("oom_fragmentation", "train.log", log, sizeof log);
 	rp_report run;
 	assert_int_equal(load2(snap, log, &run), 0);
 	assert_int_equal(run.ev.input_count, 2);
@@ -273,8 +339,7 @@ static void test_quoted_paths(void **state)
 {
 	(void)state;
 	rp_report run;
-	if (load_sample("leak_val_graph", "snapshot.pickle", &run))
-		skip();
+	assert_int_equal(load_sample("leak_val_graph", NULL, &run), 0);
 	const ad_finding *f = find(&run, "memory_growth");
 	assert_non_null(f);
 	assert_int_equal(f->paths.count, 1);
@@ -304,8 +369,13 @@ int main(void)
 	    cmocka_unit_test(test_oom_capacity_params),
 	    cmocka_unit_test(test_fragmentation_without_oom),
 	    cmocka_unit_test(test_expandable_never_recommended),
+	    cmocka_unit_test(test_expandable_never_recommended_shared),
 	    cmocka_unit_test(test_growth),
+	    cmocka_unit_test(test_no_growth),
+	    cmocka_unit_test(test_no_growth_shared),
 	    cmocka_unit_test(test_evidence_findings),
+	    cmocka_unit_test(test_trace_truncated),
+	    cmocka_unit_test(test_trace_truncated_shared),
 	    cmocka_unit_test(test_logs),
 	    cmocka_unit_test(test_quoted_paths),
 	};

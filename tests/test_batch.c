@@ -69,14 +69,6 @@ static void copy_file(const char *from, const char *to)
 	free(data);
 }
 
-static const char *corpus_snapshot(const char *sample, char *buf, size_t bufsz)
-{
-	snprintf(buf, bufsz, "%s/corpus/%s/snapshot.pickle", tu_shared(), sample);
-	if (!tu_exists(buf))
-		snprintf(buf, bufsz, "%s/corpus/%s/oom_snapshot.pickle", tu_shared(), sample);
-	return buf;
-}
-
 static size_t count_str(const char *hay, const char *needle)
 {
 	size_t n = 0;
@@ -114,7 +106,9 @@ static void test_sniff_and_names(void **state)
 	const uint8_t zip[] = {'P', 'K', 3, 4, 0};
 	const uint8_t json[] = " \n{\"a\": 1}";
 	const uint8_t text[] = "Tried to allocate 2.00 GiB\n";
-	const uint8_t bin[] = {0xfd, '7', 'z', 'X', 'Z', 0, 1, 2};
+	const uint8_t xz[] = {0xfd, '7', 'z', 'X', 'Z', 0, 1, 2};
+	const uint8_t gz[] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0};
+	const uint8_t bin[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0};
 	assert_int_equal(dc_sniff(pk, sizeof pk), DC_PICKLE);
 	/* PROTO of a protocol no snapshot uses: not a pickle; without a NUL, text (not evidence) */
 	assert_int_equal(dc_sniff(old, sizeof old), DC_TEXT);
@@ -122,6 +116,10 @@ static void test_sniff_and_names(void **state)
 	assert_int_equal(dc_sniff(json, sizeof json - 1), DC_JSON);
 	assert_int_equal(dc_sniff(text, sizeof text - 1), DC_TEXT);
 	assert_int_equal(dc_sniff(bin, sizeof bin), DC_BINARY);
+	/* compressed: what they hold is sniffed once inflated */
+	assert_int_equal(dc_sniff(xz, sizeof xz), DC_XZ);
+	assert_int_equal(dc_sniff(gz, sizeof gz), DC_GZIP);
+	assert_int_equal(dc_sniff(xz, 5), DC_TEXT); /* too short for the magic, no NUL */
 
 	assert_int_equal(ar_rank_of("snapshot_3.pickle"), 3);
 	assert_int_equal(ar_rank_of("oom_rank12.pickle"), 12);
@@ -149,9 +147,7 @@ static void test_discover_conventions(void **state)
 {
 	(void)state;
 	char snap[1024], path[2048];
-	corpus_snapshot("oom_fragmentation", snap, sizeof snap);
-	if (!tu_exists(snap))
-		skip();
+	tu_snapshot("oom_fragmentation", snap, sizeof snap);
 	char *tmp = make_tmp();
 	/* one folder, ranks by file name, a shared log */
 	const char *files[] = {"jobs/exp/snapshot_0.pickle",
@@ -242,9 +238,7 @@ static void test_hostile_zip(void **state)
 {
 	(void)state;
 	char snap[1024], path[2048];
-	corpus_snapshot("oom_fragmentation", snap, sizeof snap);
-	if (!tu_exists(snap))
-		skip();
+	tu_snapshot("oom_fragmentation", snap, sizeof snap);
 	size_t len = 0;
 	unsigned char *pickle = tu_read(snap, &len);
 	assert_non_null(pickle);
@@ -484,31 +478,31 @@ static void check_index(const char *out, const char *const *names, size_t n, siz
 	free(html);
 }
 
+typedef struct {
+	char *names[64], *inputs[64];
+	size_t n;
+} run_list;
+
+static void add_run(const char *dir, const char *name, void *ctx)
+{
+	run_list *l = ctx;
+	if (strcmp(name, "gpt_large_trace") == 0 || l->n == 64)
+		return;
+	l->names[l->n] = strdup(name);
+	l->inputs[l->n] = strdup(dir);
+	l->n++;
+}
+
+/* Every run folder of both corpora but the 88 MB one. */
 static void test_batch_corpus(void **state)
 {
 	(void)state;
-	char dir[1024];
-	snprintf(dir, sizeof dir, "%s/corpus", tu_shared());
-	DIR *d = opendir(dir);
-	if (!d)
-		skip();
-	char *names[64], *inputs[64];
-	size_t n = 0;
+	run_list l = {0};
+	tu_each_sample(add_run, &l);
+	char **names = l.names, **inputs = l.inputs;
+	size_t n = l.n;
+	assert_true(n >= tu_project_samples());
 	struct dirent *e;
-	while ((e = readdir(d)) && n < 64) {
-		if (e->d_name[0] == '.' || strcmp(e->d_name, "gpt_large_trace") == 0)
-			continue;
-		char p[2048];
-		snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-		struct stat st;
-		if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
-			continue;
-		names[n] = strdup(e->d_name);
-		inputs[n] = strdup(p);
-		n++;
-	}
-	closedir(d);
-	assert_true(n >= 16);
 	char *tmp = make_tmp();
 	char out[1024], out2[1024], cache[1024];
 	snprintf(out, sizeof out, "%s/out", tmp);
@@ -589,10 +583,6 @@ static void test_batch_corpus(void **state)
 static void test_batch_zip(void **state)
 {
 	(void)state;
-	char dir[1024];
-	snprintf(dir, sizeof dir, "%s/corpus", tu_shared());
-	if (!tu_exists(dir))
-		skip();
 	char *tmp = make_tmp();
 	char zpath[2048], out[2048];
 	snprintf(zpath, sizeof zpath, "%s/five.zip", tmp);
@@ -603,7 +593,7 @@ static void test_batch_zip(void **state)
 	/* every file of each folder, as `zip -r` would store them */
 	for (size_t i = 0; i < 5; i++) {
 		char sub[2048];
-		snprintf(sub, sizeof sub, "%s/%s", dir, five[i]);
+		tu_sample(five[i], NULL, sub, sizeof sub);
 		DIR *d = opendir(sub);
 		assert_non_null(d);
 		struct dirent *e;

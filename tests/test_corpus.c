@@ -1,8 +1,11 @@
 /* test_corpus.c: the numbers memreport reads from real snapshots equal PyTorch's own.
  *
- * Every folder of ../shared/corpus holds a snapshot and the memory_stats.json that PyTorch
- * wrote for the same moment (for OOM runs: a moment later, in the except block, see
- * facts.json "oom_observer"). Third-party snapshots must decode and be self-consistent. */
+ * Every sample of the project's corpus (tests/corpus) and of $MEMREPORT_SHARED/corpus holds a
+ * snapshot and the memory_stats.json that PyTorch wrote for the same moment; for OOM runs a
+ * moment later, in the except block, so only reserved bytes and the trace's peaks compare with
+ * it, but the runs recorded by tools/record_runs.py also keep facts.json "oom_observer_stats",
+ * read inside the OOM observer at the moment of the snapshot: every number compares with those.
+ * Third-party snapshots must decode and be self-consistent. */
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -32,125 +35,188 @@ static uint64_t pool_value(const an_pool *p, size_t i)
 	return v[i];
 }
 
-static int checked_samples, exact_peaks, exact_truncated;
+typedef struct {
+	size_t checked, exact_peaks, observer, wrapped;
+	size_t exact_truncated, exact_long; /* long: over 300 000 events, the replay's old cap */
+} tally;
 
-/* The corpus README names the runs whose ring buffer wrapped: their peaks are lower bounds. */
+/* The runs whose trace does not reach back to an empty allocator, as their READMEs say: the
+ * ring buffer wrapped (gpt_large_trace and infer_kv_oom of the shared corpus, gen_small_oom_b96
+ * of tests/corpus), or history began after memory was in use (cupy_non_pytorch: after its
+ * warm-up, see tools/record_runs.py). Their peaks are lower bounds. */
 static int known_truncated(const char *name)
 {
-	return strcmp(name, "gpt_large_trace") == 0 || strcmp(name, "infer_kv_oom") == 0;
+	static const char *const names[] = {"gpt_large_trace", "infer_kv_oom", "gen_small_oom_b96",
+	                                    "cupy_non_pytorch"};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (strcmp(name, names[i]) == 0)
+			return 1;
+	return 0;
 }
 
-/* One corpus folder: every number against memory_stats.json. */
-static void check_sample(const char *dir, const char *name)
+/* The integer `key` of the JSON object `section` of facts (the first of its name). */
+static int section_int(const char *facts, const char *section, const char *key, long long *out)
 {
-	char snap[2048], stats_path[2048];
+	char pat[128];
+	snprintf(pat, sizeof pat, "\"%s\": {", section);
+	const char *p = facts ? strstr(facts, pat) : NULL;
+	return p && tu_json_int(p, key, out);
+}
+
+/* The pool's numbers against stats (memory_stats.json or the observer's), all or reserved only;
+ * PyTorch does not count split blocks or segments of expandable segments. */
+static void check_pairs(const char *name, const char *what, const char *stats, const an_device *dv,
+                        int reserved_only)
+{
+	const an_pool *all = &dv->pool[AN_POOL_ALL];
+	for (size_t i = 0; i < sizeof exact_pairs / sizeof *exact_pairs; i++) {
+		long long want = 0;
+		if ((dv->expandable && i >= 4) || (reserved_only && i != 0))
+			continue;
+		if (!tu_json_int(stats, exact_pairs[i].stats_key, &want))
+			fail_msg("%s: %s has no %s", name, what, exact_pairs[i].stats_key);
+		uint64_t got = pool_value(all, i);
+		if ((long long)got != want)
+			fail_msg("%s: %s = %llu, %s %lld", name, exact_pairs[i].json_key,
+			         (unsigned long long)got, what, want);
+	}
+}
+
+/* Whether the trace is there and reaches back to an empty allocator, as the READMEs and
+ * facts.json say. */
+static void check_trace(const char *name, const char *facts, const an_device *dv, tally *t)
+{
+	long long max_entries = 0;
+	if (strcmp(name, "no_history") == 0) {
+		assert_false(dv->has_trace);
+		return;
+	}
+	assert_true(dv->has_trace);
+	/* the ring buffer keeps max_entries events (facts.json "history"): exactly that many when
+	 * it wrapped, which only a run known to be truncated may have done */
+	if (section_int(facts, "history", "max_entries", &max_entries)) {
+		int wrapped = dv->trace_events == (size_t)max_entries;
+		if (dv->trace_events > (size_t)max_entries || (wrapped && !known_truncated(name)))
+			fail_msg("%s: %zu events of max_entries %lld", name, dv->trace_events,
+			         max_entries);
+		t->wrapped += (size_t)wrapped;
+	}
+	if (dv->truncated != known_truncated(name))
+		fail_msg("%s: trace %s truncated", name, dv->truncated ? "is" : "is not");
+	/* Where the allocator replay reproduced the trace the peaks are exact. */
+	t->exact_peaks += (size_t)(dv->peak_exact && !dv->truncated);
+	t->exact_truncated += (size_t)(dv->peak_exact && dv->truncated);
+	t->exact_long += (size_t)(dv->peak_exact && dv->trace_events > 300000);
+}
+
+/* The trace's peaks against PyTorch's in stats: exact (within 1% for peak allocated where the
+ * replay did not reproduce the trace: a memory cap the snapshot does not record), or lower
+ * bounds where the trace is truncated. */
+static void check_peaks(const char *name, const char *what, const char *stats, const an_device *dv)
+{
+	long long peak_reserved = 0, peak_alloc = 0;
+	if (!tu_json_int(stats, "reserved_bytes.all.peak", &peak_reserved) ||
+	    !tu_json_int(stats, "allocated_bytes.all.peak", &peak_alloc))
+		fail_msg("%s: %s has no peaks", name, what);
+	if (!dv->has_trace)
+		return;
+	if (dv->truncated) {
+		assert_true(dv->peak_reserved <= (uint64_t)peak_reserved);
+		assert_true(dv->peak_allocated <= (uint64_t)peak_alloc);
+		/* replayed from the state its window starts in, whatever its length: exact
+		 * within the window, which in these runs holds the run's peak */
+		if (dv->peak_exact && (dv->peak_allocated != (uint64_t)peak_alloc ||
+		                       dv->peak_reserved != (uint64_t)peak_reserved))
+			fail_msg("%s: truncated, exact peaks %llu / %llu, %s %lld / %lld", name,
+			         (unsigned long long)dv->peak_allocated,
+			         (unsigned long long)dv->peak_reserved, what, peak_alloc,
+			         peak_reserved);
+		return;
+	}
+	if (dv->peak_reserved != (uint64_t)peak_reserved)
+		fail_msg("%s: peak reserved %llu, %s %lld", name,
+		         (unsigned long long)dv->peak_reserved, what, peak_reserved);
+	double rel = (double)llabs((long long)dv->peak_allocated - peak_alloc) / (double)peak_alloc;
+	if (rel > (dv->peak_exact ? 0 : 0.01))
+		fail_msg("%s: peak allocated %llu, %s %lld", name,
+		         (unsigned long long)dv->peak_allocated, what, peak_alloc);
+}
+
+/* One corpus folder: every number against memory_stats.json and the observer's stats. */
+static void check_sample(const char *dir, const char *name, void *ctx)
+{
+	tally *t = ctx;
+	char snap[2048], path[2048];
 	int oom = 0;
-	snprintf(snap, sizeof snap, "%s/%s/snapshot.pickle", dir, name);
+	snprintf(snap, sizeof snap, "%s/snapshot.pickle", dir);
 	if (!tu_exists(snap)) {
-		snprintf(snap, sizeof snap, "%s/%s/oom_snapshot.pickle", dir, name);
+		snprintf(snap, sizeof snap, "%s/oom_snapshot.pickle", dir);
 		oom = 1;
 	}
 	if (!tu_exists(snap)) {
-		/* the large sample is xz-compressed; tests/run.sh unpacks it under build/ */
+		/* the shared large sample: tests/unpack_corpus.sh unpacks it under build/ */
 		snprintf(snap, sizeof snap, "build/%s.pickle", name);
 		oom = 0;
 		if (!tu_exists(snap))
-			return;
+			fail_msg("%s: no snapshot in %s, nor %s", name, dir, snap);
 	}
-	snprintf(stats_path, sizeof stats_path, "%s/%s/memory_stats.json", dir, name);
 	size_t len;
-	char *stats = (char *)tu_read(stats_path, &len);
-	assert_non_null(stats);
+	snprintf(path, sizeof path, "%s/memory_stats.json", dir);
+	char *stats = (char *)tu_read(path, &len);
+	if (!stats)
+		fail_msg("cannot read %s", path);
+	snprintf(path, sizeof path, "%s/facts.json", dir);
+	char *facts = (char *)tu_read(path, &len);
 	rp_report run;
 	assert_int_equal(tu_load((const char *[]){snap}, 1, &run), 0);
 	assert_true(run.an.device_count >= 1);
 	const an_device *dv = &run.an.devices[0];
-	const an_pool *all = &dv->pool[AN_POOL_ALL];
-	const int is_expandable = dv->expandable;
 	/* For OOM samples memory_stats.json was read in the except block, after the OOM: only
 	 * reserved bytes (nothing is freed back to CUDA in between) and the trace's peaks are
-	 * comparable; after a framework's teardown (Lightning frees its module first) only the
-	 * peaks. */
-	const int peaks_only = oom && strcmp(name, "lightning_oom") == 0;
-	for (size_t i = 0; i < sizeof exact_pairs / sizeof *exact_pairs && !peaks_only; i++) {
-		long long want = 0;
-		assert_true(tu_json_int(stats, exact_pairs[i].stats_key, &want));
-		uint64_t got = pool_value(all, i);
-		/* PyTorch does not count split blocks or segments of expandable segments. */
-		if ((is_expandable && i >= 4) || (oom && i != 0))
-			continue;
-		if ((long long)got != want) {
-			print_error("%s: %s = %llu, memory_stats %lld\n", name,
-			            exact_pairs[i].json_key, (unsigned long long)got, want);
-			fail();
-		}
+	 * comparable; after a framework's teardown (Lightning frees its module first: the two
+	 * Lightning OOM runs, as their READMEs say) only the peaks. The observer's stats are the
+	 * snapshot's moment: everything. */
+	const char *observer = facts ? strstr(facts, "\"oom_observer_stats\": {") : NULL;
+	if (!oom)
+		check_pairs(name, "memory_stats", stats, dv, 0);
+	else if (strcmp(name, "lightning_oom") != 0 &&
+	         strcmp(name, "lightning_ckpt_accum_oom") != 0)
+		check_pairs(name, "memory_stats", stats, dv, 1);
+	if (oom && observer) {
+		check_pairs(name, "oom_observer_stats", observer, dv, 0);
+		check_peaks(name, "oom_observer_stats", observer, dv);
+		t->observer++;
 	}
-	/* Peaks from the trace, exact to the byte. */
-	long long peak_reserved = 0, peak_alloc = 0;
-	assert_true(tu_json_int(stats, "reserved_bytes.all.peak", &peak_reserved));
-	assert_true(tu_json_int(stats, "allocated_bytes.all.peak", &peak_alloc));
-	if (strcmp(name, "no_history") == 0) {
-		assert_false(dv->has_trace);
-	} else {
-		assert_true(dv->has_trace);
-		if (known_truncated(name)) {
-			assert_true(dv->truncated);
-			assert_true(dv->peak_reserved <= (uint64_t)peak_reserved);
-			assert_true(dv->peak_allocated <= (uint64_t)peak_alloc);
-			/* Replayed from the state its window starts in, whatever its length: exact
-			 * within the window, which in these steady loops holds the run's peak. */
-			exact_truncated += dv->peak_exact;
-			if (dv->peak_exact && (dv->peak_allocated != (uint64_t)peak_alloc ||
-			                       dv->peak_reserved != (uint64_t)peak_reserved)) {
-				print_error(
-				    "%s: truncated peaks %llu / %llu, memory_stats %lld / %lld\n",
-				    name, (unsigned long long)dv->peak_allocated,
-				    (unsigned long long)dv->peak_reserved, peak_alloc,
-				    peak_reserved);
-				fail();
-			}
-		} else {
-			assert_false(dv->truncated);
-			if (dv->peak_reserved != (uint64_t)peak_reserved) {
-				print_error("%s: peak reserved %llu, memory_stats %lld\n", name,
-				            (unsigned long long)dv->peak_reserved, peak_reserved);
-				fail();
-			}
-			/* Where the allocator replay reproduced the trace the peaks are exact;
-			 * elsewhere (a memory cap the snapshot does not record) within 1%. */
-			exact_peaks += dv->peak_exact;
-			double rel = (double)llabs((long long)dv->peak_allocated - peak_alloc) /
-			             (double)peak_alloc;
-			if (rel > (dv->peak_exact ? 0 : 0.01)) {
-				print_error("%s: peak allocated %llu, memory_stats %lld\n", name,
-				            (unsigned long long)dv->peak_allocated, peak_alloc);
-				fail();
-			}
-		}
-	}
+	check_peaks(name, "memory_stats", stats, dv);
+	check_trace(name, facts, dv, t);
 	rp_free(&run);
 	free(stats);
-	checked_samples++;
+	free(facts);
+	t->checked++;
 }
 
 static void test_corpus_numbers(void **state)
 {
 	(void)state;
-	char dir[1024];
-	snprintf(dir, sizeof dir, "%s/corpus", tu_shared());
-	DIR *d = opendir(dir);
-	if (!d)
-		skip();
-	struct dirent *e;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			check_sample(dir, e->d_name);
-	closedir(d);
-	assert_true(checked_samples >= 16);
-	/* every complete trace but the max_split_size one, whose 4 GiB cap is in no input */
-	assert_true(exact_peaks >= 14);
-	/* gpt_large_trace (1 M events) and infer_kv_oom: no trace is too long to replay */
-	assert_true(exact_truncated >= 2);
+	tally t = {0};
+	size_t samples = tu_each_sample(check_sample, &t);
+	assert_int_equal(t.checked, samples);
+	assert_true(samples >= tu_project_samples());
+	assert_true(tu_project_samples() >= 36);
+	/* the OOM runs of tests/corpus with the observer's stats, one of them wrapped on purpose */
+	assert_true(t.observer >= 9);
+	assert_true(t.wrapped >= 1);
+	/* the allocator replay reproduces every complete trace of tests/corpus but two, whose
+	 * memory caps are in no input (oom_fragmentation_maxsplit, infer_mode_oom) */
+	print_message("%zu samples, %zu exact peaks\n", samples, t.exact_peaks);
+	assert_true(t.exact_peaks >= 31);
+	/* every trace is replayed: the truncated ones of tests/corpus (gen_small_oom_b96,
+	 * cupy_non_pytorch) and, with the shared corpus, gpt_large_trace's 1 M events */
+	assert_true(t.exact_truncated >= 2);
+	char big[2048];
+	snprintf(big, sizeof big, "%s/corpus/gpt_large_trace/facts.json", tu_shared());
+	if (tu_exists(big))
+		assert_true(t.exact_long >= 1 && t.exact_truncated >= 4);
 }
 
 /* Hand-checked facts of single samples, from their facts.json and README rows. */
@@ -159,41 +225,64 @@ static void test_corpus_features(void **state)
 	(void)state;
 	char path[1024];
 	rp_report run;
-	snprintf(path, sizeof path, "%s/corpus/multi_stream/snapshot.pickle", tu_shared());
-	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
+	assert_int_equal(
+	    tu_load((const char *[]){tu_snapshot("multi_stream", path, sizeof path)}, 1, &run), 0);
 	assert_true(run.an.devices[0].pool[AN_POOL_ALL].pending_free_blocks > 0);
 	assert_true(run.ev.snap.stream_count >= 2);
 	rp_free(&run);
 
-	snprintf(path, sizeof path, "%s/corpus/cuda_graph/snapshot.pickle", tu_shared());
-	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
+	assert_int_equal(
+	    tu_load((const char *[]){tu_snapshot("cuda_graph", path, sizeof path)}, 1, &run), 0);
 	assert_true(run.an.devices[0].pool[AN_POOL_PRIVATE].segments > 0);
 	rp_free(&run);
 
-	snprintf(path, sizeof path, "%s/corpus/gpt_varlen_expandable/snapshot.pickle", tu_shared());
-	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
+	assert_int_equal(tu_load((const char *[]){tu_snapshot("oom_fragmentation_expandable", path,
+	                                                      sizeof path)},
+	                         1, &run),
+	                 0);
 	assert_true(run.ev.snap.settings.expandable_segments);
 	assert_true(run.an.devices[0].expandable);
 	rp_free(&run);
 
-	snprintf(path, sizeof path, "%s/corpus/oom_fragmentation/oom_snapshot.pickle", tu_shared());
-	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
+	assert_int_equal(
+	    tu_load((const char *[]){tu_snapshot("oom_fragmentation", path, sizeof path)}, 1, &run),
+	    0);
 	const an_device *dv = &run.an.devices[0];
 	assert_int_equal(dv->oom_events, 1);
 	const md_event *oom = &run.ev.snap.devices[0].events[dv->last_oom_event];
 	assert_int_equal(oom->action, MD_ACT_OOM);
-	assert_int_equal(oom->size, 213909504);    /* facts.json ask_bytes */
-	assert_int_equal(oom->addr, 145468030976); /* oom_observer device_free */
-	assert_int_equal(dv->pool[AN_POOL_ALL].largest_free, 60817408);  /* facts largest_hole */
-	assert_int_equal(dv->pool[AN_POOL_ALL].free_cached, 1635778560); /* holes_bytes */
+	assert_int_equal(oom->size, tu_corpus_int("oom_fragmentation", "facts.json", "ask_bytes"));
+	/* the trace's oom event carries the device's free bytes the observer saw */
+	assert_int_equal(oom->addr,
+	                 tu_corpus_int("oom_fragmentation", "facts.json", "device_free"));
+	assert_int_equal(dv->pool[AN_POOL_ALL].largest_free,
+	                 tu_corpus_int("oom_fragmentation", "facts.json", "largest_hole"));
+	assert_int_equal(dv->pool[AN_POOL_ALL].free_cached,
+	                 tu_corpus_int("oom_fragmentation", "facts.json", "holes_bytes"));
 	assert_false(run.ev.snap.settings.expandable_segments);
 	assert_int_equal(run.ev.snap.settings.max_split_size, UINT64_MAX);
 	rp_free(&run);
 
-	snprintf(path, sizeof path, "%s/corpus/oom_fragmentation_maxsplit/snapshot.pickle",
-	         tu_shared());
-	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
+	assert_int_equal(
+	    tu_load((const char *[]){tu_snapshot("oom_fragmentation_maxsplit", path, sizeof path)},
+	            1, &run),
+	    0);
 	assert_int_equal(run.ev.snap.settings.max_split_size, 100 * 1024 * 1024);
+	rp_free(&run);
+}
+
+/* The shared corpus's twin of gpt_varlen records expandable segments too. */
+static void test_corpus_features_shared(void **state)
+{
+	(void)state;
+	char path[1024];
+	rp_report run;
+	assert_int_equal(
+	    tu_load((const char *[]){tu_snapshot("gpt_varlen_expandable", path, sizeof path)}, 1,
+	            &run),
+	    0);
+	assert_true(run.ev.snap.settings.expandable_segments);
+	assert_true(run.an.devices[0].expandable);
 	rp_free(&run);
 }
 
@@ -292,6 +381,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_corpus_numbers),
 	    cmocka_unit_test(test_corpus_features),
+	    cmocka_unit_test(test_corpus_features_shared),
 	    cmocka_unit_test(test_third_party),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

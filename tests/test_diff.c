@@ -27,12 +27,8 @@ static void test_leak_diff(void **state)
 {
 	(void)state;
 	char before_path[1024], after_path[1024];
-	snprintf(before_path, sizeof before_path, "%s/corpus/leak_val_fixed/snapshot.pickle",
-	         tu_shared());
-	snprintf(after_path, sizeof after_path, "%s/corpus/leak_val_graph/snapshot.pickle",
-	         tu_shared());
-	if (!tu_exists(before_path) || !tu_exists(after_path))
-		skip();
+	tu_snapshot("leak_val_fixed", before_path, sizeof before_path);
+	tu_snapshot("leak_val_graph", after_path, sizeof after_path);
 	rp_report before, after;
 	assert_int_equal(tu_load((const char *[]){before_path}, 1, &before), 0);
 	assert_int_equal(tu_load((const char *[]){after_path}, 1, &after), 0);
@@ -107,11 +103,8 @@ static void test_cmd_diff(void **state)
 {
 	(void)state;
 	char before_path[1024], after_path[1024], out[64];
-	snprintf(before_path, sizeof before_path, "%s/corpus/leak_val_fixed/snapshot.pickle",
-	         tu_shared());
-	snprintf(after_path, sizeof after_path, "%s/corpus/leak_val_graph", tu_shared());
-	if (!tu_exists(before_path) || !tu_exists(after_path))
-		skip();
+	tu_snapshot("leak_val_fixed", before_path, sizeof before_path);
+	tu_sample("leak_val_graph", NULL, after_path, sizeof after_path);
 	snprintf(out, sizeof out, "/tmp/mr_test_diff_%d.json", (int)getpid());
 	/* AFTER as a run folder: discovery finds its one run */
 	char *argv[] = {"diff", before_path, after_path, "--format", "json", "-o", out, NULL};
@@ -131,8 +124,7 @@ static void test_cmd_diff(void **state)
 	unlink(out);
 
 	/* a missing input: exit 2; a folder of many runs: exit 2 */
-	char corpus[1024];
-	snprintf(corpus, sizeof corpus, "%s/corpus", tu_shared());
+	char *corpus = TU_CORPUS;
 	char *bad[] = {"diff", before_path, "/nonexistent/snapshot.pickle", "-o", out, NULL};
 	assert_int_equal(cmd_diff(5, bad), 2);
 	char *many[] = {"diff", before_path, corpus, "-o", out, NULL};

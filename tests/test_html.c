@@ -23,24 +23,12 @@
 #include "base/error.h"
 #include "base/buf.h"
 
-static const char *const samples[] = {"oom_fragmentation", "gpt_varlen", "mlp_healthy",
-                                      "no_history",        "cuda_graph", "gpt_large_trace"};
+/* The samples of issue 9 in the project's corpus, then the large ones of the shared corpus. */
+static const char *const samples[] = {"oom_fragmentation", "mlp_healthy", "no_history",
+                                      "cuda_graph", "hf_llama_oom"};
+static const char *const shared_samples[] = {"gpt_varlen", "gpt_large_trace"};
 
 static const char hostile[] = "tests/fixtures/html/hostile_snapshot.pickle";
-
-/* The snapshot of a corpus sample, or 0 when it is not there (the large one is unpacked into
- * build/ by tests/run.sh). */
-static int sample_path(const char *name, char *out, size_t outsz)
-{
-	snprintf(out, outsz, "%s/corpus/%s/snapshot.pickle", tu_shared(), name);
-	if (tu_exists(out))
-		return 1;
-	snprintf(out, outsz, "%s/corpus/%s/oom_snapshot.pickle", tu_shared(), name);
-	if (tu_exists(out))
-		return 1;
-	snprintf(out, outsz, "build/%s.pickle", name);
-	return tu_exists(out);
-}
 
 typedef enum { F_HTML, F_MD, F_JSON, F_TEXT } fmt;
 
@@ -130,44 +118,52 @@ static size_t count_lines(const char *s)
 	return n;
 }
 
+/* One sample's HTML and Markdown reports: deterministic, offline, bounded. */
+static void check_html(const char *name)
+{
+	char path[2048];
+	tu_snapshot(name, path, sizeof path);
+	rp_report run;
+	mr_buf a = render(path, F_HTML, 0, &run);
+	int has_trace = 0;
+	for (size_t d = 0; d < run.an.device_count; d++)
+		has_trace |= run.an.devices[d].has_trace;
+	rp_free(&run);
+	mr_buf b = render(path, F_HTML, 0, NULL);
+	print_message("%s: %zu bytes\n", name, a.len);
+	assert_int_equal(a.len, b.len);
+	assert_memory_equal(a.data, b.data, a.len);
+	assert_true(a.len <= 3000000);
+	assert_non_null(strstr(a.data, "<!DOCTYPE html>"));
+	assert_non_null(strstr(a.data, "</html>"));
+	assert_non_null(strstr(a.data, "id=verdict"));
+	assert_true(check_pngs(a.data) >= 1);
+	if (has_trace)
+		assert_non_null(strstr(a.data, "<svg class=timeline"));
+	else
+		assert_null(strstr(a.data, "<svg class=timeline"));
+	assert_offline(a.data);
+	mr_buf_free(&a);
+	mr_buf_free(&b);
+
+	mr_buf md = render(path, F_MD, 0, NULL);
+	assert_true(count_lines(md.data) <= 60);
+	assert_non_null(strstr(md.data, "| 0 |"));
+	mr_buf_free(&md);
+}
+
 static void test_corpus_html(void **state)
 {
 	(void)state;
-	int checked = 0;
-	for (size_t i = 0; i < sizeof samples / sizeof *samples; i++) {
-		char path[2048];
-		if (!sample_path(samples[i], path, sizeof path))
-			continue;
-		rp_report run;
-		mr_buf a = render(path, F_HTML, 0, &run);
-		int has_trace = 0;
-		for (size_t d = 0; d < run.an.device_count; d++)
-			has_trace |= run.an.devices[d].has_trace;
-		rp_free(&run);
-		mr_buf b = render(path, F_HTML, 0, NULL);
-		print_message("%s: %zu bytes\n", samples[i], a.len);
-		assert_int_equal(a.len, b.len);
-		assert_memory_equal(a.data, b.data, a.len);
-		assert_true(a.len <= 3000000);
-		assert_non_null(strstr(a.data, "<!DOCTYPE html>"));
-		assert_non_null(strstr(a.data, "</html>"));
-		assert_non_null(strstr(a.data, "id=verdict"));
-		assert_true(check_pngs(a.data) >= 1);
-		if (has_trace)
-			assert_non_null(strstr(a.data, "<svg class=timeline"));
-		else
-			assert_null(strstr(a.data, "<svg class=timeline"));
-		assert_offline(a.data);
-		mr_buf_free(&a);
-		mr_buf_free(&b);
+	for (size_t i = 0; i < sizeof samples / sizeof *samples; i++)
+		check_html(samples[i]);
+}
 
-		mr_buf md = render(path, F_MD, 0, NULL);
-		assert_true(count_lines(md.data) <= 60);
-		assert_non_null(strstr(md.data, "| 0 |"));
-		mr_buf_free(&md);
-		checked++;
-	}
-	assert_true(checked >= 5);
+static void test_corpus_html_shared(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof shared_samples / sizeof *shared_samples; i++)
+		check_html(shared_samples[i]);
 }
 
 static void test_many_segments(void **state)
@@ -178,7 +174,7 @@ static void test_many_segments(void **state)
 	         "%s/third_party/snapshots/notHanmin__assignment2-systems__memory_snapshot.pickle",
 	         tu_shared());
 	if (!tu_exists(path))
-		skip();
+		tu_skip("%s is absent", path);
 	mr_buf a = render(path, F_HTML, 0, NULL);
 	size_t pngs = check_pngs(a.data);
 	/* 999 segments: the largest drawn one by one, the rest aggregated in a few rows. */
@@ -231,51 +227,74 @@ static void test_hostile_strings(void **state)
 	mr_buf_free(&json);
 }
 
-static void assert_redacted(const char *report, const char *what, const char *sample)
+static const char *const secret[] = {"/workspace/", "/opt/torch",   "/home/",
+                                     "/root/",      "/work/shared", "mallory"};
+
+/* The first machine path a report names, or NULL. */
+static const char *names_path(const char *report, size_t *which)
 {
-	static const char *const secret[] = {"/workspace/", "/opt/torch",   "/home/",
-	                                     "/root/",      "/work/shared", "mallory"};
 	for (size_t i = 0; i < sizeof secret / sizeof *secret; i++) {
 		const char *p = strstr(report, secret[i]);
-		if (p)
-			print_error("%s %s report holds %s: %.80s\n", sample, what, secret[i], p);
-		assert_null(p);
+		if (p) {
+			*which = i;
+			return p;
+		}
 	}
+	return NULL;
+}
+
+/* Every report of every path in every format: with --redact-paths none names a machine path;
+ * without it some do (so the check can fail). */
+static void check_redacted(char (*paths)[2048], size_t n, const char *const *names)
+{
+	int saw_paths = 0;
+	size_t which;
+	for (size_t i = 0; i < n; i++) {
+		for (int f = F_HTML; f <= F_TEXT; f++) {
+			mr_buf plain = render(paths[i], (fmt)f, 0, NULL);
+			saw_paths |= names_path(plain.data, &which) != NULL;
+			mr_buf_free(&plain);
+			mr_buf r = render(paths[i], (fmt)f, 1, NULL);
+			const char *p = names_path(r.data, &which);
+			if (p)
+				fail_msg("%s %s report holds %s: %.80s", paths[i], names[f],
+				         secret[which], p);
+			mr_buf_free(&r);
+		}
+	}
+	assert_true(saw_paths);
 }
 
 static void test_redact_paths(void **state)
 {
 	(void)state;
-	static const char *const extra[] = {
-	    "corpus/stacks_all/snapshot.pickle",
-	    "third_party/snapshots/Yiyi-philosophy__LLM-inference__oom_snapshot.pickle",
-	    "third_party/snapshots/LfieLike__SketchKV2__my_snapshot.pickle",
-	};
 	static const char *const names[] = {"html", "md", "json", "text"};
-	char paths[sizeof samples / sizeof *samples + 4][2048];
+	char paths[sizeof samples / sizeof *samples + 2][2048];
 	size_t n = 0;
 	for (size_t i = 0; i < sizeof samples / sizeof *samples; i++)
-		if (sample_path(samples[i], paths[n], sizeof paths[n]))
-			n++;
-	for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) {
-		snprintf(paths[n], sizeof paths[n], "%s/%s", tu_shared(), extra[i]);
-		if (tu_exists(paths[n]))
-			n++;
-	}
+		tu_snapshot(samples[i], paths[n++], sizeof paths[0]);
+	tu_snapshot("stacks_all", paths[n++], sizeof paths[0]);
 	snprintf(paths[n++], sizeof paths[0], "%s", hostile);
-	assert_true(n >= 6);
-	int saw_paths = 0;
-	for (size_t i = 0; i < n; i++) {
-		for (int f = F_HTML; f <= F_TEXT; f++) {
-			mr_buf plain = render(paths[i], (fmt)f, 0, NULL);
-			saw_paths |= strstr(plain.data, "/workspace/") != NULL;
-			mr_buf_free(&plain);
-			mr_buf r = render(paths[i], (fmt)f, 1, NULL);
-			assert_redacted(r.data, names[f], paths[i]);
-			mr_buf_free(&r);
-		}
+	check_redacted(paths, n, names);
+}
+
+/* Other people's snapshots: their home folders and machines' paths. */
+static void test_redact_paths_third_party(void **state)
+{
+	(void)state;
+	static const char *const names[] = {"html", "md", "json", "text"};
+	static const char *const files[] = {
+	    "Yiyi-philosophy__LLM-inference__oom_snapshot.pickle",
+	    "LfieLike__SketchKV2__my_snapshot.pickle",
+	};
+	char paths[2][2048];
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(paths[i], sizeof paths[i], "%s/third_party/snapshots/%s", tu_shared(),
+		         files[i]);
+		if (!tu_exists(paths[i]))
+			tu_skip("%s is not in %s/third_party/snapshots", files[i], tu_shared());
 	}
-	assert_true(saw_paths); /* the unredacted reports do name them: the check can fail */
+	check_redacted(paths, 2, names);
 }
 
 static void test_rp_path_rules(void **state)
@@ -310,9 +329,7 @@ static void test_device_view(void **state)
 {
 	(void)state;
 	char path[1024];
-	snprintf(path, sizeof path, "%s/corpus/mlp_healthy/memory_summary.txt", tu_shared());
-	if (!tu_exists(path))
-		skip();
+	tu_sample("mlp_healthy", "memory_summary.txt", path, sizeof path);
 	rp_report run;
 	const char *paths[] = {path};
 	assert_int_equal(tu_load(paths, 1, &run), 0);
@@ -379,13 +396,50 @@ static void test_helpers(void **state)
 	mr_buf_free(&t);
 }
 
+/* The text report's lines: at most the width in characters, broken at spaces (inside a word
+ * only when it is longer than a line), continued two columns deeper; short lines untouched. */
+static void test_wrap(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *in, *want;
+		size_t columns;
+	} cases[] = {
+	    {"short line\n\n  also short\n", "short line\n\n  also short\n", 20},
+	    {"one two three four five six", "one two three four\n  five six", 20},
+	    {"  [warning] id: aaa bbb ccc ddd", "  [warning] id: aaa\n    bbb ccc ddd", 20},
+	    {"x /a/very/long/path/that/has/no/space.py y",
+	     "x\n  /a/very/long/path/\n  that/has/no/space.\n  py y", 20},
+	    /* twenty characters of two bytes each fit twenty columns */
+	    {"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+	     "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9",
+	     "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+	     "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9",
+	     20},
+	    {"exactly twenty chars", "exactly twenty chars", 20},
+	    {"exactly twenty chars and more", "exactly twenty chars\n  and more", 20},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		mr_buf b = {0};
+		rd_wrap(&b, cases[i].in, strlen(cases[i].in), cases[i].columns);
+		assert_string_equal(b.data ? b.data : "", cases[i].want);
+		mr_buf_free(&b);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_helpers),       cmocka_unit_test(test_rp_path_rules),
-	    cmocka_unit_test(test_device_view),   cmocka_unit_test(test_corpus_html),
-	    cmocka_unit_test(test_many_segments), cmocka_unit_test(test_hostile_strings),
+	    cmocka_unit_test(test_helpers),
+	    cmocka_unit_test(test_rp_path_rules),
+	    cmocka_unit_test(test_device_view),
+	    cmocka_unit_test(test_corpus_html),
+	    cmocka_unit_test(test_corpus_html_shared),
+	    cmocka_unit_test(test_many_segments),
+	    cmocka_unit_test(test_hostile_strings),
 	    cmocka_unit_test(test_redact_paths),
+	    cmocka_unit_test(test_redact_paths_third_party),
+	    cmocka_unit_test(test_wrap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -540,23 +540,12 @@ static void test_truncated_start(void **state)
 
 /* ---- the corpus ---- */
 
-static int corpus_path(char *buf, size_t n, const char *sample, const char *file)
-{
-	snprintf(buf, n, "%s/corpus/%s/%s", tu_shared(), sample, file);
-	FILE *f = fopen(buf, "rb");
-	if (!f)
-		return -1;
-	fclose(f);
-	return 0;
-}
-
-static void replay_sample(const char *sample, const char *file, const char *conf, uint64_t limit,
-                          sim_result *r)
+/* The sample's snapshot replayed under conf (and limit, 0: none); skips when it is absent. */
+static void replay_sample(const char *sample, const char *conf, uint64_t limit, sim_result *r)
 {
 	char path[1024];
 	rp_report run;
-	if (corpus_path(path, sizeof path, sample, file))
-		skip();
+	tu_snapshot(sample, path, sizeof path);
 	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
 	sim_config base, cfg;
 	mr_error err = {0};
@@ -571,13 +560,11 @@ static void replay_sample(const char *sample, const char *file, const char *conf
 
 /* Issue 8's acceptance: the recorded settings replayed give PyTorch's own peaks, to the
  * byte, and the replay follows the recording. */
-static void test_corpus_recorded_peaks(void **state)
+static void check_recorded_peaks(const char *const *samples, size_t n)
 {
-	(void)state;
-	const char *samples[] = {"mlp_healthy", "gpt_varlen", "resnet_amp", "leak_val_graph"};
-	for (size_t i = 0; i < sizeof samples / sizeof *samples; i++) {
+	for (size_t i = 0; i < n; i++) {
 		sim_result r;
-		replay_sample(samples[i], "snapshot.pickle", "recorded", 0, &r);
+		replay_sample(samples[i], "recorded", 0, &r);
 		long long want_alloc =
 		    tu_corpus_int(samples[i], "memory_stats.json", "allocated_bytes.all.peak");
 		long long want_res =
@@ -604,12 +591,29 @@ static void test_corpus_recorded_peaks(void **state)
 	}
 }
 
+static void test_corpus_recorded_peaks(void **state)
+{
+	(void)state;
+	/* healthy runs of both recorders without a memory cap, the ladders' recorded runs too */
+	const char *samples[] = {"mlp_healthy",       "leak_val_graph",     "lbfgs_closure",
+	                         "lightning_healthy", "ddp_one_rank",       "train_leak",
+	                         "gpt8_s256_8g_b4",   "llama_s1024_16g_b2", "resnet50_10g_b16"};
+	check_recorded_peaks(samples, sizeof samples / sizeof *samples);
+}
+
+static void test_corpus_recorded_peaks_shared(void **state)
+{
+	(void)state;
+	const char *samples[] = {"gpt_varlen", "resnet_amp"};
+	check_recorded_peaks(samples, sizeof samples / sizeof *samples);
+}
+
 /* gpt_varlen replayed with expandable segments against the same run measured with them. */
 static void test_corpus_expandable_prediction(void **state)
 {
 	(void)state;
 	sim_result r;
-	replay_sample("gpt_varlen", "snapshot.pickle", "expandable_segments:True", 0, &r);
+	replay_sample("gpt_varlen", "expandable_segments:True", 0, &r);
 	long long twin =
 	    tu_corpus_int("gpt_varlen_expandable", "memory_stats.json", "reserved_bytes.all.peak");
 	double rel = fabs((double)r.peak_reserved - (double)twin) / (double)twin;
@@ -629,13 +633,13 @@ static void test_corpus_oom_fragmentation(void **state)
 {
 	(void)state;
 	sim_result r;
-	replay_sample("oom_fragmentation", "oom_snapshot.pickle", "recorded", 4 * GiB, &r);
+	replay_sample("oom_fragmentation", "recorded", 4 * GiB, &r);
 	assert_true(r.first_oom.present);
 	assert_true(r.matches_recording);
 	char path[1024];
 	size_t len;
-	snprintf(path, sizeof path, "%s/corpus/oom_fragmentation/facts.json", tu_shared());
-	char *facts = (char *)tu_read(path, &len);
+	char *facts =
+	    (char *)tu_read(tu_sample("oom_fragmentation", "facts.json", path, sizeof path), &len);
 	assert_non_null(facts);
 	long long ask, holes, largest;
 	assert_true(tu_json_int(facts, "ask_bytes", &ask));
@@ -650,8 +654,7 @@ static void test_corpus_oom_fragmentation(void **state)
 	    tu_corpus_int("oom_fragmentation", "memory_stats.json", "reserved_bytes.all.current"));
 	sim_result_free(&r);
 
-	replay_sample("oom_fragmentation", "oom_snapshot.pickle", "expandable_segments:True",
-	              4 * GiB, &r);
+	replay_sample("oom_fragmentation", "expandable_segments:True", 4 * GiB, &r);
 	assert_false(r.first_oom.present);
 	/* the twin run: same final reserved and allocated, as many maps and unmaps */
 	assert_int_equal(r.final_reserved,
@@ -668,19 +671,69 @@ static void test_corpus_oom_fragmentation(void **state)
 	    tu_corpus_int("oom_fragmentation_expandable", "memory_stats.json", "num_device_free"));
 	sim_result_free(&r);
 
-	replay_sample("oom_fragmentation", "oom_snapshot.pickle", "max_split_size_mb:100", 4 * GiB,
-	              &r);
+	replay_sample("oom_fragmentation", "max_split_size_mb:100", 4 * GiB, &r);
 	assert_false(r.first_oom.present);
 	sim_result_free(&r);
 }
 
-/* Every recording with a trace, replayed under its own settings (and the limit its OOM
- * message names), follows the recording to the end. */
+/* The memory cap a sample ran under: "N GiB allowed" in its OOM message (facts.json), else
+ * facts.json "cap_bytes" (tools/record_runs.py's budget), else the 4 GiB of the twins of
+ * oom_fragmentation (corpus README); 0: none. */
+static uint64_t sample_limit(const char *sample)
+{
+	char path[1024];
+	size_t len;
+	long long cap = 0;
+	char *facts = (char *)tu_read(tu_sample(sample, "facts.json", path, sizeof path), &len);
+	assert_non_null(facts);
+	uint64_t limit = 0;
+	const char *at = strstr(facts, " GiB allowed");
+	if (at) {
+		const char *p = at;
+		while (p > facts && (p[-1] == '.' || (p[-1] >= '0' && p[-1] <= '9')))
+			p--;
+		limit = (uint64_t)(strtod(p, NULL) * (double)GiB);
+	} else if (tu_json_int(facts, "cap_bytes", &cap)) {
+		limit = (uint64_t)cap;
+	} else if (strncmp(sample, "oom_fragmentation", 17) == 0) {
+		limit = 4 * GiB;
+	}
+	free(facts);
+	return limit;
+}
+
+/* Each recording replayed under its own settings and memory cap follows the recording to the
+ * end, with PyTorch's peaks (for OOM runs too: the peaks do not change after the OOM) and, where
+ * it ran out of memory, an OOM. */
+static void check_validate(const char *const *samples, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char path[1024];
+		int oom =
+		    strstr(tu_snapshot(samples[i], path, sizeof path), "oom_snapshot") != NULL;
+		sim_result r;
+		replay_sample(samples[i], "recorded", sample_limit(samples[i]), &r);
+		if (!r.matches_recording)
+			fail_msg("%s: diverged at %zu: %s: expected %s, got %s", samples[i],
+			         r.first_divergence.event_index, r.first_divergence.what,
+			         r.first_divergence.expected, r.first_divergence.got);
+		assert_int_equal(r.peak_reserved, tu_corpus_int(samples[i], "memory_stats.json",
+		                                                "reserved_bytes.all.peak"));
+		assert_int_equal(r.peak_allocated, tu_corpus_int(samples[i], "memory_stats.json",
+		                                                 "allocated_bytes.all.peak"));
+		if (r.first_oom.present != oom)
+			fail_msg("%s: the replay %s out of memory", samples[i],
+			         r.first_oom.present ? "ran" : "did not run");
+		sim_result_free(&r);
+	}
+}
+
+/* Every recording of tests/corpus with a complete trace, but other_process (the device ran out,
+ * not a cap) and those test_corpus_recorded_peaks replays. */
 static void test_corpus_all_validate(void **state)
 {
 	(void)state;
 	const char *samples[] = {"cuda_graph",
-	                         "gpt_varlen_expandable",
 	                         "leak_val_fixed",
 	                         "multi_stream",
 	                         "oom_fragmentation_expandable",
@@ -688,51 +741,28 @@ static void test_corpus_all_validate(void **state)
 	                         "stacks_all",
 	                         "state_only",
 	                         "oom_capacity",
-	                         "oom_capacity_params"};
-	for (size_t i = 0; i < sizeof samples / sizeof *samples; i++) {
-		char path[1024];
-		uint64_t limit = 0;
-		const char *file = "snapshot.pickle";
-		/* the twins of oom_fragmentation ran under the same 4 GiB (corpus README) */
-		if (strncmp(samples[i], "oom_fragmentation", 17) == 0)
-			limit = 4 * GiB;
-		if (!corpus_path(path, sizeof path, samples[i], "oom_snapshot.pickle"))
-			file = "oom_snapshot.pickle";
-		/* the limit: "N GiB allowed" in the OOM message or train.log */
-		if (!corpus_path(path, sizeof path, samples[i], "facts.json")) {
-			size_t len;
-			char *facts = (char *)tu_read(path, &len);
-			assert_non_null(facts);
-			const char *at = strstr(facts, " GiB allowed");
-			if (at) {
-				const char *p = at;
-				while (p > facts &&
-				       (p[-1] == '.' || (p[-1] >= '0' && p[-1] <= '9')))
-					p--;
-				limit = (uint64_t)(strtod(p, NULL) * (double)GiB);
-			}
-			free(facts);
-		}
-		sim_result r;
-		replay_sample(samples[i], file, "recorded", limit, &r);
-		if (!r.matches_recording) {
-			print_error("%s: diverged at %zu: %s: expected %s, got %s\n", samples[i],
-			            r.first_divergence.event_index, r.first_divergence.what,
-			            r.first_divergence.expected, r.first_divergence.got);
-			fail();
-		}
-		if (strcmp(file, "snapshot.pickle") == 0) {
-			assert_int_equal(r.peak_reserved,
-			                 tu_corpus_int(samples[i], "memory_stats.json",
-			                               "reserved_bytes.all.peak"));
-			assert_int_equal(r.peak_allocated,
-			                 tu_corpus_int(samples[i], "memory_stats.json",
-			                               "allocated_bytes.all.peak"));
-		} else {
-			assert_true(r.first_oom.present);
-		}
-		sim_result_free(&r);
-	}
+	                         "oom_capacity_params",
+	                         "hf_gpt2_oom",
+	                         "oom_loss_logits",
+	                         "fsdp_oom",
+	                         "lightning_oom",
+	                         "hf_llama_oom",
+	                         "hf_trainer_oom",
+	                         "compile_oom",
+	                         "ckpt_on_oom",
+	                         "infer_mode_oom",
+	                         "eval_no_grad_missing_oom",
+	                         "retries_survived",
+	                         "t5_accum_oom_l4",
+	                         "llama_infer_s1024_4g_b4"};
+	check_validate(samples, sizeof samples / sizeof *samples);
+}
+
+static void test_corpus_all_validate_shared(void **state)
+{
+	(void)state;
+	const char *samples[] = {"gpt_varlen_expandable", "hf_gpt2_b4", "hf_gpt2_empty_cache"};
+	check_validate(samples, sizeof samples / sizeof *samples);
 }
 
 /* The 1 M-event trace whose ring buffer wrapped: replayed from a reconstructed start, in
@@ -741,11 +771,9 @@ static void test_corpus_large_trace(void **state)
 {
 	(void)state;
 	rp_report run;
-	FILE *f = fopen("build/gpt_large_trace.pickle", "rb");
-	if (!f)
-		skip();
-	fclose(f);
-	assert_int_equal(tu_load((const char *[]){"build/gpt_large_trace.pickle"}, 1, &run), 0);
+	char path[1024];
+	tu_snapshot("gpt_large_trace", path, sizeof path);
+	assert_int_equal(tu_load((const char *[]){path}, 1, &run), 0);
 	sim_config cfg;
 	sim_result r;
 	mr_error err = {0};
@@ -793,9 +821,11 @@ int main(void)
 	    cmocka_unit_test(test_limit_oom),
 	    cmocka_unit_test(test_truncated_start),
 	    cmocka_unit_test(test_corpus_recorded_peaks),
+	    cmocka_unit_test(test_corpus_recorded_peaks_shared),
 	    cmocka_unit_test(test_corpus_expandable_prediction),
 	    cmocka_unit_test(test_corpus_oom_fragmentation),
 	    cmocka_unit_test(test_corpus_all_validate),
+	    cmocka_unit_test(test_corpus_all_validate_shared),
 	    cmocka_unit_test(test_corpus_large_trace),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,7 +3,7 @@
 # `check` prints the exact apt-get line and fails when something is missing;
 # `install` installs what is missing when run as root, else does what `check` does.
 set -u
-PKGS="build-essential pkg-config libzip-dev libmsgpack-dev libcmark-dev libpng-dev zlib1g-dev libcmocka-dev"
+PKGS="build-essential pkg-config libzip-dev libmsgpack-dev libcmark-dev libpng-dev zlib1g-dev liblzma-dev libcmocka-dev"
 missing=""
 have_pc() { pkg-config --exists "$1" 2>/dev/null; }
 command -v cc >/dev/null 2>&1 || missing="$missing build-essential"
@@ -13,6 +13,7 @@ have_pc msgpack || have_pc msgpack-c || missing="$missing libmsgpack-dev"
 have_pc libcmark || missing="$missing libcmark-dev"
 have_pc libpng || missing="$missing libpng-dev"
 have_pc zlib || missing="$missing zlib1g-dev"
+have_pc liblzma || missing="$missing liblzma-dev"
 have_pc cmocka || missing="$missing libcmocka-dev"
 [ -z "$missing" ] && exit 0
 if [ "${1:-check}" = install ] && [ "$(id -u)" = 0 ]; then

@@ -2,7 +2,7 @@
 # mkdeb.sh BINARY MANPAGE VERSION DISTDIR: builds DISTDIR/memreport_VERSION_ARCH.deb with
 # dpkg-deb (no debhelper): /usr/bin/memreport (stripped), the man page, the copyright file.
 # Depends comes from dpkg-shlibdeps on the binary, so it names the runtime packages of the
-# libraries it really links (libzip, msgpack-c, cmark, libpng, zlib, libc). The package is
+# libraries it really links (libzip, msgpack-c, cmark, libpng, zlib, liblzma, libc). The package is
 # reproducible: owners root, fixed modes, and every time stamp is SOURCE_DATE_EPOCH.
 set -eu
 bin=$1

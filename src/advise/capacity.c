@@ -1,6 +1,8 @@
 /* capacity.c: what shrinks live memory, for this kind of run. */
 #include "advise/capacity.h"
 
+#include "advise/growth.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -135,6 +137,8 @@ static void advise_state(ad_ctx *c, const uint64_t *cat)
 	uint64_t live = ad_live_total(cat);
 	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
 	uint64_t acts = cat[AN_CAT_ACTIVATIONS];
+	/* a run on one GPU (no DDP, no FSDP) fixes it on that GPU first; sharding needs more */
+	int one_gpu = !ad_technique_on(c, AN_TECH_DDP) && !ad_technique_on(c, AN_TECH_FSDP);
 	if (ad_technique_on(c, AN_TECH_FSDP))
 		ad_note(c, "fsdp_on", AD_INFO,
 		        "FSDP is already on. Parameters, gradients and optimizer state (%s) "
@@ -142,8 +146,10 @@ static void advise_state(ad_ctx *c, const uint64_t *cat)
 		        "half of it per GPU; activations (%s) are not sharded.",
 		        ad_sz(b1, state), ad_sz(b2, acts));
 	else
-		ad_suggest(c, "fsdp", AD_PRIO_CAPACITY,
-		           "Shard parameters, gradients and optimizer state (FSDP)",
+		ad_suggest(c, "fsdp", one_gpu ? AD_PRIO_CAPACITY + 20 : AD_PRIO_CAPACITY,
+		           one_gpu ? "With more GPUs: shard parameters, gradients and optimizer "
+		                     "state (FSDP)"
+		                   : "Shard parameters, gradients and optimizer state (FSDP)",
 		           "model = torch.distributed.fsdp.FullyShardedDataParallel(model)  # or "
 		           "fully_shard(model) in torch>=2.4",
 		           "Parameters (%s), gradients (%s) and optimizer state (%s) are %d%% of "
@@ -161,7 +167,7 @@ static void advise_state(ad_ctx *c, const uint64_t *cat)
 		    "Optimizer state alone is %s. Keeping it (and the parameters) in host "
 		    "memory frees that much on the GPU, at the cost of transfers every step.",
 		    ad_sz(b1, cat[AN_CAT_OPTIMIZER]));
-	ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY + 20,
+	ad_suggest(c, "mixed_precision", one_gpu ? AD_PRIO_CAPACITY : AD_PRIO_CAPACITY + 20,
 	           "Keep weights, gradients or optimizer state in lower precision",
 	           "bf16 parameters/gradients, or an 8-bit optimizer (e.g. "
 	           "bitsandbytes.optim.Adam8bit)",
@@ -205,14 +211,16 @@ static void advise_training(ad_ctx *c, const uint64_t *cat)
 		           "The generation cache (transformers cache_utils.py) holds %s during a "
 		           "training step, where nothing reads it.",
 		           ad_sz(b1, kv));
-	ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY + 30,
-	           "Run the forward pass in bf16 autocast",
-	           ad_framework(c, AN_FW_LIGHTNING)
-	               ? "Trainer(precision=\"bf16-mixed\")"
-	               : "with torch.autocast(\"cuda\", dtype=torch.bfloat16): loss = model(x)",
-	           "bf16 activations take half the bytes of fp32 ones (%s now), unless the "
-	           "model already runs in autocast.",
-	           ad_sz(b1, acts));
+	if (!ad_technique_on(c, AN_TECH_AUTOCAST)) /* else the activations are in bf16 already */
+		ad_suggest(
+		    c, "mixed_precision", AD_PRIO_CAPACITY + 30,
+		    "Run the forward pass in bf16 autocast",
+		    ad_framework(c, AN_FW_LIGHTNING)
+		        ? "Trainer(precision=\"bf16-mixed\")"
+		        : "with torch.autocast(\"cuda\", dtype=torch.bfloat16): loss = model(x)",
+		    "bf16 activations take half the bytes of fp32 ones (%s now), unless the "
+		    "model already runs in autocast.",
+		    ad_sz(b1, acts));
 }
 
 /* Activations fill it in a run without backward: inference (no_grad), a forward that keeps its
@@ -229,6 +237,9 @@ static void advise_forward_only(ad_ctx *c, const uint64_t *cat)
 		    "No backward ever runs, yet each forward keeps its autograd graph: %s of "
 		    "activations that no_grad would free layer by layer.",
 		    ad_sz(b1, acts));
+	if (kind == AN_RUN_EVALUATION)
+		ad_rule_summed_losses(c,
+		                      c->run->forward_spans ? acts / c->run->forward_spans : acts);
 	uint64_t kv = live_with(c, AN_SF_KV_CACHE);
 	if (kind == AN_RUN_INFERENCE && kv * 2 >= live)
 		snprintf(
@@ -244,12 +255,13 @@ static void advise_forward_only(ad_ctx *c, const uint64_t *cat)
 		    "samples per forward: half as many frees about %s.",
 		    ad_sz(b1, acts), ad_sz(b2, live), ad_pct(acts, live), ad_sz(b3, acts / 2));
 	advise_microbatch(c, AD_PRIO_CAPACITY, why);
-	ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY + 30, "Run the model in bf16",
-	           "model.to(torch.bfloat16)  # or with torch.autocast(\"cuda\", "
-	           "dtype=torch.bfloat16)",
-	           "bf16 weights and activations take half the bytes of fp32 ones (%s of "
-	           "activations now), unless the model already runs in bf16.",
-	           ad_sz(b1, acts));
+	if (!ad_technique_on(c, AN_TECH_AUTOCAST))
+		ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY + 30, "Run the model in bf16",
+		           "model.to(torch.bfloat16)  # or with torch.autocast(\"cuda\", "
+		           "dtype=torch.bfloat16)",
+		           "bf16 weights and activations take half the bytes of fp32 ones (%s of "
+		           "activations now), unless the model already runs in bf16.",
+		           ad_sz(b1, acts));
 }
 
 void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)

@@ -65,6 +65,7 @@ void ad_rule_growth(ad_ctx *c)
 		    "No backward runs, yet every iteration's forward keeps its autograd graph "
 		    "alive through the tensors the loop keeps: %s per iteration.",
 		    ad_sz(b1, r->growth_per_iteration));
+	ad_rule_summed_losses(c, r->growth_per_iteration);
 	ad_suggest(c, "release_references", AD_PRIO_TARGETED + 1,
 	           "Keep numbers, not tensors, from each iteration",
 	           "total += loss.item()   # not: total += loss\n"
@@ -73,6 +74,22 @@ void ad_rule_growth(ad_ctx *c)
 	           "iteration): a list or a sum of GPU tensors keeps them, and their autograd "
 	           "graphs when they require grad.",
 	           ad_sz(b1, r->growth_per_iteration));
+}
+
+void ad_rule_summed_losses(ad_ctx *c, uint64_t per_forward)
+{
+	char b1[32];
+	if (!c->run || c->run->evidence != AN_KIND_GRAPH_LOSSES)
+		return;
+	ad_suggest(c, "backward_per_microbatch", AD_PRIO_TARGETED,
+	           "If these are a training step's microbatches: a backward for each one",
+	           "(model(x, labels=y).loss / accum_steps).backward()\n"
+	           "# not: total = total + loss, then total.backward() once",
+	           "Each forward keeps its autograd graph (%s) until a backward uses it. Adding "
+	           "up the losses of several microbatches and calling backward once keeps all "
+	           "their graphs alive together; a backward per microbatch frees each graph as "
+	           "it goes and accumulates the same gradients.",
+	           ad_sz(b1, per_forward));
 }
 
 /* cudaMalloc retries from a memory_stats() dump or the last memory_summary() table, the one

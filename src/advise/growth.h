@@ -14,5 +14,9 @@ void ad_rule_growth(ad_ctx *c);
  * allocated: a leak, which no smaller batch fixes. */
 int ad_leak_explains(const ad_ctx *c);
 void ad_rule_releases(ad_ctx *c);
+/* Forwards that keep their graphs and compute a loss with no backward (AN_KIND_GRAPH_LOSSES)
+ * may be the microbatches of one training step whose losses are added up: the alternative to
+ * no_grad, ranked right after it. per_forward: what each forward keeps. */
+void ad_rule_summed_losses(ad_ctx *c, uint64_t per_forward);
 
 #endif

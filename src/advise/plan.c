@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/casts.h"
 #include "base/addrmap.h"
 #include "base/mem.h"
 #include "base/units.h"
@@ -77,97 +78,6 @@ static size_t first_iteration(const plan_ctx *p)
 	return SIZE_MAX;
 }
 
-/* Autocast's copies of float32 weights: under torch.autocast every weight is cast to half
- * precision once per forward, inside the model, a block of half a parameter's bytes. They do
- * not scale with the batch. An activation can happen to have that size too, so the copies are
- * told apart by count: in each iteration at most one per parameter of that size, and only when
- * the first iteration shows (nearly) every parameter's copy, as autocast makes them. */
-typedef struct {
-	uint64_t *size; /* the half sizes, sorted */
-	size_t *quota;  /* parameters of each */
-	size_t *used;   /* copies seen in the current iteration */
-	size_t count;
-	int on; /* the first iteration shows autocast's copies */
-} casts;
-
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return (x > y) - (x < y);
-}
-
-static size_t cast_slot(const casts *k, uint64_t size)
-{
-	size_t lo = 0, hi = k->count;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (k->size[mid] < size)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < k->count && k->size[lo] == size ? lo : SIZE_MAX;
-}
-
-/* Whether alloc event i is a weight's half-precision copy (and counts it). */
-static int take_cast(const plan_ctx *p, casts *k, size_t i)
-{
-	const md_event *e = &p->md->events[i];
-	if (!(flags(p, e->stack) & AN_SF_MODULE_CALL) ||
-	    category(p, e->stack) != AN_CAT_ACTIVATIONS)
-		return 0;
-	size_t slot = cast_slot(k, block_size(e->size));
-	if (slot == SIZE_MAX || k->used[slot] >= k->quota[slot])
-		return 0;
-	k->used[slot]++;
-	return 1;
-}
-
-static void casts_free(casts *k)
-{
-	free(k->size);
-	free(k->quota);
-	free(k->used);
-	memset(k, 0, sizeof *k);
-}
-
-/* The half sizes of the parameters allocated in the trace, and whether the first iteration
- * (its events [first, end)) copies at least 80% of their bytes. Returns -1 when memory runs
- * out. */
-static int casts_find(const plan_ctx *p, size_t end, casts *k)
-{
-	const md_event *ev = p->md->events;
-	size_t n = 0, cap = 0;
-	for (size_t i = 0; i < p->first && i < p->md->event_count; i++) {
-		if (ev[i].action != MD_ACT_ALLOC || category(p, ev[i].stack) != AN_CAT_PARAMETERS)
-			continue;
-		if (MR_GROW(k->size, cap, n + 1))
-			return -1;
-		k->size[n++] = block_size(ev[i].size / 2);
-	}
-	qsort(k->size, n, sizeof *k->size, u64_cmp);
-	k->quota = mr_alloc_array(n ? n : 1, sizeof *k->quota);
-	k->used = mr_alloc_array(n ? n : 1, sizeof *k->used);
-	if (!k->quota || !k->used)
-		return -1;
-	uint64_t total = 0, seen = 0;
-	for (size_t i = 0; i < n; i++) {
-		total += k->size[i];
-		if (k->count && k->size[k->count - 1] == k->size[i]) {
-			k->quota[k->count - 1]++;
-			continue;
-		}
-		k->size[k->count] = k->size[i];
-		k->quota[k->count++] = 1;
-	}
-	for (size_t i = p->first; i < end && i < p->md->event_count; i++)
-		if (ev[i].action == MD_ACT_ALLOC && take_cast(p, k, i))
-			seen += block_size(ev[i].size);
-	k->on = total && seen * 5 >= total * 4;
-	memset(k->used, 0, k->count * sizeof *k->used);
-	return 0;
-}
-
 /* Which requests scale with the microbatch: allocated in an iteration, freed again, and not
  * parameters, optimizer state, a parameter's gradient (the gradients the optimizer or
  * zero_grad frees, or, where frees carry no stack, a gradient the size of a parameter) or a
@@ -177,15 +87,18 @@ static mr_status classify(plan_ctx *p, mr_error *err)
 	const md_event *ev = p->md->events;
 	size_t count = p->md->event_count;
 	am_map last = {0}, param_sizes = {0};
-	casts k = {0};
+	an_casts k = {0};
 	mr_status st = MR_OK;
 	uint64_t a, v;
 	int free_stacks = 0;
 	const an_structure *run = &p->dv->run;
 	size_t iter = 0; /* the next iteration start to reach */
 	p->scales = mr_alloc_array(count ? count : 1, 1);
-	if (!p->scales || casts_find(p, run->start_count > 1 ? run->starts[1] : count, &k))
+	if (!p->scales)
 		goto oom;
+	if ((st = an_casts_find(p->s, p->md, p->info, p->first,
+	                        run->start_count > 1 ? run->starts[1] : count, &k, err)))
+		goto done;
 	for (size_t i = 0; i < count; i++) {
 		free_stacks |= ev[i].action == MD_ACT_FREE_REQUESTED && ev[i].stack != MD_NO_STACK;
 		if (ev[i].action == MD_ACT_ALLOC && category(p, ev[i].stack) == AN_CAT_PARAMETERS &&
@@ -198,10 +111,11 @@ static mr_status classify(plan_ctx *p, mr_error *err)
 		int candidate =
 		    i >= p->first && cat != AN_CAT_PARAMETERS && cat != AN_CAT_OPTIMIZER;
 		while (iter < run->start_count && run->starts[iter] <= i) {
-			memset(k.used, 0, k.count * sizeof *k.used); /* a new iteration's copies */
+			an_casts_next_iteration(&k); /* a new iteration's copies */
 			iter++;
 		}
-		if (candidate && k.on && e->action == MD_ACT_ALLOC && take_cast(p, &k, i))
+		if (candidate && k.on && e->action == MD_ACT_ALLOC &&
+		    an_casts_take(&k, p->s, p->info, e))
 			candidate = 0;
 		if (e->action == MD_ACT_ALLOC) {
 			if (am_put(&last, e->addr, i))
@@ -235,7 +149,7 @@ oom:
 done:
 	am_free(&last);
 	am_free(&param_sizes);
-	casts_free(&k);
+	an_casts_free(&k);
 	return st;
 }
 

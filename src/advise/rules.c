@@ -155,7 +155,12 @@ static void advise_oom(ad_ctx *c)
 	int could_serve = o->usable_free >= o->requested;
 	int real_share = (double)o->usable_free * 100.0 >= (double)budget * FRAG_SHARE_PERCENT;
 	const uint64_t *cat = dv->categories;
-	if (could_serve && real_share) {
+	/* a leak that would fill the free pieces again within a quarter of its growth so far is
+	 * the cause: packing them would only delay the failure */
+	const an_structure *r = c->run;
+	uint64_t grown = r ? r->growth_per_iteration * r->growth_increments : 0;
+	int leak_fills = ad_leak_explains(c) && o->usable_free * 4 <= grown;
+	if (could_serve && real_share && !leak_fills) {
 		out->cause = AD_CAUSE_FRAGMENTATION;
 		ad_note(
 		    c, "oom_fragmentation", AD_CRITICAL,
@@ -174,20 +179,26 @@ static void advise_oom(ad_ctx *c)
 		return;
 	}
 	out->cause = outside == AD_OUTSIDE_UNCLEAR ? AD_CAUSE_UNKNOWN : AD_CAUSE_CAPACITY;
-	char freebuf[160] = "nothing was cached but free";
+	char freebuf[160] = "nothing was cached but free", delay[224] = "";
 	if (o->usable_free)
-		snprintf(freebuf, sizeof freebuf, "only %s was cached but free (largest piece %s)",
-		         ad_sz(b2, o->usable_free), ad_sz(b3, o->usable_largest));
+		snprintf(freebuf, sizeof freebuf, "%s%s was cached but free (largest piece %s)",
+		         real_share ? "" : "only ", ad_sz(b2, o->usable_free),
+		         ad_sz(b3, o->usable_largest));
+	if (could_serve && leak_fills)
+		snprintf(delay, sizeof delay,
+		         " Packed together it would have held the request, but live memory grows "
+		         "%s per iteration: fixing fragmentation would buy about %llu iterations.",
+		         ad_sz(b5, r->growth_per_iteration),
+		         (unsigned long long)(o->usable_free / r->growth_per_iteration));
+	else if (could_serve)
+		snprintf(delay, sizeof delay,
+		         " The scattered free memory is too small a share of the budget to matter: "
+		         "fixing fragmentation would only make it fail a little later.");
 	if (outside != AD_OUTSIDE_UNCLEAR)
 		ad_note(c, "oom_capacity", AD_CRITICAL,
 		        "Out of memory from capacity: live tensors hold %s and %s for a request of "
 		        "%s.%s",
-		        ad_sz(b1, all->allocated), freebuf, ad_sz(b4, o->requested),
-		        could_serve
-		            ? " The scattered free memory is too small a share of the budget "
-		              "to matter: fixing fragmentation would only make it fail a "
-		              "little later."
-		            : "");
+		        ad_sz(b1, all->allocated), freebuf, ad_sz(b4, o->requested), delay);
 	/* a leak that filled the memory: the growth rule says what to change, not the batch */
 	if (!ad_leak_explains(c)) {
 		ad_rule_logits(c);
@@ -206,8 +217,12 @@ static void advise_oom(ad_ctx *c)
 		    c, "expandable_segments", AD_PRIO_LATER,
 		    "Expandable segments would not save this run",
 		    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-		    "Only %s was free in the cache; even perfectly packed it would not hold the "
-		    "%s request. Worth having, but not the fix.",
+		    could_serve
+		        ? "Packed together, the %s free in the cache would hold this %s "
+		          "request, but the requests after it would not fit: worth having, "
+		          "but not the fix."
+		        : "Only %s was free in the cache; even perfectly packed it would not "
+		          "hold the %s request. Worth having, but not the fix.",
 		    ad_sz(b1, o->usable_free), ad_sz(b2, o->requested));
 }
 
@@ -381,10 +396,11 @@ static void quote_plan(ad_ctx *c)
 		         "%.2fx this one.",
 		         b1, cp->max_factor);
 	else
-		snprintf(more, sizeof more,
-		         " Replayed with the microbatch scaled, what of the step ran does not fit "
-		         "%s at %.2fx this one or more: a smaller microbatch is needed.",
-		         b1, cp->max_factor);
+		snprintf(
+		    more, sizeof more,
+		    " Replayed with the microbatch scaled, what of the step ran does not fit "
+		    "%s at %.2fx this one or more: a microbatch that fits, if any, is smaller.",
+		    b1, cp->max_factor);
 	if (ad_append_reason(r, more))
 		c->failed = 1;
 }
@@ -422,9 +438,9 @@ mr_status ad_advise(const ld_evidence *ev, const an_result *an, int device, uint
 		ad_rule_releases(&c);
 	}
 	list_messages(&c);
+	rank(&c); /* the verdict names the first recommendation's cause */
 	if (ad_write_verdict(out, c.dv) || ad_write_what_ran(out, c.run))
 		c.failed = 1;
-	rank(&c);
 	free(c.rec_priority);
 	mr_status st = MR_OK;
 	/* The evidence's cap is a budget unless what filled the device was someone else's, or

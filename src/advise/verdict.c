@@ -102,7 +102,14 @@ static void oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
 	const ad_finding *growth = find(a, "memory_growth");
 	const an_structure *r = &dv->run;
-	if (growth && growth->severity == AD_CRITICAL)
+	if (growth && growth->severity == AD_CRITICAL && r->kind == AN_RUN_EVALUATION)
+		mr_buf_printf(
+		    b,
+		    "Out of memory from kept autograd graphs: live memory grew %s per iteration "
+		    "over %zu iterations, each forward keeping its graph with no backward, until "
+		    "the %s request failed.",
+		    sz(b1, r->growth_per_iteration), r->growth_increments, sz(b2, o->requested));
+	else if (growth && growth->severity == AD_CRITICAL)
 		mr_buf_printf(
 		    b,
 		    "Out of memory from a leak: live memory grew %s per iteration over %zu "

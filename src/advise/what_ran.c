@@ -15,6 +15,12 @@ static const char *evidence_words(an_kind_evidence e)
 	case AN_KIND_NO_GRAPH: return "its forwards free their activations as they go: no_grad";
 	case AN_KIND_GRAPH_NO_BACKWARD:
 		return "its forwards keep their autograd graphs, and no backward ever runs";
+	case AN_KIND_GRAPH_LOSSES:
+		return "its forwards keep their autograd graphs and compute a loss, and no "
+		       "backward "
+		       "ran: an evaluation without no_grad, or microbatches whose summed loss was "
+		       "not "
+		       "backpropagated yet";
 	case AN_KIND_FIRST_FORWARD:
 		return "it died in its first forward, which was keeping activations for a backward";
 	default: return "the trace cannot tell whether gradients were being recorded";
@@ -35,7 +41,8 @@ int ad_write_what_ran(ad_advice *a, const an_structure *run)
 		if (run->accumulating && run->kind == AN_RUN_TRAINING)
 			mr_buf_puts(&b, ", gradients accumulated over microbatches");
 		static const char *const techs[AN_TECH_COUNT] = {
-		    "FSDP", "DDP", "activation checkpointing", "torch.compile", "CUDA graphs"};
+		    "FSDP",          "DDP",         "activation checkpointing",
+		    "torch.compile", "CUDA graphs", "autocast (mixed precision)"};
 		const char *sep = "; ";
 		for (unsigned i = 0; i < AN_TECH_COUNT; i++)
 			if (run->techniques & (1u << i)) {

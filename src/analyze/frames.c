@@ -218,7 +218,9 @@ static uint32_t markers(const char *name, const char *file)
 		f |= AN_SF_COMPILE;
 	if (path_has(file, "torch/cuda/graphs.py"))
 		f |= AN_SF_CUDA_GRAPH;
-	if (path_has(file, "torch/amp/") || path_has(file, "torch/cuda/amp/"))
+	if (path_has(file, "torch/amp/") || path_has(file, "torch/cuda/amp/") ||
+	    path_has(file, "lightning/pytorch/plugins/precision/amp.py") ||
+	    path_has(file, "lightning/fabric/plugins/precision/amp.py"))
 		f |= AN_SF_AUTOCAST;
 	if (strcmp(name, "dropout") == 0 && path_has(file, "torch/nn/functional.py"))
 		f |= AN_SF_DROPOUT;

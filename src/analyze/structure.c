@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/casts.h"
 #include "base/addrmap.h"
 #include "base/mem.h"
 #include "base/units.h"
@@ -20,8 +21,8 @@ const char *an_run_kind_name(an_run_kind k)
 
 const char *an_technique_name(unsigned bit_index)
 {
-	static const char *const names[AN_TECH_COUNT] = {"fsdp", "ddp", "activation_checkpointing",
-	                                                 "torch_compile", "cuda_graphs"};
+	static const char *const names[AN_TECH_COUNT] = {
+	    "fsdp", "ddp", "activation_checkpointing", "torch_compile", "cuda_graphs", "autocast"};
 	return bit_index < AN_TECH_COUNT ? names[bit_index] : "";
 }
 
@@ -708,8 +709,11 @@ static void decide_kind(an_structure *out, const phases *ph)
 	if (no_graph) {
 		out->evidence = AN_KIND_NO_GRAPH;
 	} else if (graph && out->forward_spans >= 2) {
+		/* an evaluation loop that keeps its graphs and a training step that adds up the
+		 * losses of its microbatches before one backward look the same until the backward
+		 */
 		out->kind = AN_RUN_EVALUATION;
-		out->evidence = AN_KIND_GRAPH_NO_BACKWARD;
+		out->evidence = (f & AN_SF_LOSS) ? AN_KIND_GRAPH_LOSSES : AN_KIND_GRAPH_NO_BACKWARD;
 	} else if (graph || (f & AN_SF_DROPOUT)) {
 		out->kind = AN_RUN_TRAINING;
 		out->evidence = AN_KIND_FIRST_FORWARD;
@@ -728,7 +732,8 @@ static void techniques(an_structure *out, size_t private_segments)
 	           {AN_SF_DDP, AN_TECH_DDP},
 	           {AN_SF_CHECKPOINT, AN_TECH_CHECKPOINT},
 	           {AN_SF_COMPILE, AN_TECH_COMPILE},
-	           {AN_SF_CUDA_GRAPH, AN_TECH_CUDA_GRAPHS}};
+	           {AN_SF_CUDA_GRAPH, AN_TECH_CUDA_GRAPHS},
+	           {AN_SF_AUTOCAST, AN_TECH_AUTOCAST}};
 	for (size_t i = 0; i < sizeof map / sizeof *map; i++)
 		if (f & map[i].flag)
 			out->techniques |= map[i].tech;
@@ -742,6 +747,31 @@ static void techniques(an_structure *out, size_t private_segments)
 		out->frameworks |= AN_FW_LIGHTNING;
 	if (f & AN_SF_ACCELERATE)
 		out->frameworks |= AN_FW_ACCELERATE;
+}
+
+/* Autocast is on when the first iteration copies a quarter of the weights' bytes to half
+ * precision. Embeddings and norms stay float32 under autocast, and some fused kernels take the
+ * weights as they are: the recorded autocast runs copy 28-100% of them, the float32 ones
+ * (where an activation has half a weight's size by chance) at most 3%. */
+static mr_status read_casts(const sctx *c, an_structure *out, mr_error *err)
+{
+	const md_device *md = c->md;
+	size_t first = out->start_count ? out->starts[0] : SIZE_MAX;
+	for (size_t i = 0; first == SIZE_MAX && i < md->event_count; i++)
+		if (md->events[i].action == MD_ACT_ALLOC &&
+		    md->events[i].stack < c->s->stack_count &&
+		    (c->info[md->events[i].stack].flags & AN_SF_MODULE_CALL))
+			first = i;
+	if (first == SIZE_MAX)
+		return MR_OK;
+	an_casts k;
+	mr_status st =
+	    an_casts_find(c->s, md, c->info, first,
+	                  out->start_count > 1 ? out->starts[1] : md->event_count, &k, err);
+	if (!st && k.param_bytes && k.copied_bytes * 4 >= k.param_bytes)
+		out->techniques |= AN_TECH_AUTOCAST;
+	an_casts_free(&k);
+	return st;
 }
 
 mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_stack_info *info,
@@ -785,6 +815,8 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 	out->survival = ph.survive_early ? (double)ph.survive_live / (double)ph.survive_early : 0;
 	decide_kind(out, &ph);
 	if ((st = choose_iterations(&c, out, &ph, err)))
+		goto done;
+	if ((st = read_casts(&c, out, err)))
 		goto done;
 	read_releases(&c, out);
 	if (out->start_count >= 4)

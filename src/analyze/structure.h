@@ -31,6 +31,8 @@ typedef enum {
 	AN_KIND_GENERATE,          /* text generation */
 	AN_KIND_NO_GRAPH,          /* forwards free their activations as they go (no_grad) */
 	AN_KIND_GRAPH_NO_BACKWARD, /* forwards keep their graphs, and no backward ever runs */
+	AN_KIND_GRAPH_LOSSES,      /* the same, each forward computing a loss: an evaluation, or
+	                              microbatches whose summed loss is not backpropagated yet */
 	AN_KIND_FIRST_FORWARD, /* a forward that keeps its graph died before the first backward */
 	AN_KIND_UNCLEAR,       /* the trace cannot tell */
 } an_kind_evidence;
@@ -41,10 +43,11 @@ enum {
 	AN_TECH_CHECKPOINT = 1u << 2,
 	AN_TECH_COMPILE = 1u << 3,
 	AN_TECH_CUDA_GRAPHS = 1u << 4,
-	AN_TECH_COUNT = 5
+	AN_TECH_AUTOCAST = 1u << 5, /* mixed precision: autocast's frames or its weight copies */
+	AN_TECH_COUNT = 6
 };
 /* The contract's spelling of technique bit i: fsdp, ddp, activation_checkpointing,
- * torch_compile, cuda_graphs. */
+ * torch_compile, cuda_graphs, autocast. */
 const char *an_technique_name(unsigned bit_index);
 
 enum {

@@ -16,13 +16,6 @@ mr_status mr_fail(mr_error *err, mr_status status, const char *fmt, ...)
 	return status;
 }
 
-void mr_one_line(char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			*s = '?';
-}
-
 mr_status mr_oom(mr_error *err)
 {
 	return mr_fail(err, MR_EFAIL, "out of memory");

@@ -23,8 +23,4 @@ typedef struct {
 mr_status mr_fail(mr_error *err, mr_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 mr_status mr_oom(mr_error *err);
-/* Replaces control characters (newlines, escapes) in place: a message that quotes a name from
- * an input (a zip member, a dict key) stays one harmless line. */
-void mr_one_line(char *s);
-
 #endif

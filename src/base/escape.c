@@ -124,6 +124,31 @@ void mr_buf_plain(mr_buf *b, const char *s, size_t len)
 	escape(b, s, len, plain_rule);
 }
 
+/* U+202A..U+202E and U+2066..U+2069: they reorder what follows them on the line. */
+static int is_bidi_control(const unsigned char *p, size_t len)
+{
+	return len == 3 && p[0] == 0xE2 &&
+	       ((p[1] == 0x80 && p[2] >= 0xAA && p[2] <= 0xAE) ||
+	        (p[1] == 0x81 && p[2] >= 0xA6 && p[2] <= 0xA9));
+}
+
+void mr_one_line(char *s)
+{
+	unsigned char *p = (unsigned char *)s;
+	size_t left = strlen(s);
+	while (left) {
+		size_t len = utf8_len(p, left);
+		int bad = len == 0 || *p < 0x20 || *p == 0x7F ||
+		          (len == 2 && p[0] == 0xC2 && p[1] < 0xA0) || is_bidi_control(p, len);
+		if (len == 0)
+			len = 1;
+		if (bad)
+			memset(p, '?', len);
+		p += len;
+		left -= len;
+	}
+}
+
 void mr_buf_json(mr_buf *b, const char *s, size_t len)
 {
 	escape(b, s, len, json_rule);

@@ -3,8 +3,10 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void mr_format_bytes(char *out, size_t outsz, uint64_t bytes)
 {
@@ -27,7 +29,8 @@ int mr_parse_size(const char *s, uint64_t *out)
 	errno = 0;
 	char *end;
 	double v = strtod(s, &end);
-	if (end == s || errno || v < 0)
+	/* strtod also reads "nan", "inf" and hex floats: only plain decimal numbers are sizes. */
+	if (end == s || errno || !isfinite(v) || !(v >= 0) || strpbrk(s, "xXnN"))
 		return -1;
 	while (*end == ' ')
 		end++;
@@ -55,7 +58,7 @@ int mr_parse_size(const char *s, uint64_t *out)
 	if (*end != '\0')
 		return -1;
 	double bytes = v * mult;
-	if (bytes >= 18446744073709551615.0)
+	if (!(bytes < 18446744073709551616.0)) /* 2^64; also false for NaN */
 		return -1;
 	*out = (uint64_t)bytes;
 	return 0;

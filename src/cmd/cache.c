@@ -67,7 +67,7 @@ mr_status ca_prepare_dir(const char *dir, mr_error *err)
 			return mr_fail(err, MR_EFAIL, "%s: not a folder", dir);
 		return MR_OK;
 	}
-	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
 		return mr_fail(err, MR_EFAIL, "cannot create %s: %s", dir, strerror(errno));
 	return MR_OK;
 }
@@ -419,8 +419,13 @@ mr_status ca_get(const char *dir, const h128_digest *key, ca_entry *out, int *hi
 		return mr_oom(err);
 	in_data in;
 	mr_error ignored = {0};
-	if (in_read(path, &in, &ignored) == MR_OK) {
+	/* Not trusted: a link, a FIFO, a device or a huge file there is a miss, never read. */
+	if (in_read_regular(path, CA_MAX_ENTRY_BYTES, &in, &ignored) == MR_OK) {
 		*hit = ca_decode(in.data, in.len, key, out) == 0;
+		if (*hit && in_check(&in, &ignored)) {
+			ca_entry_free(out);
+			*hit = 0;
+		}
 		in_release(&in);
 	}
 	free(path);
@@ -439,7 +444,7 @@ mr_status ca_put(const char *dir, const h128_digest *key, const ca_entry *e, mr_
 		st = mr_oom(err);
 		goto done;
 	}
-	st = out_write(path, bytes.data, bytes.len, err);
+	st = out_replace(path, bytes.data, bytes.len, err);
 done:
 	free(path);
 	mr_buf_free(&bytes);

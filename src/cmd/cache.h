@@ -14,7 +14,10 @@
  * writers of the same key are harmless.
  *
  * The hash (base/hash128.h) protects against accidents, not against someone who can write into
- * the cache folder.
+ * the cache folder: whoever can write there can change the reports (README, "the cache"). An
+ * entry is read only when it is a regular file (a link is not followed, a FIFO never blocks)
+ * of at most CA_MAX_ENTRY_BYTES; anything else is a miss. A new cache folder is made 0700; an
+ * existing one (shared by several machines) keeps its permissions.
  *
  * Ownership: ca_get fills a ca_entry whose strings it allocates; ca_entry_free releases them.
  * ca_put only reads the entry. Nothing here prints. */
@@ -31,6 +34,8 @@
 
 /* Bump when the entry payload or the meaning of a field changes. */
 #define CA_VERSION 1u
+/* No entry is larger (one run's JSON and HTML report); a larger file is not read. */
+#define CA_MAX_ENTRY_BYTES ((uint64_t)256 << 20)
 
 /* Starts a cache key: the cache version and the fingerprint of this binary. */
 void ca_key_begin(h128_state *h);
@@ -48,7 +53,7 @@ typedef struct {
 
 void ca_entry_free(ca_entry *e);
 
-/* Creates DIR (one level) when missing. */
+/* Creates DIR (one level, mode 0700) when missing; an existing DIR is left as it is. */
 mr_status ca_prepare_dir(const char *dir, mr_error *err);
 
 /* Looks the key up. *hit is 1 and *out filled when a valid entry exists; 0 otherwise (missing,

@@ -21,6 +21,8 @@
 #include "base/pool.h"
 #include "cmd/cache.h"
 #include "cmd/options.h"
+#include "cmd/run_input.h"
+#include "cmd/say.h"
 #include "load/discover.h"
 #include "render/batch_index.h"
 #include "render/render_html.h"
@@ -70,6 +72,10 @@ static mr_status report_run(const batch_job *job, sr_reader *rd, const ar_run *r
 	mr_status st = ar_load(rd, run, job->lim, &ev, err);
 	if (st || (st = rp_build(&rep, &ev, &(rp_params){job->opt->device, 0}, err)))
 		return st;
+	if ((st = cmd_run_check_device(&rep, job->opt->device, err))) {
+		rp_free(&rep);
+		return st;
+	}
 	if (!(st = ix_row_of(&rep, &ropt, &e->row, err)) &&
 	    !(st = rd_render_json(&rep, &ropt, &json, err)))
 		st = rd_render_html(&rep, &ropt, &html, err);
@@ -91,13 +97,14 @@ static mr_status write_if_changed(const char *path, const char *data, size_t len
 {
 	in_data old;
 	mr_error ignored = {0};
-	if (in_read(path, &old, &ignored) == MR_OK) {
+	/* Only a regular file of this size can hold these bytes; a FIFO is never waited on. */
+	if (in_read_regular(path, len, &old, &ignored) == MR_OK) {
 		int same = old.len == len && (len == 0 || memcmp(old.data, data, len) == 0);
 		in_release(&old);
 		if (same)
 			return MR_OK;
 	}
-	return out_write(path, data, len, err);
+	return out_replace(path, data, len, err);
 }
 
 static mr_status run_key(const batch_job *job, sr_reader *rd, const ar_run *run, h128_digest *key,
@@ -207,16 +214,16 @@ static int report_failures(const ar_set *set, const row_result *results)
 		const char *why = results[i].error ? results[i].error : "not processed";
 		size_t nl = strlen(name);
 		if (strncmp(why, name, nl) == 0 && why[nl] == ':') /* the message names it */
-			fprintf(stderr, "memreport: %s\n", why);
+			cmd_say("%s", why);
 		else
-			fprintf(stderr, "memreport: %s: %s\n", name, why);
+			cmd_say("%s: %s", name, why);
 		if (results[i].status == MR_EINPUT)
 			any_input = 1;
 		else
 			any_fail = 1;
 	}
 	if (set->count == 0) {
-		fprintf(stderr, "memreport: no runs found in the inputs\n");
+		cmd_say("no runs found in the inputs");
 		any_input = 1;
 	}
 	return any_fail ? MR_EFAIL : any_input ? MR_EINPUT : 0;
@@ -246,7 +253,7 @@ static int write_indexes(const char *out_dir, const ar_set *set, const row_resul
 		if (!st)
 			st = write_if_changed(path, index.data ? index.data : "", index.len, &werr);
 		if (st) {
-			fprintf(stderr, "memreport: %s\n", werr.msg);
+			cmd_say("%s", werr.msg);
 			rc = MR_EFAIL;
 		}
 		free(path);
@@ -271,7 +278,9 @@ static void run_rows(batch_job *job)
 		fputc('\n', stderr);
 }
 
-static int make_dirs(const char *path)
+/* Creates path and the folders above it (0755); the last one gets leaf_mode. Existing
+ * folders keep their permissions. */
+static int make_dirs(const char *path, mode_t leaf_mode)
 {
 	char *copy = mr_strdup(path);
 	if (!copy)
@@ -286,7 +295,7 @@ static int make_dirs(const char *path)
 		}
 		*p = '/';
 	}
-	int rc = mkdir(copy, 0755) != 0 && errno != EEXIST ? -1 : 0;
+	int rc = mkdir(copy, leaf_mode) != 0 && errno != EEXIST ? -1 : 0;
 	free(copy);
 	struct stat st;
 	return rc == 0 && stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
@@ -294,8 +303,7 @@ static int make_dirs(const char *path)
 
 static int batch_usage_error(const char *msg)
 {
-	fprintf(stderr, "memreport batch: %s\n%s", msg, batch_usage);
-	return MR_EINPUT;
+	return cmd_usage_error("memreport batch", msg, batch_usage);
 }
 
 /* The cache folder to use (NULL: none), ready; *rc is set when it cannot be. */
@@ -306,18 +314,53 @@ static const char *prepare_cache(const cmd_options *opt, int *rc)
 	if (cache_dir && opt->templates) {
 		/* Reports then depend on files the cache key does not cover. */
 		if (!opt->quiet)
-			fprintf(stderr, "memreport: --templates given: not using the cache\n");
+			cmd_say("--templates given: not using the cache");
 		cache_dir = NULL;
 	}
-	if (cache_dir && (make_dirs(cache_dir) != 0 || ca_prepare_dir(cache_dir, &err))) {
-		fprintf(stderr, "memreport: cache %s: %s\n", cache_dir,
-		        err.msg[0] ? err.msg : strerror(errno));
+	if (cache_dir && (make_dirs(cache_dir, 0700) != 0 || ca_prepare_dir(cache_dir, &err))) {
+		cmd_say("cache %s: %s", cache_dir, err.msg[0] ? err.msg : strerror(errno));
 		*rc = MR_EFAIL;
 	}
 	return cache_dir;
 }
 
-/* Finds the runs, reports them and writes the index. Returns the exit status. */
+/* The output folder must not be an input folder (its reports would be read back as runs), and
+ * no report or index may land on an input file. Returns 0, or MR_EINPUT after saying why. */
+static int check_outputs(const char *out_dir, const cmd_options *opt, const ar_set *set)
+{
+	out_guard g = {0};
+	mr_error err = {0};
+	mr_status st = MR_OK;
+	struct stat out_st, in_st;
+	int out_exists = stat(out_dir, &out_st) == 0;
+	for (size_t i = 0; i < opt->arg_count && !st; i++) {
+		const char *in = opt->args[i];
+		if (out_exists && stat(in, &in_st) == 0 && S_ISDIR(in_st.st_mode) &&
+		    in_st.st_dev == out_st.st_dev && in_st.st_ino == out_st.st_ino)
+			st = mr_fail(
+			    &err, MR_EINPUT,
+			    "-o %s is the input folder %s: its reports would be read as runs "
+			    "(write them into another folder)",
+			    out_dir, in);
+		else
+			st = out_guard_add(&g, in, &err);
+	}
+	for (size_t r = 0; r < set->count && !st; r++)
+		for (size_t m = 0; m < set->runs[r].member_count && !st; m++)
+			st = out_guard_add(&g, set->runs[r].members[m].path, &err);
+	for (size_t r = 0; out_exists && r <= set->count + 1 && !st; r++) {
+		char *path = r < set->count ? mr_format("%s/%s.html", out_dir, set->runs[r].slug)
+		                            : mr_format("%s/index.%s", out_dir,
+		                                        r == set->count ? "html" : "json");
+		st = path ? out_guard_check(&g, path, &err) : mr_oom(&err);
+		free(path);
+	}
+	out_guard_free(&g);
+	if (st)
+		cmd_say("%s", err.msg);
+	return (int)st;
+}
+
 /* The batch's last line: how many runs got a report (and how many from the cache). */
 static void summary(const cmd_options *opt, const batch_job *job)
 {
@@ -328,11 +371,11 @@ static void summary(const cmd_options *opt, const batch_job *job)
 	}
 	if (opt->quiet)
 		return;
-	fprintf(stderr, "memreport: wrote %s/index.html: %zu of %zu runs reported", job->out_dir,
-	        done_count, job->set->count);
+	char from_cache[64] = "";
 	if (job->cache_dir)
-		fprintf(stderr, " (%zu from the cache)", cached);
-	fputc('\n', stderr);
+		snprintf(from_cache, sizeof from_cache, " (%zu from the cache)", cached);
+	cmd_say("wrote %s/index.html: %zu of %zu runs reported%s", job->out_dir, done_count,
+	        job->set->count, from_cache);
 }
 
 /* Finds the runs, reports them and writes the index. Returns the exit status. */
@@ -344,27 +387,29 @@ static int run_batch(const cmd_options *opt)
 	row_result *results = NULL;
 	mr_error err = {0};
 	sr_limits lim;
-	if (make_dirs(out_dir) != 0) {
-		fprintf(stderr, "memreport: cannot create folder %s: %s\n", out_dir,
-		        strerror(errno));
+	sr_default_limits(&lim);
+	/* A batch written inside its own input folder must not find its reports next time (the
+	 * folders are created after discovery when they do not exist yet: nothing to skip). */
+	sr_skip_folder(&lim, out_dir);
+	if (opt->cache)
+		sr_skip_folder(&lim, opt->cache);
+	if (ar_discover(opt->args, opt->arg_count, &lim, &set, &err)) {
+		cmd_say("%s", err.msg);
+		rc = MR_EFAIL;
+		goto done;
+	}
+	if ((rc = check_outputs(out_dir, opt, &set)))
+		goto done;
+	if (make_dirs(out_dir, 0755) != 0) {
+		cmd_say("cannot create folder %s: %s", out_dir, strerror(errno));
 		rc = MR_EFAIL;
 		goto done;
 	}
 	cache_dir = prepare_cache(opt, &rc);
 	if (rc)
 		goto done;
-	sr_default_limits(&lim);
-	/* A batch written inside its own input folder must not find its reports next time. */
-	sr_skip_folder(&lim, out_dir);
-	if (cache_dir)
-		sr_skip_folder(&lim, cache_dir);
-	if (ar_discover(opt->args, opt->arg_count, &lim, &set, &err)) {
-		fprintf(stderr, "memreport: %s\n", err.msg);
-		rc = MR_EFAIL;
-		goto done;
-	}
 	if (!(results = mr_alloc_array(set.count ? set.count : 1, sizeof *results))) {
-		fprintf(stderr, "memreport: out of memory\n");
+		cmd_say("out of memory");
 		rc = MR_EFAIL;
 		goto done;
 	}
@@ -378,7 +423,7 @@ static int run_batch(const cmd_options *opt)
 	run_rows(&job);
 	rc = report_failures(&set, results);
 	if (job.cache_write_failures)
-		fprintf(stderr, "memreport: warning: %zu cache entr%s could not be written to %s\n",
+		cmd_say("warning: %zu cache entr%s could not be written to %s",
 		        job.cache_write_failures, job.cache_write_failures == 1 ? "y" : "ies",
 		        cache_dir);
 	if (write_indexes(out_dir, &set, results))
@@ -402,13 +447,17 @@ int cmd_batch(int argc, char **argv)
 	if (cmd_parse(CMD_BATCH, argc, argv, &opt, &err)) {
 		rc = err.status == MR_EINPUT ? batch_usage_error(err.msg) : MR_EFAIL;
 		if (rc == MR_EFAIL)
-			fprintf(stderr, "memreport: %s\n", err.msg);
+			cmd_say("%s", err.msg);
 	} else if (opt.help) {
 		fputs(batch_usage, stdout);
 	} else if (!opt.arg_count) {
 		rc = batch_usage_error("no input given");
 	} else if (!opt.output) {
 		rc = batch_usage_error("-o DIR is required");
+	} else if (strcmp(opt.output, "-") == 0) {
+		/* "-" means standard output everywhere else: never a folder named "-" */
+		rc = batch_usage_error("-o - is standard output, and batch writes a folder: give "
+		                       "its path (./- for a folder named -)");
 	} else {
 		if (opt.templates)
 			tp_set_dir(opt.templates);

@@ -12,6 +12,8 @@
 #include "base/error.h"
 #include "base/output.h"
 #include "cmd/options.h"
+#include "cmd/run_input.h"
+#include "cmd/say.h"
 #include "load/load.h"
 #include "render/render_html.h"
 #include "render/render_json.h"
@@ -47,8 +49,9 @@ static void show_progress(void *ctx, size_t done, size_t total)
 const char cmd_report_usage[] =
     "usage: memreport INPUT... [-o FILE] [--format html|json|md|text] [--device N]\n"
     "                 [--budget SIZE] [--redact-paths] [--templates DIR] [-q]\n"
-    "       memreport batch INPUT... -o DIR [--cache DIR] [-j N] [--device N] [--redact-paths] "
-    "[-q]\n"
+    "                 [--fail-on warning|critical]\n"
+    "       memreport batch INPUT... -o DIR [--cache DIR] [-j N] [--device N]\n"
+    "                 [--redact-paths] [-q]\n"
     "       memreport diff BEFORE AFTER [-o FILE] [--format html|json] [--device N]\n"
     "                 [--redact-paths] [-q]\n"
     "       memreport simulate SNAPSHOT --alloc-conf CONF [--limit SIZE] [--device N]\n"
@@ -57,14 +60,16 @@ const char cmd_report_usage[] =
     "\n"
     "INPUT is a snapshot pickle (torch.cuda.memory._dump_snapshot), a text file with\n"
     "memory_summary() output or a CUDA out-of-memory error (a whole log is fine), a\n"
-    "memory_stats() JSON dump, or - for standard input. Several inputs are one run.\n"
+    "memory_stats() JSON dump, any of them gzip or xz compressed, or - for standard\n"
+    "input. Several inputs are one run; so is a run folder or a zip of one run.\n"
     "\n"
-    "Options take --name=VALUE as well as --name VALUE; `memreport COMMAND --help` says\n"
-    "more about batch, diff and simulate.\n"
+    "Options take --name=VALUE as well as --name VALUE; `memreport COMMAND --help`\n"
+    "says more about batch, diff and simulate.\n"
     "\n"
     "  -o FILE          write the report to FILE (- for standard output); default:\n"
     "                   <first input>.html (or .json/.md/.txt) beside the input\n"
-    "  --format F       html (default), json (schema memreport/1), md, text\n"
+    "  --format F       html (default), json (schema memreport/1), md, text; without\n"
+    "                   it, the extension of -o FILE chooses\n"
     "  --device N       report only device N\n"
     "  --budget SIZE    plan how large a microbatch fits SIZE (24GiB, 80GB, bytes);\n"
     "                   default: the cap the OOM message shows, if any\n"
@@ -72,9 +77,12 @@ const char cmd_report_usage[] =
     "                   in file paths, so the report can go into a public ticket\n"
     "  --templates DIR  read templates from DIR instead of the built-in ones\n"
     "  -q               no progress bar\n"
+    "  --fail-on S      exit 3 when a finding is at least S (warning or critical)\n"
     "\n"
     "Exit status: 0 success; 2 unusable input (the message names the file and, for\n"
-    "pickles, the byte offset and opcode); 1 any other failure.\n";
+    "pickles, the byte offset and opcode), bad usage, or an output that would\n"
+    "overwrite an input; 1 any other failure; 3 --fail-on found a finding (the\n"
+    "report is written; 2 and 1 outrank it).\n";
 
 static const char *format_ext(cmd_format f)
 {
@@ -88,8 +96,33 @@ static const char *format_ext(cmd_format f)
 
 static int usage_error(const char *msg)
 {
-	fprintf(stderr, "memreport: %s\n(see memreport --help)\n", msg);
-	return MR_EINPUT;
+	return cmd_usage_error("memreport", msg, "(see memreport --help)\n");
+}
+
+/* --fail-on: CMD_EXIT_FINDINGS, after saying which, when a finding is at least that severe;
+ * 0 otherwise. */
+static int fail_on(const cmd_options *opt, const ad_advice *a)
+{
+	if (opt->fail_on < 0)
+		return 0;
+	size_t count = 0;
+	char ids[256] = "";
+	for (size_t i = 0; i < a->finding_count; i++) {
+		if ((int)a->findings[i].severity < opt->fail_on)
+			continue;
+		size_t used = strlen(ids);
+		if (count < 8)
+			snprintf(ids + used, sizeof ids - used, "%s%s", count ? ", " : "",
+			         a->findings[i].id);
+		count++;
+	}
+	if (!count)
+		return 0;
+	if (!opt->quiet)
+		cmd_say("--fail-on %s: %zu finding%s at or above it (%s%s)",
+		        ad_severity_name((ad_severity)opt->fail_on), count, count == 1 ? "" : "s",
+		        ids, count > 8 ? ", ..." : "");
+	return CMD_EXIT_FINDINGS;
 }
 
 /* Loads the inputs, runs the pipeline and writes the report. Returns the exit status. */
@@ -103,13 +136,31 @@ static int write_report(const cmd_options *opt)
 	mr_buf buf = {0};
 	ld_evidence ev;
 	rp_report run = {0};
-	mr_status st = ld_load(&ev, opt->args, opt->arg_count, show_progress, &bar, &err);
+	cmd_run inputs = {0};
+	mr_status st = MR_OK;
+	int rc = 0;
+	if (!out_path) {
+		default_path = out_default_path(opt->args[0], format_ext(opt->format));
+		if (!default_path) {
+			st = mr_oom(&err);
+			cmd_say("%s", err.msg);
+			goto done;
+		}
+		out_path = default_path;
+	}
+	/* Before anything is decoded: the report must never land on its own evidence. */
+	if ((st = cmd_run_find(&inputs, opt->args, opt->arg_count, &err)) ||
+	    (st = cmd_run_guard(&inputs, out_path, &err))) {
+		cmd_say("%s", err.msg);
+		goto done;
+	}
+	st = cmd_run_load(&inputs, show_progress, &bar, &ev, &err);
 	if (!st && bar.shown)
 		fprintf(stderr, "analysing %zu trace events...\n", ev.snap.event_store_count);
-	if (!st)
-		st = rp_build(&run, &ev, &(rp_params){opt->device, opt->budget}, &err);
+	if (!st && !(st = rp_build(&run, &ev, &(rp_params){opt->device, opt->budget}, &err)))
+		st = cmd_run_check_device(&run, opt->device, &err);
 	if (st) {
-		fprintf(stderr, "memreport: %s\n", err.msg);
+		cmd_say("%s", err.msg);
 		goto done;
 	}
 	if (bar.shown)
@@ -120,24 +171,20 @@ static int write_report(const cmd_options *opt)
 	case CMD_TEXT: st = rd_render_text(&run, &ropt, &buf, &err); break;
 	default: st = rd_render_html(&run, &ropt, &buf, &err);
 	}
-	if (!st && !out_path) {
-		default_path = out_default_path(opt->args[0], format_ext(opt->format));
-		if (!default_path)
-			st = mr_oom(&err);
-		out_path = default_path;
-	}
 	if (!st)
 		st = out_write(out_path, buf.data ? buf.data : "", buf.len, &err);
 	if (st)
-		fprintf(stderr, "memreport: %s%s%s\n", out_path ? out_path : "",
-		        out_path ? ": " : "", err.msg);
+		cmd_say("%s: %s", out_path, err.msg);
 	else if (default_path && !opt->quiet)
-		fprintf(stderr, "memreport: wrote %s\n", default_path);
+		cmd_say("wrote %s", default_path);
+	if (!st)
+		rc = fail_on(opt, &run.advice);
 done:
+	cmd_run_free(&inputs);
 	free(default_path);
 	mr_buf_free(&buf);
 	rp_free(&run);
-	return (int)st;
+	return st ? (int)st : rc;
 }
 
 int cmd_report(int argc, char **argv)
@@ -149,7 +196,7 @@ int cmd_report(int argc, char **argv)
 		if (err.status == MR_EINPUT) {
 			rc = usage_error(err.msg);
 		} else {
-			fprintf(stderr, "memreport: %s\n", err.msg);
+			cmd_say("%s", err.msg);
 			rc = MR_EFAIL;
 		}
 	} else if (opt.help) {

@@ -7,6 +7,10 @@
 #ifndef MR_CMD_REPORT_H
 #define MR_CMD_REPORT_H
 
+/* The exit status of --fail-on SEVERITY when a finding at or above it is present (the report
+ * is written all the same); an unusable input (2) or any other failure (1) outranks it. */
+enum { CMD_EXIT_FINDINGS = 3 };
+
 int cmd_report(int argc, char **argv);
 
 /* memreport --help: every command, and this one's options. */

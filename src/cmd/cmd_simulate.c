@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,11 +17,15 @@
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/escape.h"
+#include "base/mem.h"
 #include "base/output.h"
 #include "base/pool.h"
 #include "base/units.h"
+#include "base/version.h"
 #include "cmd/options.h"
+#include "cmd/say.h"
 #include "load/load.h"
+#include "render/render_text.h"
 #include "sim/config.h"
 #include "sim/replay.h"
 #include "sim/result_json.h"
@@ -32,10 +37,11 @@ static const char sim_usage[] =
     "Replays the snapshot's allocation trace through a model of PyTorch's caching\n"
     "allocator. CONF uses PYTORCH_CUDA_ALLOC_CONF syntax (expandable_segments:True,\n"
     "max_split_size_mb:128, roundup_power2_divisions:[256:1,>:4],\n"
-    "garbage_collection_threshold:0.6, ...) and changes only the keys it names; \"recorded\"\n"
-    "replays the recorded settings. --limit SIZE (4GiB, 512MiB, bytes) caps reserved memory\n"
-    "like torch.cuda.set_per_process_memory_fraction. Output: JSON (schema memreport-sim/1,\n"
-    "default) or text, to standard output unless -o FILE.\n";
+    "garbage_collection_threshold:0.6, ...) and changes only the keys it names;\n"
+    "\"recorded\" replays the recorded settings. --limit SIZE (4GiB, 512MiB, bytes)\n"
+    "caps reserved memory like torch.cuda.set_per_process_memory_fraction. Output:\n"
+    "JSON (schema memreport-sim/1, default) or text, to standard output unless\n"
+    "-o FILE.\n";
 
 typedef struct {
 	const char *snapshot, *conf, *out_path;
@@ -44,13 +50,17 @@ typedef struct {
 	int text;
 } sim_args;
 
-static int arg_error(const char *path, const char *fmt, const char *arg)
+/* "memreport: [PATH: ]<message>"; returns the exit status of bad usage. */
+static int arg_error(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int arg_error(const char *path, const char *fmt, ...)
 {
-	fprintf(stderr, "memreport: ");
-	if (path)
-		fprintf(stderr, "%s: ", path);
-	fprintf(stderr, fmt, arg);
-	fputc('\n', stderr);
+	char msg[768];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	cmd_say("%s%s%s", path ? path : "", path ? ": " : "", msg);
 	return MR_EINPUT;
 }
 
@@ -70,7 +80,7 @@ static int parse_args(int argc, char **argv, sim_args *a)
 	a->device = opt.device;
 	a->text = opt.format == CMD_TEXT;
 	if (st == MR_EFAIL) {
-		fprintf(stderr, "memreport: %s\n", err.msg);
+		cmd_say("%s", err.msg);
 		rc = MR_EFAIL;
 	} else if (opt.help) {
 		fputs(sim_usage, stdout);
@@ -118,7 +128,8 @@ static void render_json(const sim_args *a, const sim_result *rec, const sim_resu
 {
 	mr_buf conf = {0};
 	sim_config_format(&pred->config, &conf);
-	mr_buf_puts(b, "{\"schema\": \"memreport-sim/1\", \"snapshot\": ");
+	mr_buf_puts(b, "{\"schema\": \"memreport-sim/1\", \"memreport\": \"" MEMREPORT_VERSION
+	               "\", \"snapshot\": ");
 	mr_json_str(b, a->snapshot);
 	mr_buf_printf(b, ", \"device\": %d, \"alloc_conf\": ", (int)pred->device);
 	mr_json_str(b, a->conf);
@@ -170,13 +181,17 @@ static void text_line(mr_buf *b, const char *label, uint64_t bytes)
 	mr_buf_printf(b, "  %-22s %s (%" PRIu64 " bytes)\n", label, s, bytes);
 }
 
-static void render_text(const sim_args *a, const sim_result *rec, const sim_result *pred, mr_buf *b)
+static void write_text(const sim_args *a, const sim_result *rec, const sim_result *pred, mr_buf *b)
 {
 	mr_buf conf = {0};
 	sim_config_format(&pred->config, &conf);
 	char s[32];
-	mr_buf_printf(b, "memreport simulate: %s, device %d, %zu trace events\n", a->snapshot,
-	              (int)pred->device, pred->events);
+	char *shown = mr_strdup(a->snapshot); /* a path may hold a newline or an ESC */
+	if (shown)
+		mr_one_line(shown);
+	mr_buf_printf(b, "memreport simulate: %s, device %d, %zu trace events\n",
+	              shown ? shown : "?", (int)pred->device, pred->events);
+	free(shown);
 	mr_buf_printf(b, "settings: %s\n", conf.len ? conf.data : "(PyTorch defaults)");
 	if (a->limit) {
 		mr_format_bytes(s, sizeof s, a->limit);
@@ -236,6 +251,38 @@ static void render_text(const sim_args *a, const sim_result *rec, const sim_resu
 	mr_buf_free(&conf);
 }
 
+/* The text, each line at most RD_TEXT_COLUMNS wide (rd_wrap). */
+static void render_text(const sim_args *a, const sim_result *rec, const sim_result *pred,
+                        mr_buf *out)
+{
+	mr_buf text = {0};
+	write_text(a, rec, pred, &text);
+	if (text.failed)
+		out->failed = 1;
+	rd_wrap(out, text.data ? text.data : "", text.len, RD_TEXT_COLUMNS);
+	mr_buf_free(&text);
+}
+
+/* --device N must be a device of the snapshot. Returns 0, or the exit status after saying
+ * which devices it has. */
+static int check_device(const sim_args *a, const md_snapshot *snap)
+{
+	if (a->device < 0)
+		return 0;
+	mr_buf ids = {0};
+	for (size_t i = 0; i < snap->device_count; i++) {
+		if (snap->devices[i].id == a->device) {
+			mr_buf_free(&ids);
+			return 0;
+		}
+		mr_buf_printf(&ids, "%s%d", i ? ", " : "", (int)snap->devices[i].id);
+	}
+	int rc = arg_error(a->snapshot, "--device %d: the snapshot has no device %d (it has %s)",
+	                   a->device, a->device, ids.data ? ids.data : "none");
+	mr_buf_free(&ids);
+	return rc;
+}
+
 /* One replay of the command: the recorded settings' and the asked-for ones run in parallel. */
 typedef struct {
 	const md_snapshot *s;
@@ -263,9 +310,14 @@ int cmd_simulate(int argc, char **argv)
 	ld_evidence run;
 	mr_error err = {0};
 	const char *paths[] = {a.snapshot};
-	mr_status st = ld_load(&run, paths, 1, NULL, NULL, &err);
+	mr_status st = out_check_inputs(a.out_path, paths, 1, &err);
 	if (st) {
-		fprintf(stderr, "memreport: %s\n", err.msg);
+		cmd_say("%s", err.msg);
+		return (int)st;
+	}
+	st = ld_load(&run, paths, 1, NULL, NULL, &err);
+	if (st) {
+		cmd_say("%s", err.msg);
 		return (int)st;
 	}
 	sim_result rec, pred;
@@ -282,11 +334,12 @@ int cmd_simulate(int argc, char **argv)
 	}
 	sim_config_from_settings(&run.snap, &recorded);
 	if (sim_parse_conf(a.conf, &recorded, &cfg, &err)) {
-		fprintf(stderr, "memreport: %s: --alloc-conf '%s': %s\n", a.snapshot, a.conf,
-		        err.msg);
+		cmd_say("%s: --alloc-conf '%s': %s", a.snapshot, a.conf, err.msg);
 		rc = MR_EINPUT;
 		goto done;
 	}
+	if ((rc = check_device(&a, &run.snap)))
+		goto done;
 	int32_t device = a.device;
 	for (size_t i = 0; device < 0 && i < run.snap.device_count; i++)
 		if (run.snap.devices[i].event_count)
@@ -304,7 +357,7 @@ int cmd_simulate(int argc, char **argv)
 	if (st)
 		err = jobs[0].st ? jobs[0].err : jobs[n - 1].err;
 	if (st) {
-		fprintf(stderr, "memreport: %s: %s\n", a.snapshot, err.msg);
+		cmd_say("%s: %s", a.snapshot, err.msg);
 		rc = (int)st;
 		goto done;
 	}
@@ -313,13 +366,13 @@ int cmd_simulate(int argc, char **argv)
 	else
 		render_json(&a, &rec, prediction, &out);
 	if (out.failed) {
-		fprintf(stderr, "memreport: out of memory\n");
+		cmd_say("out of memory");
 		rc = MR_EFAIL;
 		goto done;
 	}
 	st = out_write(a.out_path, out.data ? out.data : "", out.len, &err);
 	if (st) {
-		fprintf(stderr, "memreport: %s: %s\n", a.out_path, err.msg);
+		cmd_say("%s: %s", a.out_path, err.msg);
 		rc = (int)st;
 	}
 done:

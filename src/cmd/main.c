@@ -6,13 +6,12 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/version.h"
 #include "cmd/cmd_batch.h"
 #include "cmd/cmd_diff.h"
 #include "cmd/cmd_report.h"
 #include "base/pool.h"
 #include "cmd/cmd_simulate.h"
-
-#define MEMREPORT_VERSION "0.1.0"
 
 int main(int argc, char **argv)
 {
@@ -39,7 +38,7 @@ int main(int argc, char **argv)
 	}
 	/* A full disk shows up here at the latest: a report cut short is an error. */
 	if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {
-		if (rc == 0) {
+		if (rc == 0 || rc == CMD_EXIT_FINDINGS) { /* an I/O failure outranks findings */
 			fprintf(stderr, "memreport: error writing standard output: %s\n",
 			        strerror(errno));
 			rc = MR_EFAIL;

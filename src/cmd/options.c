@@ -5,7 +5,9 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "advise/advice.h"
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/units.h"
@@ -19,6 +21,7 @@ enum {
 	OPT_CACHE,
 	OPT_CONF,
 	OPT_LIMIT,
+	OPT_FAIL_ON,
 	OPT_BUDGET
 };
 
@@ -38,6 +41,7 @@ static const struct {
     {"jobs", required_argument, 'j', C_BATCH},
     {"alloc-conf", required_argument, OPT_CONF, C_SIMULATE},
     {"limit", required_argument, OPT_LIMIT, C_SIMULATE},
+    {"fail-on", required_argument, OPT_FAIL_ON, C_REPORT},
     {"budget", required_argument, OPT_BUDGET, C_REPORT},
     {"help", no_argument, 'h', C_ALL},
 };
@@ -55,6 +59,17 @@ static const struct {
     {"markdown", CMD_MD, C_REPORT},
     {"text", CMD_TEXT, C_REPORT | C_SIMULATE},
     {"txt", CMD_TEXT, C_REPORT | C_SIMULATE},
+};
+
+/* The formats -o's extension names (compared without case). */
+static const struct {
+	const char *ext;
+	cmd_format format;
+	const char *word; /* for messages */
+} extensions[] = {
+    {"html", CMD_HTML, "html"}, {"htm", CMD_HTML, "html"},  {"json", CMD_JSON, "json"},
+    {"md", CMD_MD, "md"},       {"markdown", CMD_MD, "md"}, {"txt", CMD_TEXT, "text"},
+    {"text", CMD_TEXT, "text"},
 };
 
 static unsigned bit_of(cmd_id which)
@@ -95,6 +110,7 @@ static const char *needs(int val, unsigned cmd)
 	case OPT_CACHE: return "a folder";
 	case 'j': return "a number of threads (1-256)";
 	case OPT_CONF: return "a PYTORCH_CUDA_ALLOC_CONF string";
+	case OPT_FAIL_ON: return "warning or critical";
 	default: return "a size such as 4GiB";
 	}
 }
@@ -127,6 +143,15 @@ static void take(cmd_options *o, unsigned cmd, int val, const char *spelled, con
 		else
 			o->device = (int)v;
 		break;
+	case OPT_FAIL_ON:
+		if (strcmp(arg, "warning") == 0)
+			o->fail_on = AD_WARNING;
+		else if (strcmp(arg, "critical") == 0)
+			o->fail_on = AD_CRITICAL;
+		else
+			mr_fail(err, MR_EINPUT, "%s needs warning or critical, got '%s'", spelled,
+			        arg);
+		break;
 	case 'j':
 		if (parse_long(arg, 1, 256, &v))
 			mr_fail(err, MR_EINPUT, "%s needs a number of threads (1-256), got '%s'",
@@ -143,6 +168,47 @@ static void take(cmd_options *o, unsigned cmd, int val, const char *spelled, con
 		if (mr_parse_size(arg, &o->limit) || !o->limit)
 			mr_fail(err, MR_EINPUT, "%s needs a size such as 4GiB, got '%s'", spelled,
 			        arg);
+	}
+}
+
+static int command_writes(unsigned cmd, cmd_format f)
+{
+	for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+		if ((formats[i].commands & cmd) && formats[i].format == f)
+			return 1;
+	return 0;
+}
+
+/* -o report.json without --format means JSON; with a --format that says otherwise, or an
+ * extension of a format the command does not write, it is a mistake. Other extensions (or
+ * none) leave the format alone. */
+static void format_of_output(cmd_options *o, unsigned cmd, int format_given, mr_error *err)
+{
+	if (cmd == C_BATCH || !o->output || strcmp(o->output, "-") == 0)
+		return;
+	const char *base = strrchr(o->output, '/');
+	const char *dot = strrchr(base ? base + 1 : o->output, '.');
+	if (!dot || dot[1] == '\0')
+		return;
+	for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++) {
+		if (strcasecmp(dot + 1, extensions[i].ext) != 0)
+			continue;
+		cmd_format f = extensions[i].format;
+		if (!command_writes(cmd, f))
+			mr_fail(err, MR_EINPUT, "-o %s: this command writes %s, not %s", o->output,
+			        format_list(cmd), extensions[i].word);
+		else if (format_given && o->format != f)
+			mr_fail(err, MR_EINPUT,
+			        "--format %s and -o %s disagree (its extension says %s): give one "
+			        "of them, or both the same",
+			        o->format == CMD_HTML   ? "html"
+			        : o->format == CMD_JSON ? "json"
+			        : o->format == CMD_MD   ? "md"
+			                                : "text",
+			        o->output, extensions[i].word);
+		else
+			o->format = f;
+		return;
 	}
 }
 
@@ -174,6 +240,7 @@ mr_status cmd_parse(cmd_id which, int argc, char **argv, cmd_options *out, mr_er
 	size_t nl = 0, ns = 2;
 	memset(out, 0, sizeof *out);
 	out->device = -1;
+	out->fail_on = -1;
 	out->format = which == CMD_SIMULATE ? CMD_JSON : CMD_HTML;
 	out->args = mr_alloc_array((size_t)(argc > 0 ? argc : 1), sizeof *out->args);
 	if (!out->args)
@@ -191,6 +258,7 @@ mr_status cmd_parse(cmd_id which, int argc, char **argv, cmd_options *out, mr_er
 	longs[nl] = (struct option){NULL, 0, NULL, 0};
 	shorts[ns] = '\0';
 	mr_error first = {0}; /* the first mistake; the parse goes on */
+	int format_given = 0;
 	opterr = 0;
 	optind = 0; /* glibc: start afresh (a process may parse more than once) */
 	int c;
@@ -205,9 +273,11 @@ mr_status cmd_parse(cmd_id which, int argc, char **argv, cmd_options *out, mr_er
 			mr_fail(&first, MR_EINPUT, "%s needs %s", spelled, needs(optopt, cmd));
 		else
 			take(out, cmd, c, spelled, optarg, &first);
+		format_given |= c == OPT_FORMAT;
 	}
 	while (optind < argc) /* after "--" */
 		out->args[out->arg_count++] = argv[optind++];
+	format_of_output(out, cmd, format_given, &first);
 	return first.status ? mr_fail(err, first.status, "%s", first.msg) : MR_OK;
 }
 

@@ -4,7 +4,7 @@
  *
  * Every spelling the commands ever took keeps working: -o/--output, --format, --device,
  * --redact-paths, -q/--quiet, --templates (the report commands); --cache, -j/--jobs (batch);
- * --alloc-conf, --limit (simulate); --budget (the report); -h/--help.
+ * --alloc-conf, --limit (simulate); --budget, --fail-on (the report); -h/--help.
  *
  * Ownership: cmd_options points into argv (which must outlive it) and owns its list of
  * arguments; cmd_options_free releases it. Nothing here prints: the command prints the first
@@ -35,7 +35,8 @@ typedef struct {
 	long jobs;              /* batch: -j N (1 to 256); 0 when not given */
 	const char *alloc_conf; /* simulate: --alloc-conf CONF */
 	uint64_t limit;         /* simulate: --limit SIZE; 0 when not given */
-	uint64_t budget;        /* report: --budget SIZE; 0 when not given */
+	int fail_on; /* report: --fail-on, the least ad_severity that exits 3; -1 when not given */
+	uint64_t budget; /* report: --budget SIZE; 0 when not given */
 } cmd_options;
 
 /* Parses argv[1..argc) (argv[0] is the program's or the command's name) for command `which`.

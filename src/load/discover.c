@@ -11,11 +11,13 @@
 
 #include "base/buf.h"
 #include "base/error.h"
+#include "base/escape.h"
 #include "base/mem.h"
 #include "base/units.h"
 #include "decode/sniff.h"
 #include "load/load.h"
 #include "load/names.h"
+#include "source/compressed.h"
 #include "source/input.h"
 #include "source/walk.h"
 #include "source/zip.h"
@@ -113,6 +115,20 @@ static char *zip_stem(const char *path)
 	return mr_strndup(base, n);
 }
 
+/* The kind of what a compressed head inflates to (head[0..got) are the first bytes of a gzip
+ * or xz file, up to COMPRESSED_HEAD of them): a compressed archive, or a file compressed twice,
+ * is not evidence. */
+enum { COMPRESSED_HEAD = 64 * 1024 };
+
+static dc_kind inner_kind(dc_kind outer, const uint8_t *head, size_t got)
+{
+	uint8_t plain[DC_SNIFF_BYTES];
+	int64_t n =
+	    sr_inflate_head(outer == DC_GZIP ? SR_GZIP : SR_XZ, head, got, plain, sizeof plain);
+	dc_kind k = n > 0 ? dc_sniff(plain, (size_t)n) : DC_BINARY;
+	return k == DC_ZIP || k == DC_GZIP || k == DC_XZ ? DC_BINARY : k;
+}
+
 /* One member of an archive: found (with its problem, when it must not be read), or passed
  * over when it is not evidence. */
 static mr_status zip_member(finder *fd, size_t input_no, const char *path, const zp_archive *zip,
@@ -130,14 +146,23 @@ static mr_status zip_member(finder *fd, size_t input_no, const char *path, const
 	char problem_buf[256];
 	dc_kind kind = DC_BINARY;
 	const char *problem = zp_problem(e, fd->lim, problem_buf, sizeof problem_buf);
+	uint8_t *head = problem ? NULL : malloc(COMPRESSED_HEAD);
+	if (!problem && !head) {
+		free(rel);
+		return mr_oom(err);
+	}
 	if (!problem) {
-		uint8_t head[DC_SNIFF_BYTES];
-		int64_t got = zp_read_head(zip, i, head, sizeof head);
+		int64_t got = zp_read_head(zip, i, head, DC_SNIFF_BYTES);
 		if (got < 0)
 			problem = "member cannot be read (corrupt archive?)";
 		else
 			kind = dc_sniff(head, (size_t)got);
+		if (kind == DC_GZIP || kind == DC_XZ) {
+			got = zp_read_head(zip, i, head, COMPRESSED_HEAD);
+			kind = got > 0 ? inner_kind(kind, head, (size_t)got) : DC_BINARY;
+		}
 	}
+	free(head);
 	/* Found, unless it is not evidence or is an archive inside the archive (never opened). */
 	if (problem || (kind != DC_BINARY && kind != DC_ZIP))
 		st = add_found(fd, input_no, path, label, rel, path, i, e->size, kind, err);
@@ -208,6 +233,14 @@ static mr_status scan_file(finder *fd, size_t input_no, const char *path, const 
 		return add_error_row(fd, single ? path : rel, MR_EINPUT, msg, err);
 	}
 	dc_kind kind = dc_sniff(head, (size_t)got);
+	if (kind == DC_GZIP || kind == DC_XZ) {
+		uint8_t *more = malloc(COMPRESSED_HEAD);
+		if (!more)
+			return mr_oom(err);
+		got = wk_read_head(path, more, COMPRESSED_HEAD);
+		kind = got > 0 ? inner_kind(kind, more, (size_t)got) : DC_BINARY;
+		free(more);
+	}
 	if (kind == DC_ZIP) {
 		char *stem = single ? mr_strdup("") : mr_strdup(rel);
 		if (!stem)
@@ -646,7 +679,14 @@ mr_status ar_load(sr_reader *rd, const ar_run *run, const sr_limits *lim, ld_evi
 		mr_one_line(err->msg);
 		return st;
 	}
+	mr_error changed = {0};
 	st = ld_load_buffers(out, c.names, c.data, c.lens, c.count, err);
+	if (sr_contents_check(&c, &changed)) { /* what the loader said does not matter then */
+		if (!st)
+			ld_free(out);
+		st = changed.status;
+		*err = changed;
+	}
 	sr_contents_free(&c);
 	mr_one_line(err->msg); /* member names come from the archive */
 	return st;

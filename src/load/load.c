@@ -12,7 +12,9 @@
 #include "base/units.h"
 #include "decode/snapshot.h"
 #include "decode/sniff.h"
+#include "source/compressed.h"
 #include "source/input.h"
+#include "source/limits.h"
 
 const char *ld_kind_name(ld_kind k)
 {
@@ -179,8 +181,8 @@ static mr_status add_text(ld_evidence *ev, const uint8_t *data, size_t len, cons
 }
 
 /* Adds one buffer's evidence to the run, under the name the reports show. */
-static mr_status add_buffer(ld_evidence *ev, const char *name, const uint8_t *data, size_t len,
-                            const add_ctx *ac, mr_error *err)
+static mr_status add_plain(ld_evidence *ev, const char *name, const uint8_t *data, size_t len,
+                           const add_ctx *ac, mr_error *err)
 {
 	ld_kind kind = LD_SNAPSHOT;
 	mr_status st = MR_OK;
@@ -194,6 +196,11 @@ static mr_status add_buffer(ld_evidence *ev, const char *name, const uint8_t *da
 		st = add_stats(ev, data, len, ac, &used, err);
 		break;
 	case DC_TEXT: st = add_text(ev, data, len, ac, &kind, &used, err); break;
+	case DC_GZIP:
+	case DC_XZ: return skip_or_fail(ac, err, "compressed twice: unpack it once first");
+	case DC_ZIP:
+		return skip_or_fail(ac, err,
+		                    "a compressed zip archive: unpack it, and give the zip itself");
 	default:
 		return skip_or_fail(ac, err,
 		                    "binary data that is not a pickle (protocol 2 to 5), nor text");
@@ -213,6 +220,27 @@ static mr_status add_buffer(ld_evidence *ev, const char *name, const uint8_t *da
 		ev->inputs[0] = snap;
 	}
 	return MR_OK;
+}
+
+/* Adds one buffer's evidence; a gzip or xz buffer is inflated first, within the limits of a
+ * zip member (source/limits.h), and what it holds is added. */
+static mr_status add_buffer(ld_evidence *ev, const char *name, const uint8_t *data, size_t len,
+                            const add_ctx *ac, mr_error *err)
+{
+	dc_kind kind = dc_sniff(data, len);
+	if (kind != DC_GZIP && kind != DC_XZ)
+		return add_plain(ev, name, data, len, ac, err);
+	sr_limits lim;
+	sr_default_limits(&lim);
+	in_data plain;
+	mr_status st = sr_inflate(kind == DC_GZIP ? SR_GZIP : SR_XZ, data, len, &lim, &plain, err);
+	if (st)
+		return st;
+	add_ctx inner = *ac;
+	inner.in = &plain; /* pages of the compressed file are not the decoder's to drop */
+	st = add_plain(ev, name, plain.data, plain.len, &inner, err);
+	in_release(&plain);
+	return st;
 }
 
 /* The same, with the failure named after the input. */
@@ -236,15 +264,20 @@ mr_status ld_load(ld_evidence *ev, const char *const *paths, size_t count, ld_pr
 {
 	mr_status st = begin(ev, count, err);
 	for (size_t i = 0; i < count && !st; i++) {
-		mr_error local = {0};
+		mr_error local = {0}, changed = {0};
 		in_data in;
 		if ((st = in_read(paths[i], &in, &local))) {
 			mr_fail(err, st, "%s: %s", paths[i], local.msg);
 			break;
 		}
 		add_ctx ac = {1, &in, progress, progress_ctx};
-		st = add_named(ev, paths[i], in.data, in.len, &ac, err);
+		st = add_buffer(ev, paths[i], in.data, in.len, &ac, &local);
+		/* A file cut while it was decoded explains whatever the decoder said about it. */
+		if (in_check(&in, &changed))
+			st = changed.status, local = changed;
 		in_release(&in);
+		if (st)
+			mr_fail(err, st, "%s: %s", paths[i], local.msg);
 	}
 	if (st)
 		ld_free(ev);
@@ -286,8 +319,14 @@ int ld_buffer_kind(const uint8_t *data, size_t len, ld_kind *kind)
 	ld_evidence probe;
 	add_ctx ac = {0, NULL, NULL, NULL};
 	mr_error err = {0};
-	/* Only cheap checks for pickles: the decoder is not run to classify. */
-	if (dc_sniff(data, len) == DC_PICKLE) {
+	/* Only cheap checks for pickles: the decoder is not run to classify (nor, for a
+	 * compressed one, more than its first bytes inflated). */
+	dc_kind k = dc_sniff(data, len);
+	uint8_t head[DC_SNIFF_BYTES];
+	int64_t got = k == DC_GZIP || k == DC_XZ ? sr_inflate_head(k == DC_GZIP ? SR_GZIP : SR_XZ,
+	                                                           data, len, head, sizeof head)
+	                                         : -1;
+	if (k == DC_PICKLE || (got > 0 && dc_sniff(head, (size_t)got) == DC_PICKLE)) {
 		*kind = LD_SNAPSHOT;
 		return 1;
 	}

@@ -10,6 +10,7 @@
 #include "base/escape.h"
 #include "base/mem.h"
 #include "base/units.h"
+#include "base/version.h"
 #include "render/page.h"
 #include "report/view.h"
 
@@ -108,7 +109,8 @@ void ix_row_free(ix_row *r)
 
 mr_status rd_index_json(const ar_set *set, const ix_line *lines, mr_buf *b, mr_error *err)
 {
-	mr_buf_puts(b, "{\n\"schema\": \"memreport-batch/1\",\n\"runs\": [");
+	mr_buf_puts(b, "{\n\"schema\": \"memreport-batch/1\",\n\"memreport\": \"" MEMREPORT_VERSION
+	               "\",\n\"runs\": [");
 	for (size_t i = 0; i < set->count; i++) {
 		const ar_run *r = &set->runs[i];
 		const ix_line *x = &lines[i];

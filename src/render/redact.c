@@ -121,52 +121,6 @@ const char *rd_path(const rd_options *opt, const char *path, char *buf, size_t b
 	return buf;
 }
 
-static int path_start(const char *text, const char *p)
-{
-	if (p > text && !strchr(" \t\n(\"'=,[", p[-1]))
-		return 0;
-	if (p[0] == '/' && p[1] && p[1] != ' ')
-		return 1;
-	if (p[0] == '~' && p[1] == '/')
-		return 1;
-	return ((p[0] >= 'A' && p[0] <= 'Z') || (p[0] >= 'a' && p[0] <= 'z')) && p[1] == ':' &&
-	       (p[2] == '\\' || p[2] == '/');
-}
-
-static int path_end(const char *p)
-{
-	return !*p || strchr(" \t\n\"'),;]", *p) || (p[0] == ':' && p[1] >= '0' && p[1] <= '9') ||
-	       (p[0] == ':' && (p[1] == ' ' || !p[1]));
-}
-
-void rd_redact_text(mr_buf *b, const rd_options *opt, const char *text)
-{
-	if (!text)
-		return;
-	if (!opt || !opt->redact_paths) {
-		mr_buf_puts(b, text);
-		return;
-	}
-	const char *p = text, *run = text;
-	while (*p) {
-		if (!path_start(text, p)) {
-			p++;
-			continue;
-		}
-		mr_buf_append(b, run, (size_t)(p - run));
-		const char *e = p + 1;
-		while (!path_end(e))
-			e++;
-		char path[4096], buf[4096];
-		size_t n = MR_MIN((size_t)(e - p), sizeof path - 1);
-		memcpy(path, p, n);
-		path[n] = '\0';
-		mr_buf_puts(b, rd_path(opt, path, buf, sizeof buf));
-		p = run = e;
-	}
-	mr_buf_append(b, run, (size_t)(p - run));
-}
-
 void rd_prose(mr_buf *b, const rd_options *opt, const char *text, const ad_paths *paths)
 {
 	if (!text)

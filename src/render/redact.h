@@ -23,12 +23,8 @@
  * bufsz - 1 bytes), returns buf. */
 const char *rd_path(const rd_options *opt, const char *path, char *buf, size_t bufsz);
 
-/* Appends text with every absolute file path in it (a word starting with '/', '~/' or a drive
- * letter) passed through rd_path: the HTML and Markdown reports' guard for prose. Without
- * redaction, text is copied unchanged. */
-void rd_redact_text(mr_buf *b, const rd_options *opt, const char *text);
-
-/* Appends prose of the diagnosis with the paths it quotes (paths may be NULL) redacted. */
+/* Appends prose of the diagnosis with the paths it quotes (paths may be NULL) redacted: only
+ * those, never anything that merely looks like a path (`batch_size //= 2` is code). */
 void rd_prose(mr_buf *b, const rd_options *opt, const char *text, const ad_paths *paths);
 
 #endif

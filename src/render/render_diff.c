@@ -10,6 +10,7 @@
 #include "base/escape.h"
 #include "base/mem.h"
 #include "base/units.h"
+#include "base/version.h"
 #include "render/page.h"
 #include "render/redact.h"
 #include "report/view.h"
@@ -90,7 +91,9 @@ mr_status rd_diff_json(const df_result *d, const rp_report *before, const rp_rep
                        const rd_options *opt, size_t max_changes, mr_buf *out, mr_error *err)
 {
 	mr_buf *b = out;
-	mr_buf_puts(b, "{\n  \"schema\": \"memreport-diff/1\",\n  \"before\": ");
+	mr_buf_puts(b,
+	            "{\n  \"schema\": \"memreport-diff/1\",\n  \"memreport\": \"" MEMREPORT_VERSION
+	            "\",\n  \"before\": ");
 	side_json(b, before, opt);
 	mr_buf_puts(b, ",\n  \"after\": ");
 	side_json(b, after, opt);

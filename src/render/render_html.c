@@ -28,18 +28,16 @@
 #include "render/templates.h"
 #include "report/view.h"
 
-/* Prose from the diagnosis may quote frames: paths in it obey --redact-paths too, the ones it
- * marks (paths, may be NULL) and, as a guard, anything else that looks like a path. */
+/* Prose from the diagnosis may quote frames: the paths it marks (paths, may be NULL) obey
+ * --redact-paths too. Nothing else in it is a path: code such as `batch_size //= 2` stays. */
 static void advice_text(hr_ctx *c, const char *s, const ad_paths *paths, size_t cap)
 {
-	mr_buf marked = {0}, tmp = {0};
+	mr_buf marked = {0};
 	rd_prose(&marked, c->opt, s ? s : "", paths);
-	rd_redact_text(&tmp, c->opt, marked.data ? marked.data : "");
-	if (tmp.failed || marked.failed)
+	if (marked.failed)
 		c->b->failed = 1;
-	hu_text(c->b, tmp.data ? tmp.data : "", cap);
+	hu_text(c->b, marked.data ? marked.data : "", cap);
 	mr_buf_free(&marked);
-	mr_buf_free(&tmp);
 }
 
 static hr_oom oom_facts(const rp_report *run, const rp_view *view)

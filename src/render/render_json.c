@@ -9,6 +9,7 @@
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/escape.h"
+#include "base/version.h"
 #include "render/redact.h"
 #include "report/view.h"
 
@@ -345,7 +346,8 @@ mr_status rd_render_json(const rp_report *run, const rd_options *opt, mr_buf *ou
 	mr_status st = rp_view_init(&view, run, opt->device, err);
 	if (st)
 		return st;
-	mr_buf_puts(b, "{\n  \"schema\": \"memreport/1\",\n  \"inputs\": [");
+	mr_buf_puts(b, "{\n  \"schema\": \"memreport/1\",\n  \"memreport\": \"" MEMREPORT_VERSION
+	               "\",\n  \"inputs\": [");
 	for (size_t i = 0; i < run->ev.input_count; i++) {
 		mr_buf_puts(b, i ? ", {\"path\": " : "{\"path\": ");
 		mr_json_str(b, rd_path(opt, run->ev.inputs[i].path, pbuf, sizeof pbuf));

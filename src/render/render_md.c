@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/units.h"
+#include "base/version.h"
 #include "render/html_util.h"
 #include "render/redact.h"
 #include "report/view.h"
@@ -33,31 +34,25 @@ static const char *md_bytes(char out[32], uint64_t v)
 	return out;
 }
 
-/* Diagnosis prose, with the paths it quotes redacted like frames (the marked ones, and as a
- * guard anything that looks like a path), escaped for Markdown. */
+/* Diagnosis prose, with the paths it quotes (and marks) redacted like frames, escaped for
+ * Markdown. Nothing else in it is a path: code such as `batch_size //= 2` stays as written. */
 static void md_advice(mr_buf *b, const rd_options *opt, const char *text, const ad_paths *paths,
                       size_t cap)
 {
-	mr_buf marked = {0}, tmp = {0};
+	mr_buf marked = {0};
 	rd_prose(&marked, opt, text ? text : "", paths);
-	rd_redact_text(&tmp, opt, marked.data ? marked.data : "");
-	if (tmp.failed || marked.failed)
+	if (marked.failed)
 		b->failed = 1;
-	hu_md_text(b, tmp.data ? tmp.data : "", cap);
+	hu_md_text(b, marked.data ? marked.data : "", cap);
 	mr_buf_free(&marked);
-	mr_buf_free(&tmp);
 }
 
-/* The exact change as a fenced block when it is plain text, else escaped inline. */
-static void md_change(mr_buf *b, const rd_options *opt, const char *text)
+/* The exact change (code or an environment line, never a recorded path: it is not redacted) as
+ * a fenced block when it is plain text, else escaped inline. */
+static void md_change(mr_buf *b, const char *change)
 {
-	mr_buf redacted = {0};
-	rd_redact_text(&redacted, opt, text ? text : "");
-	const char *change = redacted.data;
-	if (!change || !change[0]) {
-		mr_buf_free(&redacted);
+	if (!change || !change[0])
 		return;
-	}
 	size_t run = 0, longest = 0, lines = 1;
 	int plain = 1;
 	for (const char *p = change; *p; p++) {
@@ -71,7 +66,6 @@ static void md_change(mr_buf *b, const rd_options *opt, const char *text)
 		mr_buf_puts(b, "   Change: ");
 		hu_md_text(b, change, MD_TEXT_CAP * 2);
 		mr_buf_puts(b, "\n");
-		mr_buf_free(&redacted);
 		return;
 	}
 	mr_buf_puts(b, "   ```\n   ");
@@ -81,7 +75,6 @@ static void md_change(mr_buf *b, const rd_options *opt, const char *text)
 			mr_buf_puts(b, "   ");
 	}
 	mr_buf_puts(b, "\n   ```\n");
-	mr_buf_free(&redacted);
 }
 
 static void md_frame_text(mr_buf *b, const rd_options *opt, const md_snapshot *s, const md_frame *f)
@@ -206,7 +199,7 @@ static void recommendations(mr_buf *b, const ad_advice *ad, const rd_options *op
 			md_advice(b, opt, r->reason, &r->reason_paths, 400);
 		}
 		mr_buf_puts(b, "\n");
-		md_change(b, opt, r->change);
+		md_change(b, r->change);
 	}
 	if (ad->rec_count > MD_MAX_RECS)
 		mr_buf_printf(b, "\n%zu more in the full report.\n", ad->rec_count - MD_MAX_RECS);
@@ -241,6 +234,19 @@ static void top_sites(mr_buf *b, const md_snapshot *s, const rp_view *view, cons
 	}
 }
 
+/* What made the report, for a ticket: memreport's version and the inputs it read. */
+static void provenance(mr_buf *b, const rp_report *run, const rd_options *opt)
+{
+	mr_buf_puts(b, "<sub>memreport " MEMREPORT_VERSION " from ");
+	for (size_t i = 0; i < run->ev.input_count; i++) {
+		char pbuf[4096];
+		mr_buf_puts(b, i ? ", " : "");
+		hu_md_text(b, rd_path(opt, run->ev.inputs[i].path, pbuf, sizeof pbuf), MD_TEXT_CAP);
+		mr_buf_printf(b, " (%s)", ld_kind_name(run->ev.inputs[i].kind));
+	}
+	mr_buf_puts(b, "</sub>\n\n");
+}
+
 mr_status rd_render_md(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
 {
 	mr_buf b = {0};
@@ -261,6 +267,7 @@ mr_status rd_render_md(const rp_report *run, const rd_options *opt, mr_buf *out,
 		md_advice(&b, opt, ad->capacity_line, NULL, 1000);
 		mr_buf_puts(&b, "\n\n");
 	}
+	provenance(&b, run, opt);
 	device_table(&b, run, &view);
 	numbers_table(&b, &view);
 	oom_line(&b, &ad->oom);

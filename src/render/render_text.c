@@ -8,6 +8,7 @@
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/escape.h"
+#include "base/mem.h"
 #include "base/units.h"
 #include "render/redact.h"
 #include "report/view.h"
@@ -181,15 +182,85 @@ static void device(mr_buf *b, const md_snapshot *s, const an_device *dv, const r
 mr_status rd_render_text(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
 {
 	rp_view view;
+	mr_buf text = {0};
 	mr_status st = rp_view_init(&view, run, opt->device, err);
 	if (st)
 		return st;
-	header(out, run, opt);
-	advice(out, &run->advice, opt);
+	header(&text, run, opt);
+	advice(&text, &run->advice, opt);
 	for (size_t i = 0; i < view.number_count; i++)
-		numbers(out, &view.numbers[i]);
+		numbers(&text, &view.numbers[i]);
 	for (size_t i = 0; i < view.device_count; i++)
-		device(out, &run->ev.snap, view.devices[i], opt);
+		device(&text, &run->ev.snap, view.devices[i], opt);
 	rp_view_free(&view);
+	if (text.failed)
+		out->failed = 1;
+	rd_wrap(out, text.data ? text.data : "", text.len, RD_TEXT_COLUMNS);
+	mr_buf_free(&text);
 	return out->failed ? mr_oom(err) : MR_OK;
+}
+
+/* ---- wrapping ------------------------------------------------------------------------------- */
+
+/* Bytes of the UTF-8 character at p (1 for a stray byte), for counting columns. */
+static size_t char_len(const char *p, const char *end)
+{
+	size_t n = 1;
+	while (p + n < end && ((unsigned char)p[n] & 0xC0) == 0x80 && n < 4)
+		n++;
+	return n;
+}
+
+/* One line (no newline in it) into out, broken to `columns`. */
+static void wrap_line(mr_buf *out, const char *p, const char *end, size_t columns)
+{
+	size_t indent = 0;
+	while (p + indent < end && p[indent] == ' ')
+		indent++;
+	size_t deeper = MR_MIN(indent + 2, columns / 4); /* the continuation's indentation */
+	size_t lead = 0;                                 /* spaces before this piece */
+	for (;;) {
+		size_t width = lead, fit = 0, space = 0; /* bytes that fit; the last space's */
+		const char *q = p;
+		while (q < end && width < columns) {
+			if (*q == ' ' && q > p)
+				space = (size_t)(q - p);
+			q += char_len(q, end);
+			width++;
+			fit = (size_t)(q - p);
+		}
+		if (q >= end) {
+			mr_buf_append(out, p, (size_t)(end - p));
+			return;
+		}
+		/* Over the width: break at the last space (when it leaves more than the indentation
+		 * on the line), else inside the word. */
+		size_t cut = *q == ' ' ? fit : space > indent ? space : fit;
+		while (cut > 0 && p[cut - 1] == ' ')
+			cut--;
+		mr_buf_append(out, p, cut ? cut : fit);
+		mr_buf_putc(out, '\n');
+		p += cut ? cut : fit;
+		while (p < end && *p == ' ')
+			p++;
+		if (p >= end)
+			return;
+		for (size_t i = 0; i < deeper; i++)
+			mr_buf_putc(out, ' ');
+		lead = deeper;
+		indent = 0;
+	}
+}
+
+void rd_wrap(mr_buf *out, const char *text, size_t len, size_t columns)
+{
+	const char *p = text, *end = text + len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *line_end = nl ? nl : end;
+		wrap_line(out, p, line_end, columns);
+		if (nl)
+			mr_buf_putc(out, '\n');
+		p = nl ? nl + 1 : end;
+	}
 }

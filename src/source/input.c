@@ -4,6 +4,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +16,80 @@
 #include <unistd.h>
 
 #include "base/error.h"
+
+/* ---- the SIGBUS guard ------------------------------------------------------------------- */
+
+/* The mappings of inputs in use, for the handler: a slot is free when base is 0, being filled
+ * when it is 1. Plain atomics, no locks: the handler may run on any thread at any time. */
+enum { GUARD_SLOTS = 1024 };
+static struct {
+	_Atomic uintptr_t base;
+	_Atomic size_t len;
+	atomic_int hit; /* a read past the end was caught: the file shrank */
+} guards[GUARD_SLOTS];
+static uintptr_t page_size = 4096;
+static int guard_installed; /* the handler is in place (set once, before any slot is used) */
+static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
+
+/* A read in an input's mapping past the end of its file: zero pages from the faulting page to
+ * the end of the mapping (one mmap, a system call that takes no lock), so the reader goes on
+ * and sees zeros, and the slot remembers it. Any other SIGBUS gets the default action back and
+ * is raised again by the same instruction. */
+static void on_sigbus(int sig, siginfo_t *si, void *context)
+{
+	(void)context;
+	uintptr_t addr = (uintptr_t)si->si_addr;
+	for (size_t i = 0; i < GUARD_SLOTS; i++) {
+		uintptr_t base = atomic_load(&guards[i].base);
+		size_t len = atomic_load(&guards[i].len);
+		if (base <= 1 || addr < base || addr - base >= len)
+			continue;
+		uintptr_t page = addr & ~(page_size - 1);
+		if (mmap((void *)page, base + len - page, PROT_READ,
+		         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+			atomic_store(&guards[i].hit, 1);
+			return;
+		}
+		break;
+	}
+	signal(sig, SIG_DFL);
+}
+
+static void install_guard(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	if (page > 0)
+		page_size = (uintptr_t)page;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	guard_installed = sigaction(SIGBUS, &sa, NULL) == 0;
+}
+
+/* A slot for the mapping, or -1 when none is free (the caller then reads the file instead). */
+static int guard_add(void *map, size_t len)
+{
+	pthread_once(&guard_once, install_guard);
+	if (!guard_installed)
+		return -1;
+	for (int i = 0; i < GUARD_SLOTS; i++) {
+		uintptr_t free_slot = 0;
+		if (!atomic_compare_exchange_strong(&guards[i].base, &free_slot, 1))
+			continue;
+		atomic_store(&guards[i].len, len);
+		atomic_store(&guards[i].hit, 0);
+		atomic_store(&guards[i].base, (uintptr_t)map);
+		return i;
+	}
+	return -1;
+}
+
+static void guard_remove(int slot)
+{
+	atomic_store(&guards[slot].base, 0);
+}
 
 /* Seconds without a byte on a pipe before standard input counts as stalled. */
 static int stall_seconds(void)
@@ -87,6 +165,56 @@ void in_adopt(in_data *out, uint8_t *heap, size_t len)
 	out->len = len;
 }
 
+/* Opens and reads path. With regular_only the last component is not followed when it is a
+ * link, a FIFO does not block the open, and anything but a regular file of at most max_bytes
+ * is refused. */
+static mr_status read_path(const char *path, int regular_only, uint64_t max_bytes, in_data *out,
+                           mr_error *err)
+{
+	int flags = O_RDONLY | O_CLOEXEC | (regular_only ? O_NOFOLLOW | O_NONBLOCK : 0);
+	int fd = open(path, flags);
+	if (fd < 0)
+		return mr_fail(err, MR_EINPUT, "cannot open: %s", strerror(errno));
+	struct stat st;
+	mr_status rc = MR_OK;
+	if (fstat(fd, &st) != 0) {
+		rc = mr_fail(err, MR_EFAIL, "cannot stat: %s", strerror(errno));
+	} else if (regular_only && !S_ISREG(st.st_mode)) {
+		rc = mr_fail(err, MR_EINPUT, "not a regular file");
+	} else if (regular_only && (uint64_t)st.st_size > max_bytes) {
+		rc = mr_fail(err, MR_EINPUT, "%lld bytes, over the limit of %llu",
+		             (long long)st.st_size, (unsigned long long)max_bytes);
+	} else if (S_ISDIR(st.st_mode)) {
+		rc = mr_fail(err, MR_EINPUT,
+		             "is a folder, not a file (use `memreport batch` for folders)");
+	} else if (S_ISREG(st.st_mode) && st.st_size > 0) {
+		size_t len = (size_t)st.st_size;
+		void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+		int slot = map == MAP_FAILED ? -1 : guard_add(map, len);
+		if (slot < 0) {
+			if (map != MAP_FAILED)
+				munmap(map, len);
+			rc = read_all(fd, out, err);
+		} else {
+			madvise(map, len, MADV_SEQUENTIAL);
+			out->map = map;
+			out->map_len = len;
+			out->fd = fd;
+			out->guard = slot;
+			out->data = map;
+			out->len = len;
+			const char *stop = getenv("MEMREPORT_TEST_STOP_AT_MAP");
+			if (stop && strcmp(stop, path) == 0)
+				raise(SIGSTOP);
+			return MR_OK; /* the file stays open until in_release */
+		}
+	} else {
+		rc = read_all(fd, out, err);
+	}
+	close(fd);
+	return rc;
+}
+
 mr_status in_read(const char *path, in_data *out, mr_error *err)
 {
 	memset(out, 0, sizeof *out);
@@ -96,33 +224,28 @@ mr_status in_read(const char *path, in_data *out, mr_error *err)
 			                "memory_stats() dump); end it with Ctrl-D\n");
 		return read_all(STDIN_FILENO, out, err);
 	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return mr_fail(err, MR_EINPUT, "cannot open: %s", strerror(errno));
+	return read_path(path, 0, 0, out, err);
+}
+
+mr_status in_read_regular(const char *path, uint64_t max_bytes, in_data *out, mr_error *err)
+{
+	memset(out, 0, sizeof *out);
+	return read_path(path, 1, max_bytes, out, err);
+}
+
+mr_status in_check(const in_data *in, mr_error *err)
+{
+	if (!in->map)
+		return MR_OK;
 	struct stat st;
-	mr_status rc = MR_OK;
-	if (fstat(fd, &st) != 0) {
-		rc = mr_fail(err, MR_EFAIL, "cannot stat: %s", strerror(errno));
-	} else if (S_ISDIR(st.st_mode)) {
-		rc = mr_fail(err, MR_EINPUT,
-		             "is a folder, not a file (use `memreport batch` for folders)");
-	} else if (S_ISREG(st.st_mode) && st.st_size > 0) {
-		size_t len = (size_t)st.st_size;
-		void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (map == MAP_FAILED) {
-			rc = read_all(fd, out, err);
-		} else {
-			madvise(map, len, MADV_SEQUENTIAL);
-			out->map = map;
-			out->map_len = len;
-			out->data = map;
-			out->len = len;
-		}
-	} else {
-		rc = read_all(fd, out, err);
-	}
-	close(fd);
-	return rc;
+	long long now = fstat(in->fd, &st) == 0 ? (long long)st.st_size : -1;
+	if (now >= 0 && (uint64_t)now >= (uint64_t)in->map_len &&
+	    !atomic_load(&guards[in->guard].hit))
+		return MR_OK;
+	return mr_fail(err, MR_EINPUT,
+	               "file changed while being read: it had %zu bytes and now has %lld "
+	               "(truncated meanwhile, as by logrotate's copytruncate?)",
+	               in->map_len, now);
 }
 
 void in_drop_before(in_data *in, size_t upto)
@@ -138,8 +261,11 @@ void in_drop_before(in_data *in, size_t upto)
 
 void in_release(in_data *in)
 {
-	if (in->map)
+	if (in->map) {
+		guard_remove(in->guard);
 		munmap(in->map, in->map_len);
+		close(in->fd);
+	}
 	free(in->heap);
 	memset(in, 0, sizeof *in);
 }

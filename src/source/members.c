@@ -15,6 +15,17 @@ typedef struct {
 	size_t count;
 } owned_data;
 
+mr_status sr_contents_check(const sr_contents *c, mr_error *err)
+{
+	const owned_data *o = c->owned;
+	for (size_t i = 0; o && i < o->count; i++) {
+		mr_error local = {0};
+		if (in_check(&o->in[i], &local))
+			return mr_fail(err, local.status, "%s: %s", c->names[i], local.msg);
+	}
+	return MR_OK;
+}
+
 static void owned_free(owned_data *o)
 {
 	if (!o)
@@ -101,6 +112,13 @@ mr_status sr_read(sr_reader *rd, const sr_member *members, size_t n, const sr_li
 			st = zip_for(rd, m->path, &zip, &local);
 			if (!st)
 				st = zp_read_member(zip, m->zip_index, m->size, lim, slot, &local);
+			mr_error changed = {0};
+			if (zip && in_check(&zip->map, &changed)) { /* the archive was cut */
+				if (!st)
+					in_release(slot);
+				st = changed.status;
+				local = changed;
+			}
 		}
 		if (st) {
 			mr_fail(err, st, "%s: %s", m->name, local.msg);
@@ -136,6 +154,7 @@ mr_status sr_digest(sr_reader *rd, const sr_member *members, size_t n, const sr_
 				h128_str(h, "file");
 				h128_u64(h, in.len);
 				h128_update(h, in.data, in.len);
+				st = in_check(&in, &local);
 				in_release(&in);
 			}
 		} else if (!(st = zip_for(rd, m->path, &zip, &local))) {
@@ -164,7 +183,9 @@ mr_status sr_digest(sr_reader *rd, const sr_member *members, size_t n, const sr_
 					if (total > lim->max_member_bytes)
 						break;
 				}
-				if (got < 0)
+				if (in_check(&zip->map, &local))
+					st = local.status;
+				else if (got < 0)
 					st = mr_fail(&local, MR_EINPUT, "corrupt member: %s",
 					             zip_file_strerror(zf));
 			}

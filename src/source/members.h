@@ -39,6 +39,9 @@ typedef struct {
 /* Reads every member; a failure names the member. */
 mr_status sr_read(sr_reader *rd, const sr_member *members, size_t n, const sr_limits *lim,
                   sr_contents *out, mr_error *err);
+/* After the bytes were used: MR_EINPUT naming the member when a file (or the archive it came
+ * from) changed while being read (source/input.h, in_check). */
+mr_status sr_contents_check(const sr_contents *c, mr_error *err);
 void sr_contents_free(sr_contents *c);
 
 /* Adds the content of every member to h, cheaply: plain files by their bytes, zip members by

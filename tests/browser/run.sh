@@ -5,8 +5,6 @@
 # skips when Chromium, node, python3 or node_modules (npm ci) is absent.
 set -u
 bin=${1:-./memreport}
-shared=${MEMREPORT_SHARED:-../shared}
-corpus="$shared/corpus"
 export CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 here=$(dirname "$0")
 if [ ! -x "$CHROMIUM" ]; then
@@ -17,10 +15,7 @@ if ! command -v node >/dev/null 2>&1 || [ ! -d node_modules/puppeteer-core ]; th
 	echo "ok 1 - # SKIP interactive page: node or node_modules absent (run npm ci)"
 	exit 0
 fi
-if [ ! -f "$corpus/oom_capacity/oom_snapshot.pickle" ] || [ ! -f "$corpus/no_history/snapshot.pickle" ]; then
-	echo "ok 1 - # SKIP interactive page: corpus samples not found in $corpus"
-	exit 0
-fi
+. tests/samples.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fixture() { # NAME SNAPSHOT
@@ -29,8 +24,8 @@ fixture() { # NAME SNAPSHOT
 		exit 1
 	fi
 }
-fixture oom_capacity "$corpus/oom_capacity/oom_snapshot.pickle"
-fixture no_history "$corpus/no_history/snapshot.pickle"
+fixture oom_capacity "$(sample_snapshot oom_capacity)"
+fixture no_history "$(sample_snapshot no_history)"
 fixture hostile tests/fixtures/html/hostile_snapshot.pickle
 # One byte more in the inline timeline.js: its hash no longer matches the page's CSP.
 sed 's/var PALETTE = \[/var PALETTE =  [/' "$tmp/oom_capacity.html" > "$tmp/tampered.html"

@@ -1,0 +1,105 @@
+/* casts.c: autocast's half-precision copies of float32 weights. */
+#include "analyze/casts.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mem.h"
+
+static uint64_t block_size(uint64_t requested)
+{
+	return requested < 512 ? 512 : (requested + 511) / 512 * 512;
+}
+
+static int category(const md_snapshot *s, const an_stack_info *info, uint32_t stack)
+{
+	return an_stack_category(info, stack < s->stack_count ? stack : 0, AN_CAT_GRADIENTS);
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+static size_t cast_slot(const an_casts *k, uint64_t size)
+{
+	size_t lo = 0, hi = k->count;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (k->size[mid] < size)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < k->count && k->size[lo] == size ? lo : SIZE_MAX;
+}
+
+int an_casts_take(an_casts *k, const md_snapshot *s, const an_stack_info *info, const md_event *e)
+{
+	uint32_t flags = e->stack < s->stack_count ? info[e->stack].flags : 0;
+	if (!(flags & AN_SF_MODULE_CALL) || category(s, info, e->stack) != AN_CAT_ACTIVATIONS)
+		return 0;
+	size_t slot = cast_slot(k, block_size(e->size));
+	if (slot == SIZE_MAX || k->used[slot] >= k->quota[slot])
+		return 0;
+	k->used[slot]++;
+	return 1;
+}
+
+void an_casts_next_iteration(an_casts *k)
+{
+	if (k->used)
+		memset(k->used, 0, k->count * sizeof *k->used);
+}
+
+void an_casts_free(an_casts *k)
+{
+	free(k->size);
+	free(k->quota);
+	free(k->used);
+	memset(k, 0, sizeof *k);
+}
+
+mr_status an_casts_find(const md_snapshot *s, const md_device *md, const an_stack_info *info,
+                        size_t first, size_t end, an_casts *k, mr_error *err)
+{
+	const md_event *ev = md->events;
+	size_t n = 0, cap = 0;
+	memset(k, 0, sizeof *k);
+	for (size_t i = 0; i < first && i < md->event_count; i++) {
+		if (ev[i].action != MD_ACT_ALLOC ||
+		    category(s, info, ev[i].stack) != AN_CAT_PARAMETERS)
+			continue;
+		if (MR_GROW(k->size, cap, n + 1))
+			goto oom;
+		k->size[n++] = block_size(ev[i].size / 2);
+	}
+	if (n > 1)
+		qsort(k->size, n, sizeof *k->size, u64_cmp);
+	k->quota = mr_alloc_array(n ? n : 1, sizeof *k->quota);
+	k->used = mr_alloc_array(n ? n : 1, sizeof *k->used);
+	if (!k->quota || !k->used)
+		goto oom;
+	uint64_t total = 0, seen = 0;
+	for (size_t i = 0; i < n; i++) {
+		total += k->size[i];
+		if (k->count && k->size[k->count - 1] == k->size[i]) {
+			k->quota[k->count - 1]++;
+			continue;
+		}
+		k->size[k->count] = k->size[i];
+		k->quota[k->count++] = 1;
+	}
+	for (size_t i = first; i < end && i < md->event_count; i++)
+		if (ev[i].action == MD_ACT_ALLOC && an_casts_take(k, s, info, &ev[i]))
+			seen += block_size(ev[i].size);
+	k->on = total && seen * 5 >= total * 4;
+	k->param_bytes = total;
+	k->copied_bytes = seen;
+	an_casts_next_iteration(k);
+	return MR_OK;
+oom:
+	an_casts_free(k);
+	return mr_oom(err);
+}

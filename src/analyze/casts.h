@@ -1,0 +1,44 @@
+/* casts.h: autocast's half-precision copies of float32 weights, told apart from activations.
+ *
+ * Under torch.autocast every weight is cast to half precision once per forward, inside the
+ * model: a block of half a parameter's bytes that does not scale with the batch. An activation
+ * can happen to have that size too, so the copies are told apart by count: in each iteration at
+ * most one per parameter of that size, and only when the first iteration shows (nearly) every
+ * parameter's copy, as autocast makes them.
+ *
+ * Ownership: an_casts owns its arrays; an_casts_free releases them. */
+#ifndef MR_CASTS_H
+#define MR_CASTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyze/frames.h"
+#include "base/error.h"
+#include "model/model.h"
+
+typedef struct {
+	uint64_t *size; /* the half sizes of the parameters, sorted, each once */
+	size_t *quota;  /* parameters of each */
+	size_t *used;   /* copies seen in the current iteration */
+	size_t count;
+	int on;                /* the first iteration shows (nearly: 80%) every parameter's copy */
+	uint64_t param_bytes;  /* the half sizes of the parameters, summed */
+	uint64_t copied_bytes; /* of those, copied in the first iteration */
+} an_casts;
+
+/* The half sizes of the parameters allocated before event `first` of md's trace, and whether
+ * events [first, end) (the first iteration) copy at least 80% of their bytes. */
+mr_status an_casts_find(const md_snapshot *s, const md_device *md, const an_stack_info *info,
+                        size_t first, size_t end, an_casts *out, mr_error *err);
+
+/* Whether allocation e is a weight's copy, counting it against the current iteration's quota.
+ * Only meaningful when k->on. */
+int an_casts_take(an_casts *k, const md_snapshot *s, const an_stack_info *info, const md_event *e);
+
+/* A new iteration: every parameter may be copied again. */
+void an_casts_next_iteration(an_casts *k);
+
+void an_casts_free(an_casts *k);
+
+#endif
