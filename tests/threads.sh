@@ -3,17 +3,14 @@
 # (MEMREPORT_THREADS=1) or on as many as it likes (the replays of a report, simulate's two
 # replays, diff's two loads, a batch's runs).
 #
-# Every corpus snapshot (and the 1 M-event gpt_large_trace, unpacked by run.sh into build/) in
-# JSON and HTML, a diff, simulate, and a batch of the corpus, each run both ways and compared
-# with cmp. Prints "ok N - ..." / "not ok N - ..." lines; skips without the shared corpus.
+# Every snapshot of the project's corpus (build/corpus, tests/samples.sh) and the shared one
+# (with the 1 M-event gpt_large_trace, unpacked into build/) in JSON and HTML, simulate, a diff
+# of each pair of neighbours, and a batch of the project's corpus, each run both ways and
+# compared byte for byte. Prints "ok N - ..." / "not ok N - ..." lines.
 set -u
 bin=$1
 case $bin in /*) ;; *) bin="$(pwd)/$bin" ;; esac
-shared=${MEMREPORT_SHARED:-../shared}
-if [ ! -d "$shared/corpus" ]; then
-	echo "ok 1 - # SKIP threads: no shared corpus at $shared"
-	exit 0
-fi
+. tests/samples.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 n=0
@@ -35,7 +32,7 @@ same() {
 	rm -rf "$work/one" "$work/many"
 }
 snaps=""
-for d in "$shared"/corpus/*/; do
+for d in "$samples_project"/*/ "$samples_shared"/*/; do
 	for f in "$d"snapshot.pickle "$d"oom_snapshot.pickle; do
 		[ -f "$f" ] && snaps="$snaps $f"
 	done
@@ -50,4 +47,4 @@ for s in $snaps; do
 	[ -n "$last" ] && same "diff $name" diff -q "$last" "$s" --format json
 	last=$s
 done
-same "batch of the corpus" batch -q "$shared/corpus" -j 2
+same "batch of the project's corpus" batch -q "$samples_project" -j 2
