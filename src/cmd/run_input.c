@@ -131,8 +131,10 @@ mr_status cmd_run_check_device(const rp_report *r, int device, mr_error *err)
 	rp_view_free(&all);
 	mr_buf list = {0};
 	for (size_t i = 0; i < n; i++) {
-		if (ids[i] == device)
+		if (ids[i] == device) {
+			mr_buf_free(&list);
 			return MR_OK;
+		}
 		mr_buf_printf(&list, "%s%d", i ? ", " : "", (int)ids[i]);
 	}
 	const char *first = r->ev.input_count ? r->ev.inputs[0].path : "the evidence";
