@@ -577,7 +577,7 @@
     return null;
   }
   function markTitle(V, m) {
-    var t = m.kind === "peak" ? "Peak: " + fmtBytes(m.bytes) + " active" :
+    var t = m.kind === "peak" ? "Peak: " + fmtBytes(m.bytes) + " allocated" :
       m.kind === "oom" ? "Out of memory: " + fmtBytes(m.bytes) + " requested" :
       m.kind === "iteration" ? "End of iteration " + num(m.n) : "Snapshot";
     return t + " · " + fmtX(V, num(m.x));

@@ -41,6 +41,8 @@ probe_js='
   var imgs=[].slice.call(document.querySelectorAll("img.map"));
   var decoded=imgs.filter(function(i){return i.complete&&i.naturalWidth>0;}).length;
   var svg=document.querySelector("svg.timeline");
+  /* timeline.js hides the static figure when it draws the interactive one */
+  var fig=svg&&svg.closest("figure");if(fig)fig.hidden=false;
   var box=svg?svg.getBoundingClientRect():null;
   var v=document.getElementById("verdict");
   var toolbar=document.querySelector("#sites .toolbar");
@@ -144,7 +146,8 @@ if [ -f "$hostile" ]; then
 	"$bin" "$hostile" -q -o "$tmp/hostile.html" 2>/dev/null
 	run_chromium "$tmp/hostile.dom" --dump-dom "file://$tmp/hostile.html"
 	if [ -s "$tmp/hostile.dom" ] && ! grep -q '<script>alert\|<img src="x"\|<img src=x' "$tmp/hostile.dom" \
-		&& [ "$(grep -c '<script' "$tmp/hostile.dom")" -eq 1 ]; then
+		&& [ "$(grep -c '<script' "$tmp/hostile.dom")" -eq 3 ] \
+		&& [ "$(grep -c '<script type="application/json" id="memreport-data">' "$tmp/hostile.dom")" -eq 1 ]; then
 		ok "hostile snapshot: nothing from it became an element"
 	else
 		nok "hostile snapshot: nothing from it became an element"
@@ -156,7 +159,7 @@ fi
 # headers focusable) and sorts: a probe clicks "Peak reserved" and reads the order of the rows.
 # strict_page HTML DOM: the page's policy is the strict one, and Chromium reported no violation.
 strict_page() {
-	grep -q "style-src 'sha256-[^']*'; script-src 'sha256-" "$1" && ! grep -q "unsafe-inline" "$1" &&
+	grep -q "style-src 'sha256-[^;]*; script-src \('sha256-\|'none'\)" "$1" && ! grep -q "unsafe-inline" "$1" &&
 		! grep -q 'violates the following Content Security Policy' "$2.err"
 }
 runs=""

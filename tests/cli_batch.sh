@@ -44,6 +44,28 @@ if command -v python3 >/dev/null 2>&1; then
 		&& ok "index.json is valid JSON with one memreport/1 document per run" || nok "index.json is valid JSON with one memreport/1 document per run"
 fi
 
+# The index's columns say their moment, and the peak columns hold PyTorch's own peaks
+# (memory_stats.json of gpt_varlen, whose snapshot's end state is far below its peak).
+varlen_stats="$(sample_dir gpt_varlen)/memory_stats.json"
+if ! command -v python3 >/dev/null 2>&1 || [ ! -f "$varlen_stats" ]; then
+	ok "batch index: columns name their moment # SKIP needs python3 and the shared gpt_varlen"
+else
+	got=$(python3 - "$tmp/out/index.html" "$varlen_stats" <<'EOF'
+import json, re, sys
+page = open(sys.argv[1], encoding="utf-8").read()
+stats = json.load(open(sys.argv[2]))
+heads = re.findall(r"<th[^>]*>([^<]*)</th>", page)
+row = re.search(r"<tr><td>gpt_varlen</td>(.*?)</tr>", page).group(1)
+cells = re.findall(r"data-v=([0-9.-]+)", row)
+want = [str(stats["reserved_bytes.all.peak"]), str(stats["allocated_bytes.all.peak"])]
+print("ok" if {"Reserved at the peak", "Allocated at the peak", "Fragmentation at the snapshot"} <= set(heads)
+      and cells[1:3] == want else "heads=%s cells=%s want=%s" % (heads, cells, want))
+EOF
+)
+	[ "$got" = ok ] && ok "batch index: columns name their moment; gpt_varlen's peaks are PyTorch's" \
+		|| nok "batch index: columns name their moment ($got)"
+fi
+
 # a zip of five of them gives the same five runs
 if command -v zip >/dev/null 2>&1; then
 	five="leak_val_fixed mlp_healthy no_history oom_capacity oom_fragmentation"
@@ -173,6 +195,10 @@ assert sum(c['bytes_delta'] for c in d['top_changes']) == want
 	fi
 	"$bin" diff "$before" "$after" -o "$tmp/d.html" && grep -q '</html>' "$tmp/d.html" && ! grep -q '<module>' "$tmp/d.html" \
 		&& ok "diff: html by default, escaped" || nok "diff: html by default, escaped"
+	"$bin" diff "$before" "$after" --format md -o - >"$tmp/d.md" && grep -q '^### memreport diff' "$tmp/d.md" \
+		&& grep -q 'val\\_loop' "$tmp/d.md" && ok "diff: --format md" || nok "diff: --format md"
+	"$bin" diff "$before" "$after" --format text -o - >"$tmp/d.txt" && grep -q '^At the peak' "$tmp/d.txt" \
+		&& grep -q 'in val_loop' "$tmp/d.txt" && ok "diff: --format text" || nok "diff: --format text"
 	"$bin" diff "$before" >/dev/null 2>&1
 	[ $? -eq 2 ] && ok "diff with one run exits 2" || nok "diff with one run exits 2"
 	"$bin" diff "$before" "$tmp/missing.pickle" -o "$tmp/x.json" 2>"$tmp/err"

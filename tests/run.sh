@@ -67,13 +67,15 @@ for t in "$build"/tests/test_*; do
 	count "$(basename "$t")" "$p" "$f" "$s"
 done
 # the command line; every saved fuzz input, replayed; hostile inputs through the command line;
-# golden outputs; the stage order of docs/architecture.md; functions of at most 120 lines;
-# memreport.capture against a stand-in torch; what memreport concludes about every real run;
-# the capacity plan against the batch sizes that were really tried
+# work that grows linearly with the input; golden outputs; the interactive page's data block
+# against its reference; the stage order of docs/architecture.md; functions of at most 120
+# lines; memreport.capture against a stand-in torch; what memreport concludes about every real
+# run; the capacity plan against the batch sizes that were really tried
 for s in "sh tests/cli.sh $bin" "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" \
-	"sh tests/golden.sh $bin" "sh tools/check_layers.sh" "sh tools/check_functions.sh" \
-	"sh tests/capture.sh $bin" "sh tests/threads.sh $bin" "python3 tests/diagnosis.py $bin" \
-	"python3 tests/capacity.py $bin"; do
+	"sh tests/scaling.sh $bin" "sh tests/golden.sh $bin" "sh tests/page_data.sh $bin" \
+	"sh tools/check_layers.sh" "sh tools/check_functions.sh" "sh tests/capture.sh $bin" \
+	"sh tests/threads.sh $bin" \
+	"python3 tests/diagnosis.py $bin" "python3 tests/capacity.py $bin"; do
 	$s >"$work/out" 2>&1
 	name=${s#sh }
 	name=${name#python3 }

@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include "render/redact.h"
+#include "render/render_json.h"
 #include "report/report.h"
 
 static int load2(const char *a, const char *b, rp_report *run)
@@ -361,6 +362,108 @@ static void test_quoted_paths(void **state)
 	rp_free(&run);
 }
 
+/* The JSON of one input, for the keys a text may leave null. */
+static char *json_of(const char *path, rp_report *run)
+{
+	assert_int_equal(load2(path, NULL, run), 0);
+	rd_options opt = {.device = -1};
+	mr_buf b = {0};
+	mr_error err = {0};
+	assert_int_equal(rd_render_json(run, &opt, &b, &err), MR_OK);
+	return b.data;
+}
+
+#define TEXT_FIX "tests/fixtures/text/"
+
+/* Text evidence seen in the wild (issue 14): a finding never contradicts the message's own
+ * figures, an OOM without sizes says so, and JSON writes null for what the text does not
+ * give, with the backend it names. */
+static void test_text_variants(void **state)
+{
+	(void)state;
+	rp_report run;
+	char *j = json_of(TEXT_FIX "oom_allowed_far_free.txt", &run);
+	const ad_finding *f = find(&run, "oom_capacity");
+	assert_non_null(f);
+	/* the cap, with the message's own 36.00 GiB allowed and 41.20 GiB free */
+	assert_non_null(strstr(f->message, "36.00 GiB a memory fraction allows this process"));
+	assert_non_null(strstr(f->message, "CUDA still had 41.20 GiB free"));
+	assert_int_equal(run.advice.oom.limit, 38654705664ull);
+	assert_non_null(strstr(j, "\"oom\": {\"device\": 0, \"backend\": \"cuda\""));
+	free(j);
+	rp_free(&run);
+
+	j = json_of(TEXT_FIX "oom_free_ge_request.txt", &run);
+	f = find(&run, "oom_capacity");
+	assert_non_null(f);
+	assert_null(strstr(f->message, "only 143.36 MiB"));
+	assert_non_null(strstr(f->message, "143.36 MiB reserved but unallocated is more than"));
+	assert_non_null(
+	    strstr(f->message, "CUDA reported 21.56 MiB free, no less than the 20.00 MiB"));
+	assert_null(strstr(run.advice.verdict, "only"));
+	free(j);
+	rp_free(&run);
+
+	j = json_of(TEXT_FIX "oom_cublas.txt", &run);
+	f = find(&run, "library_oom");
+	assert_non_null(f);
+	assert_non_null(strstr(f->message, "CUBLAS_STATUS_ALLOC_FAILED"));
+	assert_non_null(strstr(f->message, "gives no sizes"));
+	assert_non_null(strstr(j, "\"requested_bytes\": null, \"cause\": \"unknown\", "
+	                          "\"free_cached_bytes\": null"));
+	assert_non_null(strstr(j, "\"reserved_bytes\": null, \"allocated_bytes\": null"));
+	free(j);
+	rp_free(&run);
+
+	j = json_of(TEXT_FIX "oom_thcudacheck.log", &run);
+	f = find(&run, "driver_oom");
+	assert_non_null(f);
+	assert_non_null(strstr(f->message, "cuda runtime error (2)"));
+	assert_non_null(strstr(f->message, "gives no sizes"));
+	assert_null(find(&run, "several_ooms"));
+	free(j);
+	rp_free(&run);
+
+	/* MPS: its backend, its max allowed as the limit, no reserved figure */
+	j = json_of(TEXT_FIX "oom_mps.txt", &run);
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_CAPACITY);
+	assert_int_equal(run.advice.oom.limit, 19466939269ull);
+	assert_non_null(strstr(j, "\"backend\": \"mps\", \"requested_bytes\": 536870912"));
+	assert_non_null(strstr(j, "\"free_cached_bytes\": null"));
+	assert_non_null(strstr(j, "\"reserved_bytes\": null, \"allocated_bytes\": 18468359373"));
+	assert_null(strstr(run.advice.verdict, "0 B"));
+	assert_int_equal(rank_of(&run, "record_history"), 0); /* torch.cuda's, not MPS's */
+	free(j);
+	rp_free(&run);
+
+	/* HIP and XPU keep their word */
+	j = json_of(TEXT_FIX "rocm_hip.log", &run);
+	assert_non_null(strstr(j, "{\"device\": 7, \"reserved_bytes\": 1696595968"));
+	assert_non_null(strstr(j, "\"backend\": \"hip\", \"peak_allocated_bytes\""));
+	assert_non_null(strstr(j, "\"oom\": {\"device\": 7, \"backend\": \"hip\""));
+	free(j);
+	rp_free(&run);
+	j = json_of(TEXT_FIX "oom_xpu.txt", &run);
+	assert_non_null(strstr(j, "\"oom\": {\"device\": 0, \"backend\": \"xpu\""));
+	free(j);
+	rp_free(&run);
+
+	/* a table cut before its reserved rows: reserved, its peak and free cached are null */
+	j = json_of(TEXT_FIX "summary_fragment_no_reserved.txt", &run);
+	assert_non_null(strstr(j, "{\"device\": 0, \"reserved_bytes\": null, \"allocated_bytes\": "
+	                          "1284505600"));
+	assert_non_null(strstr(j, "\"free_cached_bytes\": null"));
+	assert_non_null(strstr(j, "\"peak_allocated_bytes\": 2089811968, \"peak_reserved_bytes\": "
+	                          "null"));
+	free(j);
+	rp_free(&run);
+	/* a dropped Peak Usage column: no peaks, and Tot Alloc is not read as one */
+	j = json_of(TEXT_FIX "summary_no_peak.txt", &run);
+	assert_non_null(strstr(j, "\"peak_allocated_bytes\": null, \"peak_reserved_bytes\": null"));
+	free(j);
+	rp_free(&run);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -378,6 +481,7 @@ int main(void)
 	    cmocka_unit_test(test_trace_truncated_shared),
 	    cmocka_unit_test(test_logs),
 	    cmocka_unit_test(test_quoted_paths),
+	    cmocka_unit_test(test_text_variants),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

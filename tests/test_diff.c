@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include "cmd/cmd_diff.h"
+#include "render/diff_text.h"
 #include "render/options.h"
 #include "render/render_diff.h"
 #include "report/diff.h"
@@ -134,11 +135,66 @@ static void test_cmd_diff(void **state)
 	assert_false(tu_exists(out));
 }
 
+/* The issue's case: expandable segments change the peak, not the end's live blocks. The diff
+ * compares the peaks (PyTorch's own peak of reserved bytes on both sides) and names the
+ * setting. */
+static void test_expandable_peak_diff(void **state)
+{
+	(void)state;
+	char a[1024], b[1024];
+	snprintf(a, sizeof a, "%s/corpus/gpt_varlen/snapshot.pickle", tu_shared());
+	snprintf(b, sizeof b, "%s/corpus/gpt_varlen_expandable/snapshot.pickle", tu_shared());
+	if (!tu_exists(a) || !tu_exists(b))
+		skip();
+	rp_report before, after;
+	assert_int_equal(tu_load((const char *[]){a}, 1, &before), 0);
+	assert_int_equal(tu_load((const char *[]){b}, 1, &after), 0);
+	df_result d;
+	mr_error err = {0};
+	assert_int_equal(df_compute(&before, &after, -1, &d, &err), MR_OK);
+	long long want =
+	    tu_corpus_int("gpt_varlen_expandable", "memory_stats.json", "reserved_bytes.all.peak") -
+	    tu_corpus_int("gpt_varlen", "memory_stats.json", "reserved_bytes.all.peak");
+	assert_true(want < -(1ll << 30)); /* more than a GiB less with expandable segments */
+	assert_int_equal((long long)(d.value[1][DF_PEAK_RESERVED] - d.value[0][DF_PEAK_RESERVED]),
+	                 want);
+	/* at the peak the rebuilt layouts hold much less free cached memory after */
+	assert_true(d.peak_known[0] && d.peak_known[1]);
+	assert_true(d.peak_value[1][DF_PK_FREE_CACHED] * 4 < d.peak_value[0][DF_PK_FREE_CACHED]);
+	int named = 0;
+	for (size_t i = 0; i < d.setting_count; i++)
+		named |= strcmp(d.settings[i].key, "expandable_segments") == 0 &&
+		         strcmp(d.settings[i].before, "False") == 0 &&
+		         strcmp(d.settings[i].after, "True") == 0;
+	assert_true(named);
+	rd_options opt = {.device = -1};
+	mr_buf md = {0}, text = {0}, json = {0}, html = {0};
+	assert_int_equal(rd_diff_md(&d, &before, &after, &opt, 5, &md, &err), MR_OK);
+	assert_int_equal(rd_diff_text(&d, &before, &after, &opt, 5, &text, &err), MR_OK);
+	assert_int_equal(rd_diff_json(&d, &before, &after, &opt, 0, &json, &err), MR_OK);
+	assert_int_equal(rd_diff_html(&d, &before, &after, &opt, 0, &html, &err), MR_OK);
+	assert_non_null(strstr(md.data, "expandable\\_segments False -> True"));
+	assert_non_null(strstr(md.data, "| overhead at the peak | 17.4% | 2.6% |"));
+	assert_non_null(strstr(text.data, "At the peak (each run at its own):"));
+	assert_non_null(strstr(json.data, "\"settings_changes\": [{\"key\": "));
+	assert_non_null(strstr(json.data, "\"at_peak\": {\"before\": {\"reserved_bytes\": "));
+	assert_non_null(strstr(html.data, "<svg class=\"timeline overlay\""));
+	assert_non_null(strstr(html.data, "<h2>At the peak</h2>"));
+	mr_buf_free(&md);
+	mr_buf_free(&text);
+	mr_buf_free(&json);
+	mr_buf_free(&html);
+	df_free(&d);
+	rp_free(&before);
+	rp_free(&after);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_torch_internal),
 	    cmocka_unit_test(test_leak_diff),
+	    cmocka_unit_test(test_expandable_peak_diff),
 	    cmocka_unit_test(test_cmd_diff),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

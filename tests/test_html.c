@@ -11,9 +11,11 @@
 #include "testutil.h"
 
 #include "base/base64.h"
+#include "base/escape.h"
 #include "base/sha256.h"
 #include "render/html_util.h"
 #include "render/png_map.h"
+#include "analyze/frames.h"
 #include "render/redact.h"
 #include "render/render_html.h"
 #include "render/render_json.h"
@@ -184,6 +186,14 @@ static void test_many_segments(void **state)
 	mr_buf_free(&a);
 }
 
+static size_t count_of(const char *text, const char *what)
+{
+	size_t n = 0;
+	for (const char *p = strstr(text, what); p; p = strstr(p + 1, what))
+		n++;
+	return n;
+}
+
 static void assert_not_live(const char *report, const char *what)
 {
 	static const char *const live[] = {"<script>alert", "<img src=x", "</style><script>"};
@@ -205,13 +215,11 @@ static void test_hostile_strings(void **state)
 	assert_non_null(strstr(html.data, "&lt;script&gt;alert(1)&lt;/script&gt;"));
 	assert_non_null(strstr(html.data, "&quot;&gt;&lt;img src=x onerror=alert(2)&gt;"));
 	assert_non_null(strstr(html.data, "&lt;/style&gt;&lt;script&gt;alert(3)"));
-	/* Exactly one <script> and one <style> element: the page's own. */
-	const char *p = strstr(html.data, "<script");
-	assert_non_null(p);
-	assert_null(strstr(p + 1, "<script"));
-	p = strstr(html.data, "<style");
-	assert_non_null(p);
-	assert_null(strstr(p + 1, "<style"));
+	/* The page's own elements only: report.js, the data block and timeline.js; report.css
+	 * and timeline.css. */
+	assert_int_equal(count_of(html.data, "<script"), 3);
+	assert_int_equal(count_of(html.data, "<script type=\"application/json\""), 1);
+	assert_int_equal(count_of(html.data, "<style"), 2);
 	assert_int_equal(check_pngs(html.data) >= 1, 1);
 	assert_offline(html.data);
 	mr_buf_free(&html);
@@ -220,7 +228,20 @@ static void test_hostile_strings(void **state)
 	assert_not_live(md.data, "Markdown");
 	assert_non_null(strstr(md.data, "&lt;script&gt;alert(1)&lt;/script&gt;"));
 	assert_true(count_lines(md.data) <= 60);
+	/* Nothing GitHub would link or ping, no right-to-left override; the words are shown. */
+	static const char *const linked[] = {"@octocat", "#12",       "GH-7",        "https://",
+	                                     "www.evil", "mail@evil", "\xe2\x80\xae"};
+	for (size_t i = 0; i < sizeof linked / sizeof *linked; i++)
+		assert_null(strstr(md.data, linked[i]));
+	assert_non_null(strstr(md.data, "@&#x2060;octocat #&#x2060;12 GH&#x2060;-7 "
+	                                "https:&#x2060;//evil.example/x www&#x2060;.evil.example"));
 	mr_buf_free(&md);
+
+	mr_buf text = render(hostile, F_TEXT, 0, NULL);
+	assert_non_null(strstr(text.data, "@octocat #12"));
+	assert_null(strstr(text.data, "\xe2\x80\xae"));
+	assert_non_null(strstr(text.data, "\xef\xbf\xbdgnp.exe"));
+	mr_buf_free(&text);
 
 	mr_buf json = render(hostile, F_JSON, 0, NULL);
 	assert_not_live(json.data, "JSON");
@@ -317,6 +338,16 @@ static void test_rp_path_rules(void **state)
 	r = rd_path(&on, "/workspace/train.py", buf, sizeof buf);
 	assert_null(strstr(r, "workspace"));
 	assert_non_null(strstr(r, "train.py"));
+	/* Python's standard library keeps its path inside lib/pythonX.Y, as does the library
+	 * test of the sites (an_library_file); a folder that only starts like it is the user's. */
+	r = rd_path(&on, "/home/alice/.pyenv/lib/python3.12/threading.py", buf, sizeof buf);
+	assert_string_equal(r, "<python>/threading.py");
+	assert_true(an_library_file("/usr/lib/python3.12/threading.py"));
+	r = rd_path(&on, "/home/alice/lib/pythonic/train.py", buf, sizeof buf);
+	assert_null(strstr(r, "alice"));
+	assert_null(strstr(r, "<python>"));
+	assert_false(an_library_file("/home/alice/lib/pythonic/train.py"));
+	assert_false(an_library_file("/home/alice/lib/python3x/train.py"));
 	/* Relative and synthetic names are not paths on a machine: kept. */
 	assert_string_equal(rd_path(&on, "<frozen runpy>", buf, sizeof buf), "<frozen runpy>");
 	assert_string_equal(rd_path(&on, "CUDACachingAllocator.cpp", buf, sizeof buf),
@@ -388,6 +419,41 @@ static void test_helpers(void **state)
 	mr_buf m = {0};
 	hu_md_text(&m, "a|b <i>_x_</i> `c`\n[l](u)", 100);
 	assert_string_equal(m.data, "a\\|b &lt;i&gt;\\_x\\_&lt;/i&gt; \\`c\\` \\[l\\](u)");
+	mr_buf_free(&m);
+
+	/* GitHub's links and pings get a word joiner; bidirectional controls become U+FFFD;
+	 * what is not a pattern stays as it is. */
+	static const char *const md_cases[][2] = {
+	    {"see https://a.io/x", "see https:&#x2060;//a.io/x"},
+	    {"WWW.a.io", "WWW&#x2060;.a.io"},
+	    {"@bob, a@b.io", "@&#x2060;bob, a@&#x2060;b.io"},
+	    {"x#12 #a gh-3 GH-x", "x#&#x2060;12 #a gh&#x2060;-3 GH-x"},
+	    {"a\xe2\x80\xae"
+	     "b\xe2\x81\xa6"
+	     "c\xd8\x9c"
+	     "d\xe2\x80\x8f"
+	     "e",
+	     "a\xef\xbf\xbd"
+	     "b\xef\xbf\xbd"
+	     "c\xef\xbf\xbd"
+	     "d\xef\xbf\xbd"
+	     "e"},
+	    {"a: b:/c @ # www", "a: b:/c @ # www"},
+	};
+	for (size_t i = 0; i < sizeof md_cases / sizeof *md_cases; i++) {
+		m.len = 0;
+		hu_md_text(&m, md_cases[i][0], 100);
+		assert_string_equal(m.data, md_cases[i][1]);
+	}
+	mr_buf_free(&m);
+	mr_buf_plain(&m,
+	             "a\xe2\x80\xae"
+	             "b\xe2\x80\x8e"
+	             "c",
+	             9);
+	assert_string_equal(m.data, "a\xef\xbf\xbd"
+	                            "b\xef\xbf\xbd"
+	                            "c");
 	mr_buf_free(&m);
 
 	mr_buf t = {0};

@@ -74,8 +74,12 @@ static void test_commands(void **state)
 	assert_string_equal(err.msg, "unknown option '--cache'");
 	cmd_options_free(&o);
 	char *m[] = {"diff", "a", "--format", "md", NULL};
-	assert_int_equal(parse(CMD_DIFF, m, &o, &err), MR_EINPUT);
-	assert_string_equal(err.msg, "unknown format 'md' (html or json)");
+	assert_int_equal(parse(CMD_DIFF, m, &o, &err), MR_OK);
+	assert_int_equal(o.format, CMD_MD);
+	cmd_options_free(&o);
+	char *w[] = {"diff", "a", "--format", "pdf", NULL};
+	assert_int_equal(parse(CMD_DIFF, w, &o, &err), MR_EINPUT);
+	assert_string_equal(err.msg, "unknown format 'pdf' (html, json, md or text)");
 	cmd_options_free(&o);
 }
 
@@ -148,7 +152,8 @@ static void test_format_of_output(void **state)
 	    {CMD_REPORT, "r.html", "json", MR_EINPUT, CMD_JSON},
 	    {CMD_REPORT, "-", "md", MR_OK, CMD_MD},
 	    {CMD_DIFF, "d.json", NULL, MR_OK, CMD_JSON},
-	    {CMD_DIFF, "d.md", NULL, MR_EINPUT, CMD_HTML},
+	    {CMD_DIFF, "d.md", NULL, MR_OK, CMD_MD}, /* diff writes Markdown and text too */
+	    {CMD_DIFF, "d.txt", NULL, MR_OK, CMD_TEXT},
 	    {CMD_SIMULATE, "s.txt", NULL, MR_OK, CMD_TEXT},
 	    {CMD_SIMULATE, "s.html", NULL, MR_EINPUT, CMD_JSON},
 	    {CMD_BATCH, "out.json", NULL, MR_OK, CMD_HTML}, /* a folder: no format */

@@ -2,14 +2,17 @@
 """bench.py MEMREPORT [RUNS]: memreport against the floors, in one run, as ratios.
 
 For each input (88 MB, 1 GB, 4 GB) every command runs RUNS times (default 5; 3 on the 1 GB and
-4 GB files, and once but for the HTML report on the 4 GB one), each in a fresh process, and the median wall time and the largest peak RSS are
-printed against the floors measured in the same run: `cat` (reading the file), `opwalk 2`
-(../shared/tools/opwalk.c: the opcode walk with value stack and memo, building nothing) and
-python3's bare `pickle.load` (not on the 4 GB file: it needs about 18 GiB). Then a batch of 200
-small runs (corpus folders under 256 KiB, copied) without a cache, -j 2, in runs per second; and
-what the capacity search (--budget) adds to the report of the largest corpus trace it plans
-from. The machine's load (`uptime`) is printed before and after: other work on the same cores
-moves every figure, so compare ratios within one run.
+4 GB files, and once but for the HTML report on the 4 GB one), each in a fresh process, and the
+median wall time and the largest peak RSS are printed against the floors measured in the same
+run: `cat` (reading the file), `opwalk 2` (../shared/tools/opwalk.c: the opcode walk with value
+stack and memo, building nothing) and python3's bare `pickle.load` (not on the 4 GB file: it
+needs about 18 GiB). Then a batch of 200 small runs (corpus folders under 256 KiB, copied)
+without a cache, -j 2, in runs per second; what the capacity search (--budget) adds to the
+report of the largest corpus trace it plans from; last, the time the 88 MB sample's report takes
+to open and draw in headless Chromium (tests/browser/bench.sh: puppeteer-core, network off;
+goal under 2 s), when Chromium, node and node_modules are there. The machine's load (`uptime`)
+is printed before and after: other work on the same cores moves every figure, so compare
+ratios within one run.
 
 MEMREPORT_THREADS=1 in the environment runs memreport on one thread (see README).
 
@@ -179,7 +182,24 @@ def main():
         bench_input(memreport, opwalk, label, path, runs if k == 1 else min(runs, 3))
         if k > 1:
             consistency(memreport, small, path, k)
+    browser(memreport, small)
     print(f"after: {uptime()}")
+
+
+def browser(memreport, path):
+    """The page in headless Chromium: its bytes, open+draw and script time (medians)."""
+    chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    if not (os.path.exists(chromium) and shutil.which("node") and
+            os.path.isdir("node_modules/puppeteer-core")):
+        print("page in Chromium: skipped (no chromium, node or node_modules: npm ci)")
+        return
+    out = subprocess.run(["sh", "tests/browser/bench.sh", memreport, path], check=True,
+                         capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    r = json.loads(out)
+    print(f"page in Chromium (88 MB sample): {r['bytes'] / 2**20:.2f} MiB, opens and draws in "
+          f"{r['open_ms']} ms (timeline script {r['script_ms']} ms, {r['pieces']} rectangles; "
+          f"goal {r['goal_ms']} ms, median of {r['runs']})")
+
 
 
 if __name__ == "__main__":

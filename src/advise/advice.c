@@ -14,6 +14,11 @@ const char *ad_severity_name(ad_severity s)
 	return s == AD_CRITICAL ? "critical" : s == AD_WARNING ? "warning" : "info";
 }
 
+const char *ad_moment_name(ad_moment m)
+{
+	return m == AD_MOMENT_OOM ? "oom" : m == AD_MOMENT_PEAK ? "peak" : "snapshot";
+}
+
 const char *ad_category_name(int cat)
 {
 	return an_category_name(cat);

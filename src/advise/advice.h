@@ -63,6 +63,9 @@ typedef struct {
 	                          it held plus what the device had free; 0 = unknown */
 	uint64_t reserved, allocated;
 	ad_cause cause;
+	/* Figures the evidence does not give (a message without sizes; MPS has no reserved
+	 * total): AD_OOM_NO_* bits. Those fields are 0 and are shown as null or "unknown". */
+	unsigned unknown;
 	/* Who held the device (outside.c), from the trace's oom event and the message. */
 	int device_full; /* the device had no room for the segment: not a memory fraction */
 	int has_device_free, has_non_pytorch, has_others;
@@ -72,6 +75,13 @@ typedef struct {
 	ev_process processes[8]; /* the other processes the message lists */
 	size_t process_count;
 } ad_oom;
+
+enum {
+	AD_OOM_NO_REQUESTED = 1,
+	AD_OOM_NO_FREE_CACHED = 2,
+	AD_OOM_NO_RESERVED = 4,
+	AD_OOM_NO_ALLOCATED = 8,
+};
 
 /* The categories of analyze.h, named for the advice's readers. */
 enum {
@@ -104,9 +114,14 @@ typedef struct {
 	char divergence[48];     /* what differed there */
 } ad_replay;
 
+/* The moment a figure is from: the snapshot's, the trace's peak, the OOM's. */
+typedef enum { AD_MOMENT_SNAPSHOT, AD_MOMENT_PEAK, AD_MOMENT_OOM } ad_moment;
+const char *ad_moment_name(ad_moment m); /* "snapshot", "peak", "oom" */
+
 typedef struct {
-	int32_t device; /* the device diagnosed, -1 when none (no snapshot) */
-	char *verdict;  /* one sentence with its key number */
+	int32_t device;           /* the device diagnosed, -1 when none (no snapshot) */
+	char *verdict;            /* one sentence with its key number */
+	ad_moment verdict_moment; /* the moment the verdict speaks of */
 	ad_oom oom;
 	ad_categories categories;
 	ad_finding *findings;

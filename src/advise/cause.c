@@ -17,8 +17,7 @@ const char *ad_cause_name(ad_cause c)
 	}
 }
 
-/* What this PyTorch allocator holds (reserved), when the message tells. */
-static int message_reserved(const ev_oom *o, uint64_t *out)
+int ad_message_reserved(const ev_oom *o, uint64_t *out)
 {
 	if (o->has_reserved_total) {
 		*out = o->reserved_total;
@@ -40,7 +39,7 @@ void ad_message_holders(const ev_oom *o, ad_holders *h)
 	memset(h, 0, sizeof *h);
 	uint64_t limit = ev_oom_limit(o), req = o->requested_bytes;
 	uint64_t total = o->has_total_capacity ? o->total_capacity : limit;
-	h->has_reserved = message_reserved(o, &h->reserved);
+	h->has_reserved = ad_message_reserved(o, &h->reserved);
 	h->fraction_hit = o->has_allowed && o->allowed < total && h->has_reserved &&
 	                  h->reserved + req > o->allowed;
 	h->device_full = o->has_device_free && o->has_requested && o->device_free < req;

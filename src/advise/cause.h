@@ -5,6 +5,8 @@
 #ifndef MR_CAUSE_H
 #define MR_CAUSE_H
 
+#include <stdint.h>
+
 #include "decode/oom_message.h"
 
 typedef enum {
@@ -47,5 +49,10 @@ ad_cause ad_outside_cause(const ad_holders *h);
  *  capacity        allocated_by_pytorch + requested >= 90% of the limit: live tensors fill it;
  *  unknown         otherwise, or when the figures are missing (driver errors, bare messages). */
 ad_cause ad_message_cause(const ev_oom *o);
+
+/* What this PyTorch allocator held (reserved) by the message: the reserved total, or allocated
+ * plus reserved-but-unallocated, or (cudaMallocAsync) the allocated figure. Returns 0 when the
+ * message does not tell. */
+int ad_message_reserved(const ev_oom *o, uint64_t *out);
 
 #endif

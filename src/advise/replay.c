@@ -135,6 +135,8 @@ mr_status ad_replay_recorded(const ld_evidence *ev, an_result *an, ad_replay **r
 				if (r->matches_recording) {
 					dv->peak_allocated = r->peak_allocated;
 					dv->peak_reserved = r->peak_reserved;
+					dv->peak_allocated_event = r->peak_allocated_event;
+					dv->peak_reserved_event = r->peak_reserved_event;
 					dv->peak_exact = 1;
 					dv->peak_exact_limit = jobs[i].limit;
 				}

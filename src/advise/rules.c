@@ -123,6 +123,43 @@ static void check_agreement(ad_ctx *c, const ev_oom *msg)
 	}
 }
 
+/* Why a capacity OOM's own figures do not contradict it: the limit a memory fraction (or MPS's
+ * watermark) set below the card, or CUDA's free figure that covers the segment it refused. */
+static void explain_limit(ad_text *t, const ev_oom *msg)
+{
+	char b1[32], b2[32], b3[32];
+	uint64_t limit = ev_oom_limit(msg);
+	if (msg->era == EV_OOM_ERA_MPS && msg->has_allowed) {
+		ad_text_printf(t,
+		               " The limit is MPS's max allowed (PYTORCH_MPS_HIGH_WATERMARK_RATIO "
+		               "sets it), not all of the machine's memory");
+		if (msg->has_this_process)
+			ad_text_printf(
+			    t, "; MPS's own and its other allocations, %s, count against it",
+			    ad_sz(b1, msg->this_process_in_use));
+		ad_text_printf(t, ".");
+	} else if (msg->has_allowed && limit == msg->allowed && msg->has_total_capacity &&
+	           msg->allowed < msg->total_capacity) {
+		ad_text_printf(t,
+		               " The limit is the %s a memory fraction allows this process "
+		               "(torch.cuda.set_per_process_memory_fraction), not the card's %s",
+		               ad_sz(b1, msg->allowed), ad_sz(b2, msg->total_capacity));
+		if (msg->has_device_free)
+			ad_text_printf(t, ": CUDA still had %s free that it may not use.",
+			               ad_sz(b3, msg->device_free));
+		else
+			ad_text_printf(t, ".");
+	} else if (msg->has_device_free && msg->has_requested &&
+	           msg->device_free >= msg->requested_bytes) {
+		ad_text_printf(t,
+		               " CUDA reported %s free, no less than the %s it refused: that "
+		               "figure is read after the failure, once PyTorch had released its "
+		               "cached segments, and CUDA's own free memory need not lie in one "
+		               "piece that large (or another process freed memory meanwhile).",
+		               ad_sz(b1, msg->device_free), ad_sz(b2, msg->requested_bytes));
+	}
+}
+
 /* The failed allocation, read from the layout it met. */
 static void advise_oom(ad_ctx *c)
 {
@@ -194,11 +231,16 @@ static void advise_oom(ad_ctx *c)
 		snprintf(delay, sizeof delay,
 		         " The scattered free memory is too small a share of the budget to matter: "
 		         "fixing fragmentation would only make it fail a little later.");
-	if (outside != AD_OUTSIDE_UNCLEAR)
-		ad_note(c, "oom_capacity", AD_CRITICAL,
-		        "Out of memory from capacity: live tensors hold %s and %s for a request of "
-		        "%s.%s",
-		        ad_sz(b1, all->allocated), freebuf, ad_sz(b4, o->requested), delay);
+	if (outside != AD_OUTSIDE_UNCLEAR) {
+		ad_text t = {0};
+		ad_text_printf(&t,
+		               "Out of memory from capacity: live tensors hold %s and %s for a "
+		               "request of %s.%s",
+		               ad_sz(b1, all->allocated), freebuf, ad_sz(b4, o->requested), delay);
+		if (c->msg)
+			explain_limit(&t, c->msg);
+		ad_note_text(c, "oom_capacity", AD_CRITICAL, &t);
+	}
 	/* a leak that filled the memory: the growth rule says what to change, not the batch */
 	if (!ad_leak_explains(c)) {
 		ad_rule_logits(c);
@@ -226,27 +268,76 @@ static void advise_oom(ad_ctx *c)
 		    ad_sz(b1, o->usable_free), ad_sz(b2, o->requested));
 }
 
+/* A capacity OOM from the message alone: its figures, without the ones it does not give. */
+static void message_capacity(ad_ctx *c, const ev_oom *msg)
+{
+	char b1[32], b2[32], b3[32], b4[32];
+	ad_text t = {0};
+	uint64_t limit = c->a->oom.limit;
+	ad_text_printf(&t,
+	               "Out of memory from capacity: PyTorch had %s allocated within a limit of %s",
+	               ad_sz(b1, msg->allocated_by_pytorch), ad_sz(b2, limit));
+	if (!msg->has_reserved_unallocated)
+		ad_text_printf(&t, ", for a request of %s.", ad_sz(b4, msg->requested_bytes));
+	else if (msg->reserved_unallocated < msg->requested_bytes)
+		ad_text_printf(&t, ", and only %s reserved but unallocated for a request of %s.",
+		               ad_sz(b3, msg->reserved_unallocated),
+		               ad_sz(b4, msg->requested_bytes));
+	else
+		ad_text_printf(
+		    &t,
+		    ", for a request of %s. The %s reserved but unallocated is more than "
+		    "that, but in pieces none of which could hold it, and at %d%% of "
+		    "the limit too small a share to be the cause: fixing fragmentation "
+		    "would only make it fail a little later.",
+		    ad_sz(b4, msg->requested_bytes), ad_sz(b3, msg->reserved_unallocated),
+		    ad_pct(msg->reserved_unallocated, limit));
+	explain_limit(&t, msg);
+	ad_note_text(c, "oom_capacity", AD_CRITICAL, &t);
+}
+
+/* A message that only says memory ran out: say so, and what usually does it. */
+static void message_without_sizes(ad_ctx *c, const ev_oom *msg)
+{
+	if (msg->era == EV_OOM_ERA_LIBRARY)
+		ad_note(c, "library_oom", AD_CRITICAL,
+		        "A CUDA library could not allocate memory for its handle or workspace "
+		        "(%s): the card was already full, and the message gives no sizes (neither "
+		        "the request nor what PyTorch held). Record a snapshot, or read "
+		        "torch.cuda.memory_summary() at that point, to see what filled it.",
+		        msg->status);
+	else
+		ad_note(
+		    c, "driver_oom", AD_CRITICAL,
+		    "The CUDA %s ran out of memory (%s), outside the caching allocator: the "
+		    "message gives no sizes (neither the request nor what PyTorch held). Other "
+		    "processes, a CUDA context on a full card, or a library allocating directly "
+		    "are the usual causes.",
+		    msg->era == EV_OOM_ERA_LEGACY_RUNTIME ? "runtime" : "driver itself",
+		    msg->era == EV_OOM_ERA_LEGACY_RUNTIME ? "PyTorch 0.x: \"cuda runtime error "
+		                                            "(2) : out of memory\""
+		                                          : "\"CUDA error: out of memory\"");
+}
+
 /* Only a log: the message's own figures, and what it cannot tell. */
 static void advise_message(ad_ctx *c, const ev_oom *msg)
 {
 	ad_oom *out = &c->a->oom;
-	char b1[32], b2[32], b3[32], b4[32];
+	char b1[32], b2[32], b3[32];
 	out->present = 1;
 	out->device = msg->device < 0 ? 0 : msg->device;
 	out->requested = msg->requested_bytes;
 	out->free_cached = msg->reserved_unallocated;
 	out->allocated = msg->allocated_by_pytorch;
-	out->reserved = msg->has_reserved_total
-	                    ? msg->reserved_total
-	                    : msg->allocated_by_pytorch + msg->reserved_unallocated;
+	int reserved_known = ad_message_reserved(msg, &out->reserved);
+	out->unknown = (msg->has_requested ? 0u : AD_OOM_NO_REQUESTED) |
+	               (msg->has_reserved_unallocated ? 0u : AD_OOM_NO_FREE_CACHED) |
+	               (reserved_known ? 0u : AD_OOM_NO_RESERVED) |
+	               (msg->has_allocated ? 0u : AD_OOM_NO_ALLOCATED);
 	out->cause = ad_message_cause(msg);
 	out->largest_unknown = 1;
-	if (msg->era == EV_OOM_ERA_DRIVER_ERROR) {
-		ad_note(c, "driver_oom", AD_CRITICAL,
-		        "The CUDA driver itself ran out of memory (\"CUDA error: out of memory\"), "
-		        "outside the caching allocator: the message carries no allocator numbers. "
-		        "Other processes, a CUDA context on a full card, or a library allocating "
-		        "directly are the usual causes.");
+	if (ev_oom_without_sizes(msg)) {
+		message_without_sizes(c, msg);
 		return;
 	}
 	if (ad_rule_outside(c) == AD_OUTSIDE_CAUSE)
@@ -263,12 +354,7 @@ static void advise_message(ad_ctx *c, const ev_oom *msg)
 		ad_rule_fragmentation(c, AD_PRIO_FIRST, msg->reserved_unallocated, 0, 0);
 		break;
 	case AD_CAUSE_CAPACITY:
-		ad_note(
-		    c, "oom_capacity", AD_CRITICAL,
-		    "Out of memory from capacity: PyTorch had %s allocated within a limit of %s, "
-		    "and only %s reserved but unallocated for a request of %s.",
-		    ad_sz(b1, msg->allocated_by_pytorch), ad_sz(b2, out->limit),
-		    ad_sz(b3, msg->reserved_unallocated), ad_sz(b4, msg->requested_bytes));
+		message_capacity(c, msg);
 		/* a log cannot say what kind of run it was: what helps either way */
 		ad_suggest(
 		    c, "reduce_microbatch", AD_PRIO_CAPACITY,
@@ -283,6 +369,8 @@ static void advise_message(ad_ctx *c, const ev_oom *msg)
 		    "Out of memory, but the message does not carry enough figures to tell why.");
 	}
 record:
+	if (msg->era == EV_OOM_ERA_MPS)
+		return; /* the snapshot below is torch.cuda's: MPS has none */
 	ad_suggest(c, "record_history", 50, "Record a snapshot at the OOM to see what holds memory",
 	           "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
 	           "# ... then, in an except torch.OutOfMemoryError block:\n"
@@ -318,8 +406,9 @@ static void advise_peak_overhead(ad_ctx *c)
 	if (ad_pct(over, dv->peak_reserved) < HIGH_FRAG_PERCENT || over < HIGH_FRAG_MIN_BYTES)
 		return;
 	ad_note(c, "high_fragmentation", AD_WARNING,
-	        "At the peak, %s was reserved for %s allocated: %s (%d%% of reserved) was lost to "
-	        "fragmentation and caching of differently sized blocks.",
+	        "At the peak, %s was reserved for %s allocated: %s (%d%% of reserved, the overhead "
+	        "at the peak) held no tensor, cut up by fragmentation and the caching of "
+	        "differently sized blocks.",
 	        ad_sz(b1, dv->peak_reserved), ad_sz(b2, dv->peak_allocated), ad_sz(b3, over),
 	        ad_pct(over, dv->peak_reserved));
 	if (!settings_expandable(c))

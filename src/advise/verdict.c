@@ -69,6 +69,20 @@ static void log_only_verdict(mr_buf *b, const ad_oom *o)
 		              "Out of memory from fragmentation: %s reserved but unallocated, more "
 		              "than the %s asked for, within %s.",
 		              sz(b1, o->free_cached), sz(b2, o->requested), sz(b3, o->limit));
+	else if (o->present && o->cause == AD_CAUSE_CAPACITY &&
+	         (o->unknown & AD_OOM_NO_FREE_CACHED))
+		mr_buf_printf(b,
+		              "Out of memory from capacity: %s allocated by PyTorch within %s, "
+		              "for a %s request.",
+		              sz(b1, o->allocated), sz(b2, o->limit), sz(b4, o->requested));
+	else if (o->present && o->cause == AD_CAUSE_CAPACITY && o->free_cached >= o->requested)
+		mr_buf_printf(
+		    b,
+		    "Out of memory from capacity: %s allocated by PyTorch within %s; the %s "
+		    "reserved but unallocated was in pieces, none large enough for the %s "
+		    "request.",
+		    sz(b1, o->allocated), sz(b2, o->limit), sz(b3, o->free_cached),
+		    sz(b4, o->requested));
 	else if (o->present && o->cause == AD_CAUSE_CAPACITY)
 		mr_buf_printf(
 		    b,
@@ -137,7 +151,10 @@ static void oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    sz(b2, o->free_cached), sz(b3, o->requested));
 }
 
-static void healthy_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
+/* Writes the verdict of a run that did not run out of memory; returns the moment it speaks
+ * of: the peak for the numbers of the peak (overhead, fragmentation, retries), else the
+ * snapshot (growth shows in the end state). */
+static ad_moment healthy_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 {
 	char b1[32], b2[32], b3[32];
 	const an_structure *r = &dv->run;
@@ -149,55 +166,68 @@ static void healthy_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		              sz(b1, r->growth_per_iteration),
 		              sz(b2, r->growth_per_iteration * r->growth_increments),
 		              r->growth_increments);
-	} else if (find(a, "settings_conflict")) {
+		return AD_MOMENT_SNAPSHOT;
+	}
+	if (find(a, "settings_conflict")) {
 		mr_buf_printf(b,
 		              "%s reserved for %s allocated at the peak: max_split_size_mb keeps "
 		              "expandable segments from reusing freed memory.",
 		              sz(b1, dv->peak_reserved), sz(b2, dv->peak_allocated));
-	} else if (find(a, "high_fragmentation")) {
+		return AD_MOMENT_PEAK;
+	}
+	if (find(a, "high_fragmentation")) {
 		mr_buf_printf(b,
-		              "%d%% of reserved memory is lost to fragmentation at the peak: %s "
-		              "reserved for %s allocated.",
+		              "Overhead at the peak: %d%% of reserved memory holds no tensor, %s "
+		              "reserved for %s allocated, cut up by blocks of varying sizes.",
 		              ad_pct(dv->peak_reserved - dv->peak_allocated, dv->peak_reserved),
 		              sz(b1, dv->peak_reserved), sz(b2, dv->peak_allocated));
-	} else if (find(a, "empty_cache_churn")) {
+		return AD_MOMENT_PEAK;
+	}
+	if (find(a, "empty_cache_churn")) {
 		mr_buf_printf(
 		    b,
 		    "No memory problem, but torch.cuda.empty_cache() inside the loop hands "
 		    "%zu releases (%s) back to CUDA that the next iteration asks for again.",
 		    r->empty_cache_releases, sz(b1, r->empty_cache_bytes));
-	} else if (find(a, "allocator_retries")) {
+		return AD_MOMENT_SNAPSHOT;
+	}
+	if (find(a, "allocator_retries")) {
 		mr_buf_printf(b,
 		              "No OOM, but only by retrying: cudaMalloc failed and the allocator "
 		              "flushed its cache to continue; peak %s allocated in %s reserved.",
 		              sz(b1, dv->peak_allocated), sz(b2, dv->peak_reserved));
-	} else if (dv->has_trace) {
+		return AD_MOMENT_PEAK;
+	}
+	if (dv->has_trace) {
 		mr_buf_printf(
 		    b,
-		    "Healthy: peak %s allocated in %s reserved (%d%% overhead); nothing "
-		    "urgent to change.",
+		    "Healthy: peak %s allocated in %s reserved (%d%% overhead at the peak); "
+		    "nothing urgent to change.",
 		    sz(b1, dv->peak_allocated), sz(b2, dv->peak_reserved),
 		    ad_pct(dv->peak_reserved - MR_MIN(dv->peak_allocated, dv->peak_reserved),
 		           dv->peak_reserved));
-	} else {
-		const an_pool *all = &dv->pool[AN_POOL_ALL];
-		mr_buf_printf(
-		    b,
-		    "No out-of-memory error: %s reserved, %s allocated, largest free block "
-		    "%s. No allocation history was recorded.",
-		    sz(b1, all->reserved), sz(b2, all->allocated), sz(b3, all->largest_free));
+		return AD_MOMENT_PEAK;
 	}
+	const an_pool *all = &dv->pool[AN_POOL_ALL];
+	mr_buf_printf(b,
+	              "No out-of-memory error: %s reserved, %s allocated, largest free block "
+	              "%s. No allocation history was recorded.",
+	              sz(b1, all->reserved), sz(b2, all->allocated), sz(b3, all->largest_free));
+	return AD_MOMENT_SNAPSHOT;
 }
 
 int ad_write_verdict(ad_advice *a, const an_device *dv)
 {
 	mr_buf b = {0};
+	a->verdict_moment = AD_MOMENT_SNAPSHOT;
 	if (!dv)
 		log_only_verdict(&b, &a->oom);
 	else if (a->oom.present)
 		oom_verdict(&b, a, dv);
 	else
-		healthy_verdict(&b, a, dv);
+		a->verdict_moment = healthy_verdict(&b, a, dv);
+	if (a->oom.present)
+		a->verdict_moment = AD_MOMENT_OOM;
 	if (b.failed) {
 		mr_buf_free(&b);
 		return -1;

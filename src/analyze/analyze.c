@@ -18,10 +18,10 @@ static int is_private(const md_segment *seg)
 	return seg->pool_id[0] || seg->pool_id[1];
 }
 
-static void add_segment(an_pool *p, const md_snapshot *s, const md_segment *seg)
+void an_pool_add(an_pool *p, const md_segment *seg, const md_block *blocks)
 {
-	/* s->blocks is NULL in a snapshot without blocks: no arithmetic on it then */
-	const md_block *b = seg->block_count ? s->blocks + seg->first_block : NULL;
+	/* blocks is NULL in a snapshot without blocks: no arithmetic on it then */
+	const md_block *b = seg->block_count ? blocks + seg->first_block : NULL;
 	int split = seg->block_count > 1 && !seg->is_expandable;
 	int any_active = 0;
 	p->reserved += seg->total_size;
@@ -58,6 +58,11 @@ static void add_segment(an_pool *p, const md_snapshot *s, const md_segment *seg)
 	}
 	if (!any_active)
 		p->whole_free += seg->total_size;
+}
+
+double an_fragmentation(const an_pool *p)
+{
+	return p->free_cached ? 1.0 - (double)p->largest_free / (double)p->free_cached : 0.0;
 }
 
 /* ---- trace replay ---- */
@@ -382,7 +387,8 @@ mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr
 		return mr_oom(err);
 	out->device_count = s->device_count;
 	out->stack_info = an_classify_stacks(s);
-	if (!out->stack_info) {
+	out->frame_kinds = an_frame_kinds(s);
+	if (!out->stack_info || !out->frame_kinds) {
 		an_free(out);
 		return mr_oom(err);
 	}
@@ -398,12 +404,12 @@ mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr
 		dv->segment_first = seg;
 		while (seg < s->segment_count && s->segments[seg].device == md->id) {
 			const md_segment *sg = &s->segments[seg];
-			add_segment(&dv->pool[AN_POOL_ALL], s, sg);
-			add_segment(
-			    &dv->pool[sg->pool == MD_POOL_SMALL ? AN_POOL_SMALL : AN_POOL_LARGE], s,
-			    sg);
+			an_pool_add(&dv->pool[AN_POOL_ALL], sg, s->blocks);
+			an_pool_add(
+			    &dv->pool[sg->pool == MD_POOL_SMALL ? AN_POOL_SMALL : AN_POOL_LARGE],
+			    sg, s->blocks);
 			if (is_private(sg))
-				add_segment(&dv->pool[AN_POOL_PRIVATE], s, sg);
+				an_pool_add(&dv->pool[AN_POOL_PRIVATE], sg, s->blocks);
 			if (sg->is_expandable)
 				dv->expandable = 1;
 			seg++;
@@ -412,9 +418,7 @@ mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr
 		if (s->settings.expandable_segments)
 			dv->expandable = 1;
 		const an_pool *all = &dv->pool[AN_POOL_ALL];
-		dv->fragmentation = all->free_cached
-		                        ? 1.0 - (double)all->largest_free / (double)all->free_cached
-		                        : 0.0;
+		dv->fragmentation = an_fragmentation(all);
 		dv->trace_events = md->event_count;
 		dv->has_trace = md->event_count > 0;
 		am_free(&older);
@@ -448,5 +452,6 @@ void an_free(an_result *r)
 	}
 	free(r->devices);
 	free(r->stack_info);
+	free(r->frame_kinds);
 	memset(r, 0, sizeof *r);
 }

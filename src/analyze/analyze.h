@@ -33,6 +33,11 @@ typedef struct {
 	uint64_t rounding_waste; /* size - requested over active blocks */
 } an_pool;
 
+/* Adds segment seg (its blocks are blocks[seg->first_block ..]) to the pool's numbers. */
+void an_pool_add(an_pool *p, const md_segment *seg, const md_block *blocks);
+/* 1 - largest free block / free cached, 0 when nothing is free. */
+double an_fragmentation(const an_pool *p);
+
 /* One bucket of the down-sampled timeline: min and max inside keep every peak. */
 typedef struct {
 	size_t first_event;
@@ -100,6 +105,7 @@ typedef struct {
 	an_device *devices;
 	size_t device_count;
 	an_stack_info *stack_info; /* per stack of the snapshot (frames.h) */
+	uint8_t *frame_kinds;      /* per frame of the snapshot: AN_FK_* (frames.h) */
 } an_result;
 
 /* Computes everything for every device of s. max_points bounds the timeline (0: 2000). */

@@ -13,12 +13,20 @@ const char *an_category_name(int cat)
 	return cat >= 0 && cat < AN_CAT_COUNT ? names[cat] : "other";
 }
 
-int an_frame_hidden(const md_snapshot *s, const md_frame *f)
+static int hidden_name(const char *name)
 {
 	static const char *const names[] = {"unwind::unwind",    "CapturedTraceback::gather",
 	                                    "gather_with_cpp",   "_start",
 	                                    "__libc_start_main", "PyEval_",
 	                                    "PyObject_",         "PyFunction_"};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (strstr(name, names[i]))
+			return 1;
+	return 0;
+}
+
+static int hidden_file(const char *file)
+{
 	static const char *const files[] = {"core/boxing",
 	                                    "/Register",
 	                                    "/Redispatch",
@@ -29,14 +37,15 @@ int an_frame_hidden(const md_snapshot *s, const md_frame *f)
 	                                    "pycore_ceval.h",
 	                                    "ceval.c",
 	                                    "cpython/abstract.h"};
-	const char *name = md_str(s, f->name), *file = md_str(s, f->filename);
-	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-		if (strstr(name, names[i]))
-			return 1;
 	for (size_t i = 0; i < sizeof files / sizeof *files; i++)
 		if (strstr(file, files[i]))
 			return 1;
 	return 0;
+}
+
+int an_frame_hidden(const md_snapshot *s, const md_frame *f)
+{
+	return hidden_name(md_str(s, f->name)) || hidden_file(md_str(s, f->filename));
 }
 
 /* Whether path holds package `pkg` ("/torch/") as a folder that is the package itself: the last
@@ -63,9 +72,24 @@ int an_torch_internal(const char *f)
 	       in_package(f, "/triton/", "\\triton\\");
 }
 
+const char *an_python_stdlib(const char *path)
+{
+	for (const char *p = strstr(path, "/lib/python"); p; p = strstr(p + 1, "/lib/python")) {
+		const char *q = p + 11;
+		if (*q != '2' && *q != '3')
+			continue;
+		while ((*q >= '0' && *q <= '9') || *q == '.')
+			q++;
+		if (*q == '/')
+			return q + 1;
+	}
+	return NULL;
+}
+
 int an_library_file(const char *f)
 {
-	return an_torch_internal(f) || strstr(f, "site-packages") || strstr(f, "dist-packages");
+	return an_torch_internal(f) || strstr(f, "site-packages") || strstr(f, "dist-packages") ||
+	       an_python_stdlib(f) != NULL;
 }
 
 static int python_file(const char *f)
@@ -88,7 +112,24 @@ static int path_has(const char *file, const char *dir)
 	return 0;
 }
 
-const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack)
+/* The kind of frame f (index i of s->frames): from kinds, else read from its strings. */
+static uint8_t kind_of(const md_snapshot *s, const uint8_t *kinds, const md_frame *f)
+{
+	if (kinds)
+		return kinds[f - s->frames];
+	const char *name = md_str(s, f->name), *file = md_str(s, f->filename);
+	return (uint8_t)((an_frame_hidden(s, f) ? 0 : AN_FK_SHOWN) |
+	                 (python_file(file) ? AN_FK_PYTHON : 0) |
+	                 (an_library_file(file) ? AN_FK_LIBRARY : 0) |
+	                 (an_torch_internal(file) ? AN_FK_TORCH : 0) |
+	                 (strstr(name, "CUDACachingAllocator") ||
+	                          strstr(file, "CUDACachingAllocator") ||
+	                          strstr(file, "memory_snapshot.cpp")
+	                      ? AN_FK_ALLOCATOR
+	                      : 0));
+}
+
+const md_frame *an_user_frame_k(const md_snapshot *s, const uint8_t *kinds, uint32_t stack)
 {
 	if (stack >= s->stack_count)
 		return NULL;
@@ -96,18 +137,18 @@ const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack)
 	const md_frame *first_shown = NULL, *first_python = NULL, *first_outside_torch = NULL;
 	for (uint32_t k = 0; k < st->count; k++) {
 		const md_frame *f = &s->frames[st->first + k];
-		const char *file = md_str(s, f->filename);
-		if (an_frame_hidden(s, f))
+		uint8_t kind = kind_of(s, kinds, f);
+		if (!(kind & AN_FK_SHOWN))
 			continue;
 		if (!first_shown)
 			first_shown = f;
-		if (!python_file(file))
+		if (!(kind & AN_FK_PYTHON))
 			continue;
 		if (!first_python)
 			first_python = f;
-		if (!an_library_file(file))
+		if (!(kind & AN_FK_LIBRARY))
 			return f;
-		if (!first_outside_torch && !an_torch_internal(file))
+		if (!first_outside_torch && !(kind & AN_FK_TORCH))
 			first_outside_torch = f;
 	}
 	return first_outside_torch ? first_outside_torch
@@ -115,36 +156,114 @@ const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack)
 	                           : first_shown;
 }
 
-const md_frame *an_site_frame(const md_snapshot *s, uint32_t stack)
+const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack)
+{
+	return an_user_frame_k(s, NULL, stack);
+}
+
+/* The innermost shown frame whose kind has all of `want` and none of `not`, or NULL. */
+static const md_frame *frame_where(const md_snapshot *s, const uint8_t *kinds, uint32_t stack,
+                                   uint8_t want, uint8_t none)
 {
 	if (stack >= s->stack_count)
 		return NULL;
 	const md_stack *st = &s->stacks[stack];
-	const md_frame *first = NULL;
-	for (uint32_t i = 0; i < st->count; i++) {
-		const md_frame *f = &s->frames[st->first + i];
-		if (an_frame_hidden(s, f))
-			continue;
-		if (python_file(md_str(s, f->filename)))
+	for (uint32_t k = 0; k < st->count; k++) {
+		const md_frame *f = &s->frames[st->first + k];
+		uint8_t kind = kind_of(s, kinds, f);
+		if ((kind & want) == want && !(kind & none))
 			return f;
-		if (!first)
-			first = f;
 	}
-	return first;
+	return NULL;
 }
 
-/* A call into a model: nn.Module.__call__ (a compiled model is called through it too; dynamo's
- * eval_frame wrappers alone are no sign: torch wraps its optimizers in them). */
-static int model_call(const char *name, const char *file)
+const md_frame *an_own_frame_k(const md_snapshot *s, const uint8_t *kinds, uint32_t stack)
 {
-	return path_has(file, "torch/nn/modules/module.py") &&
-	       (strcmp(name, "_call_impl") == 0 || strcmp(name, "_wrapped_call_impl") == 0 ||
-	        strcmp(name, "__call__") == 0);
+	return frame_where(s, kinds, stack, AN_FK_SHOWN | AN_FK_PYTHON, AN_FK_LIBRARY);
+}
+
+const md_frame *an_library_frame_k(const md_snapshot *s, const uint8_t *kinds, uint32_t stack)
+{
+	return frame_where(s, kinds, stack, AN_FK_SHOWN | AN_FK_PYTHON | AN_FK_LIBRARY, 0);
+}
+
+const md_frame *an_first_shown_k(const md_snapshot *s, const uint8_t *kinds, uint32_t stack)
+{
+	return frame_where(s, kinds, stack, AN_FK_SHOWN, 0);
+}
+
+const md_frame *an_own_frame(const md_snapshot *s, uint32_t stack)
+{
+	return an_own_frame_k(s, NULL, stack);
+}
+
+const md_frame *an_library_frame(const md_snapshot *s, uint32_t stack)
+{
+	return an_library_frame_k(s, NULL, stack);
+}
+
+/* What the rules below ask of a frame's name and of its file, as bits: read once per interned
+ * string (text_cache), so a long name or path shared by many frames is read once, not once per
+ * frame. Equality with a short word (strcmp) stops at the first difference and is asked
+ * directly. */
+enum {
+	N_HIDDEN = 1u << 0,
+	N_ACCUMULATE_GRAD = 1u << 1, /* "AccumulateGrad" */
+	N_COLON_BACKWARD = 1u << 2,  /* "::backward" */
+	N_COLON_FORWARD = 1u << 3,   /* "::forward" */
+	N_TRAINING_STEP = 1u << 4,   /* "training_step" anywhere */
+	N_REDUCE = 1u << 5,
+	N_BACKWARD = 1u << 6,
+	N_GRAD = 1u << 7,
+	N_ALLOCATOR = 1u << 8, /* "CUDACachingAllocator" */
+};
+#define F(k) ((uint64_t)1 << (9 + (k))) /* above the name bits */
+#define F_HIDDEN F(0)
+#define F_PYTHON F(1)
+#define F_TORCH F(2)        /* an_torch_internal */
+#define F_MODULE_PY F(3)    /* torch/nn/modules/module.py */
+#define F_COMPILED F(4)     /* compiled_file */
+#define F_PARAMETER F(5)    /* torch/nn/parameter.py */
+#define F_NN_MODULES F(6)   /* torch/nn/modules/ */
+#define F_AUTOGRAD F(7)     /* torch/autograd/ */
+#define F_AG_GRAPH F(8)     /* torch/autograd/graph.py */
+#define F_AG_GRAD_MODE F(9) /* torch/autograd/grad_mode.py */
+#define F_AG_FUNCTION F(10) /* torch/autograd/function.py */
+#define F_LOSS F(11)        /* torch/nn/modules/loss.py, transformers/loss/ */
+#define F_HF F(12)          /* transformers/ */
+#define F_HF_GENERATE F(13)
+#define F_HF_TRAINER F(14)
+#define F_HF_CACHE F(15)
+#define F_LIGHTNING F(16) /* lightning/, pytorch_lightning/ */
+#define F_LOOPS_OPT F(17) /* loops/optimization/ */
+#define F_ACCELERATE F(18)
+#define F_FSDP F(19)
+#define F_DDP F(20) /* torch/nn/parallel/distributed.py */
+#define F_CHECKPOINT F(21)
+#define F_CUDA_GRAPHS F(22)
+#define F_AMP F(23)
+#define F_FUNCTIONAL F(24)  /* torch/nn/functional.py */
+#define F_CUDA_MEMORY F(25) /* torch/cuda/memory.py */
+#define F_OPTIM F(26)       /* torch/optim/ */
+#define F_LIBRARY F(27)     /* an_library_file */
+#define F_ALLOCATOR F(28)   /* CUDACachingAllocator, memory_snapshot.cpp */
+#define TEXT_READ ((uint64_t)1 << 63)
+
+static uint64_t name_bits(const char *name)
+{
+	return (hidden_name(name) ? N_HIDDEN : 0) |
+	       (strstr(name, "AccumulateGrad") ? N_ACCUMULATE_GRAD : 0) |
+	       (strstr(name, "::backward") ? N_COLON_BACKWARD : 0) |
+	       (strstr(name, "::forward") ? N_COLON_FORWARD : 0) |
+	       (strstr(name, "training_step") ? N_TRAINING_STEP : 0) |
+	       (strstr(name, "reduce") ? N_REDUCE : 0) |
+	       (strstr(name, "backward") ? N_BACKWARD : 0) | (strstr(name, "grad") ? N_GRAD : 0) |
+	       (strstr(name, "CUDACachingAllocator") ? N_ALLOCATOR : 0);
 }
 
 /* Code torch.compile runs: inductor's generated kernels and wrappers, AOT autograd, dynamo's
  * tracing (not eval_frame.py, whose disable wrapper is on every optimizer step). */
-static int compiled_frame(const char *file)
+static int compiled_file(const char *file)
 {
 	return path_has(file, "torch/_inductor/") ||
 	       path_has(file, "torch/_functorch/_aot_autograd/") ||
@@ -153,27 +272,113 @@ static int compiled_frame(const char *file)
 	       path_has(file, "torch/_dynamo/symbolic_convert.py");
 }
 
-static int params_frame(const char *name, const char *file)
+static uint64_t file_bits(const char *file)
+{
+	static const struct {
+		uint64_t bit;
+		const char *dir;
+	} dirs[] = {
+	    {F_MODULE_PY, "torch/nn/modules/module.py"},
+	    {F_PARAMETER, "torch/nn/parameter.py"},
+	    {F_NN_MODULES, "torch/nn/modules/"},
+	    {F_AUTOGRAD, "torch/autograd/"},
+	    {F_AG_GRAPH, "torch/autograd/graph.py"},
+	    {F_AG_GRAD_MODE, "torch/autograd/grad_mode.py"},
+	    {F_AG_FUNCTION, "torch/autograd/function.py"},
+	    {F_LOSS, "torch/nn/modules/loss.py"},
+	    {F_LOSS, "transformers/loss/"},
+	    {F_HF, "transformers/"},
+	    {F_HF_GENERATE, "transformers/generation/"},
+	    {F_HF_TRAINER, "transformers/trainer.py"},
+	    {F_HF_CACHE, "transformers/cache_utils.py"},
+	    {F_LIGHTNING, "lightning/"},
+	    {F_LIGHTNING, "pytorch_lightning/"},
+	    {F_LOOPS_OPT, "loops/optimization/"},
+	    {F_ACCELERATE, "accelerate/"},
+	    {F_FSDP, "torch/distributed/fsdp/"},
+	    {F_FSDP, "torch/distributed/_composable/fsdp"},
+	    {F_DDP, "torch/nn/parallel/distributed.py"},
+	    {F_CHECKPOINT, "torch/utils/checkpoint.py"},
+	    {F_CUDA_GRAPHS, "torch/cuda/graphs.py"},
+	    {F_AMP, "torch/amp/"},
+	    {F_AMP, "torch/cuda/amp/"},
+	    {F_AMP, "lightning/pytorch/plugins/precision/amp.py"},
+	    {F_AMP, "lightning/fabric/plugins/precision/amp.py"},
+	    {F_FUNCTIONAL, "torch/nn/functional.py"},
+	    {F_CUDA_MEMORY, "torch/cuda/memory.py"},
+	    {F_OPTIM, "torch/optim/"},
+	};
+	uint64_t b = (hidden_file(file) ? F_HIDDEN : 0) | (python_file(file) ? F_PYTHON : 0) |
+	             (an_torch_internal(file) ? F_TORCH : 0) |
+	             (an_library_file(file) ? F_LIBRARY : 0) |
+	             (strstr(file, "CUDACachingAllocator") || strstr(file, "memory_snapshot.cpp")
+	                  ? F_ALLOCATOR
+	                  : 0) |
+	             (compiled_file(file) ? F_COMPILED : 0);
+	for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++)
+		if (!(b & dirs[i].bit) && path_has(file, dirs[i].dir))
+			b |= dirs[i].bit;
+	return b;
+}
+
+/* The bits of each string of s, read on first use. */
+typedef struct {
+	const md_snapshot *s;
+	uint64_t *bits; /* per string id; TEXT_READ once read */
+} text_cache;
+
+static uint64_t string_bits(text_cache *c, uint32_t id)
+{
+	if (id >= c->s->strings.count)
+		return name_bits("") | file_bits("");
+	if (!(c->bits[id] & TEXT_READ)) {
+		const char *str = md_str(c->s, id);
+		c->bits[id] = TEXT_READ | name_bits(str) | file_bits(str);
+	}
+	return c->bits[id];
+}
+
+/* A frame's bits: what its name says and what its file says. */
+static uint64_t frame_bits(text_cache *c, const md_frame *f)
+{
+	return (string_bits(c, f->name) & 0x1ffu) |
+	       (string_bits(c, f->filename) & ~(uint64_t)0x1ff);
+}
+
+static int frame_shown(uint64_t b)
+{
+	return !(b & (N_HIDDEN | F_HIDDEN));
+}
+
+/* A call into a model: nn.Module.__call__ (a compiled model is called through it too; dynamo's
+ * eval_frame wrappers alone are no sign: torch wraps its optimizers in them). */
+static int model_call(const char *name, uint64_t b)
+{
+	return (b & F_MODULE_PY) &&
+	       (strcmp(name, "_call_impl") == 0 || strcmp(name, "_wrapped_call_impl") == 0 ||
+	        strcmp(name, "__call__") == 0);
+}
+
+static int params_frame(const char *name, uint64_t b)
 {
 	return strcmp(name, "_apply") == 0 || strcmp(name, "load_state_dict") == 0 ||
 	       strcmp(name, "_load_from_state_dict") == 0 ||
-	       strcmp(name, "reset_parameters") == 0 || path_has(file, "torch/nn/parameter.py") ||
-	       (strcmp(name, "__init__") == 0 && path_has(file, "torch/nn/modules/"));
+	       strcmp(name, "reset_parameters") == 0 || (b & F_PARAMETER) ||
+	       (strcmp(name, "__init__") == 0 && (b & F_NN_MODULES));
 }
 
 /* Autograd's backward: the engine's entry points, AccumulateGrad, a compiled backward, and
  * any function named backward (a custom autograd.Function's). Not function.py's `apply`,
  * which forward calls too. */
-static int backward_frame(const char *name, const char *file)
+static int backward_frame(const char *name, uint64_t b)
 {
-	if (path_has(file, "torch/autograd/"))
-		return strcmp(name, "apply") != 0 && !path_has(file, "torch/autograd/graph.py") &&
-		       !path_has(file, "torch/autograd/grad_mode.py");
-	return strstr(name, "AccumulateGrad") || strcmp(name, "_engine_run_backward") == 0 ||
-	       strcmp(name, "backward") == 0 || strstr(name, "::backward") != NULL;
+	if (b & F_AUTOGRAD)
+		return strcmp(name, "apply") != 0 && !(b & F_AG_GRAPH) && !(b & F_AG_GRAD_MODE);
+	return (b & N_ACCUMULATE_GRAD) || strcmp(name, "_engine_run_backward") == 0 ||
+	       strcmp(name, "backward") == 0 || (b & N_COLON_BACKWARD);
 }
 
-static int loss_frame(const char *name, const char *file)
+static int loss_frame(const char *name, uint64_t b)
 {
 	static const char *const names[] = {"cross_entropy",   "log_softmax",
 	                                    "nll_loss",        "binary_cross_entropy",
@@ -181,136 +386,132 @@ static int loss_frame(const char *name, const char *file)
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(name, names[i]) == 0)
 			return 1;
-	return path_has(file, "torch/nn/modules/loss.py") || path_has(file, "transformers/loss/");
+	return (b & F_LOSS) != 0;
 }
 
 /* Frameworks and techniques on the stack, wherever their frames are. */
-static uint32_t markers(const char *name, const char *file)
+static uint32_t markers(const char *name, uint64_t b)
 {
 	uint32_t f = 0;
-	if (path_has(file, "transformers/")) {
+	if (b & F_HF) {
 		f |= AN_SF_HF;
-		if (path_has(file, "transformers/generation/"))
+		if (b & F_HF_GENERATE)
 			f |= AN_SF_GENERATE;
-		if (path_has(file, "transformers/trainer.py")) {
+		if (b & F_HF_TRAINER) {
 			f |= AN_SF_HF_TRAINER;
 			if (strcmp(name, "training_step") == 0 || strcmp(name, "compute_loss") == 0)
 				f |= AN_SF_TRAIN_STEP;
 		}
-		if (path_has(file, "transformers/cache_utils.py"))
+		if (b & F_HF_CACHE)
 			f |= AN_SF_KV_CACHE;
 	}
-	if (path_has(file, "lightning/") || path_has(file, "pytorch_lightning/")) {
+	if (b & F_LIGHTNING) {
 		f |= AN_SF_LIGHTNING;
-		if (strstr(name, "training_step") || path_has(file, "loops/optimization/"))
+		if ((b & N_TRAINING_STEP) || (b & F_LOOPS_OPT))
 			f |= AN_SF_TRAIN_STEP;
 	}
-	if (path_has(file, "accelerate/"))
-		f |= AN_SF_ACCELERATE;
-	if (path_has(file, "torch/distributed/fsdp/") ||
-	    path_has(file, "torch/distributed/_composable/fsdp"))
-		f |= AN_SF_FSDP;
-	if (path_has(file, "torch/nn/parallel/distributed.py"))
-		f |= AN_SF_DDP;
-	if (path_has(file, "torch/utils/checkpoint.py"))
-		f |= AN_SF_CHECKPOINT;
-	if (compiled_frame(file))
-		f |= AN_SF_COMPILE;
-	if (path_has(file, "torch/cuda/graphs.py"))
-		f |= AN_SF_CUDA_GRAPH;
-	if (path_has(file, "torch/amp/") || path_has(file, "torch/cuda/amp/") ||
-	    path_has(file, "lightning/pytorch/plugins/precision/amp.py") ||
-	    path_has(file, "lightning/fabric/plugins/precision/amp.py"))
-		f |= AN_SF_AUTOCAST;
-	if (strcmp(name, "dropout") == 0 && path_has(file, "torch/nn/functional.py"))
+	static const struct {
+		uint64_t bit;
+		uint32_t flag;
+	} plain[] = {
+	    {F_ACCELERATE, AN_SF_ACCELERATE},
+	    {F_FSDP, AN_SF_FSDP},
+	    {F_DDP, AN_SF_DDP},
+	    {F_CHECKPOINT, AN_SF_CHECKPOINT},
+	    {F_COMPILED, AN_SF_COMPILE},
+	    {F_CUDA_GRAPHS, AN_SF_CUDA_GRAPH},
+	    {F_AMP, AN_SF_AUTOCAST},
+	    {F_OPTIM, AN_SF_IN_OPTIMIZER},
+	};
+	for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)
+		if (b & plain[i].bit)
+			f |= plain[i].flag;
+	if (strcmp(name, "dropout") == 0 && (b & F_FUNCTIONAL))
 		f |= AN_SF_DROPOUT;
-	if (strcmp(name, "empty_cache") == 0 && path_has(file, "torch/cuda/memory.py"))
+	if (strcmp(name, "empty_cache") == 0 && (b & F_CUDA_MEMORY))
 		f |= AN_SF_EMPTY_CACHE;
-	if (path_has(file, "torch/optim/"))
-		f |= AN_SF_IN_OPTIMIZER;
 	if (strcmp(name, "zero_grad") == 0)
 		f |= AN_SF_ZERO_GRAD;
-	if (loss_frame(name, file))
+	if (loss_frame(name, b))
 		f |= AN_SF_LOSS;
 	return f;
 }
 
 /* The category decided by frame f (innermost first), or AN_CAT_COUNT when f decides nothing.
  * `outside_torch_inner`: a frame outside torch lies between f and the allocation. */
-static int decides(const char *name, const char *file, int outside_torch_inner)
+static int decides(const char *name, uint64_t b, int outside_torch_inner)
 {
 	/* The optimizer decides only for its own work: an optimizer.step(closure) whose closure
 	 * (user or framework code, inner to it) runs forward and backward decides nothing. */
-	if (path_has(file, "torch/optim/"))
+	if (b & F_OPTIM)
 		return outside_torch_inner ? AN_CAT_COUNT : AN_CAT_OPTIMIZER;
-	if (path_has(file, "torch/distributed/fsdp/") ||
-	    path_has(file, "torch/distributed/_composable/fsdp")) {
+	if (b & F_FSDP) {
 		/* FSDP's own buffers: parameters (sharded, all-gathered) or the gradients it
 		 * reduce-scatters */
-		return strstr(name, "reduce") || strstr(name, "backward") || strstr(name, "grad")
-		           ? AN_CAT_GRADIENTS
-		           : AN_CAT_PARAMETERS;
+		return b & (N_REDUCE | N_BACKWARD | N_GRAD) ? AN_CAT_GRADIENTS : AN_CAT_PARAMETERS;
 	}
 	/* DDP's gradient buckets (built at construction, rebuilt in a forward) */
-	if (path_has(file, "torch/nn/parallel/distributed.py"))
+	if (b & F_DDP)
 		return AN_CAT_GRADIENTS;
-	if (params_frame(name, file))
+	if (params_frame(name, b))
 		return AN_CAT_PARAMETERS;
-	if (backward_frame(name, file))
+	if (backward_frame(name, b))
 		return AN_CAT_GRADIENTS;
 	/* a module's forward, a loss, or a compiled graph's forward (its buffers are the saved
 	 * activations; a compiled backward was decided above) */
-	if (strcmp(name, "forward") == 0 || strstr(name, "::forward") || loss_frame(name, file) ||
-	    compiled_frame(file))
+	if (strcmp(name, "forward") == 0 || (b & N_COLON_FORWARD) || loss_frame(name, b) ||
+	    (b & F_COMPILED))
 		return AN_CAT_ACTIVATIONS;
 	return AN_CAT_COUNT;
 }
 
-static void classify(const md_snapshot *s, const md_stack *st, an_stack_info *out)
+static void classify(text_cache *tc, const md_stack *st, an_stack_info *out)
 {
+	const md_snapshot *s = tc->s;
 	int shown = 0, outside_torch_inner = 0;
 	uint32_t outermost_python = UINT32_MAX, first_model_call = UINT32_MAX;
 	out->category = AN_CAT_COUNT;
 	for (uint32_t k = 0; k < st->count; k++) {
 		const md_frame *f = &s->frames[st->first + k];
-		if (an_frame_hidden(s, f))
+		uint64_t b = frame_bits(tc, f);
+		if (!frame_shown(b))
 			continue;
-		const char *name = md_str(s, f->name), *file = md_str(s, f->filename);
+		const char *name = md_str(s, f->name);
 		shown++;
-		out->flags |= markers(name, file);
-		if (!python_file(file))
+		out->flags |= markers(name, b);
+		if (!(b & F_PYTHON))
 			continue;
 		out->flags |= AN_SF_PYTHON;
 		outermost_python = k;
-		if (model_call(name, file)) {
+		if (model_call(name, b)) {
 			out->flags |= AN_SF_MODULE_CALL;
 			first_model_call = k; /* the outermost one, once the loop ends */
 			if (strcmp(name, "_call_impl") == 0 && out->model_calls < 255)
 				out->model_calls++;
 		}
 		if (out->category == AN_CAT_COUNT) {
-			int c = decides(name, file, outside_torch_inner);
+			int c = decides(name, b, outside_torch_inner);
 			if (c != AN_CAT_COUNT) {
 				out->category = (uint8_t)c;
 				if (c == AN_CAT_OPTIMIZER)
 					out->flags |= AN_SF_OPTIMIZER;
 			}
 		}
-		if (!an_torch_internal(file))
+		if (!(b & F_TORCH))
 			outside_torch_inner = 1;
-		if (backward_frame(name, file))
+		if (backward_frame(name, b))
 			out->flags |= AN_SF_BACKWARD;
 	}
 	/* A custom Function's backward that the engine calls: its outermost Python frame is
 	 * autograd's function.py (the engine's thread has nothing above it). */
 	if (outermost_python != UINT32_MAX) {
-		const md_frame *f = &s->frames[st->first + outermost_python];
+		uint64_t b = frame_bits(tc, &s->frames[st->first + outermost_python]);
 		/* The main thread's stacks start in the user's script; a stack that starts inside
 		 * torch ran on another thread: autograd's engine, running backward (a checkpoint's
 		 * recomputation, a custom Function's backward, DDP's hooks). */
-		if (an_torch_internal(md_str(s, f->filename)))
+		if (b & F_TORCH)
 			out->flags |= AN_SF_ENGINE_THREAD;
-		if (path_has(md_str(s, f->filename), "torch/autograd/function.py")) {
+		if (b & F_AG_FUNCTION) {
 			out->flags |= AN_SF_BACKWARD;
 			if (out->category == AN_CAT_COUNT || out->category == AN_CAT_OTHER)
 				out->category = AN_CAT_GRADIENTS;
@@ -322,8 +523,8 @@ static void classify(const md_snapshot *s, const md_stack *st, an_stack_info *ou
 	out->loop_lo = first_model_call == UINT32_MAX ? 0 : first_model_call + 1;
 	uint32_t depth = 0;
 	for (uint32_t k = out->loop_lo; k < st->count; k++) {
-		const md_frame *f = &s->frames[st->first + k];
-		if (!an_frame_hidden(s, f) && python_file(md_str(s, f->filename)))
+		uint64_t b = frame_bits(tc, &s->frames[st->first + k]);
+		if (frame_shown(b) && (b & F_PYTHON))
 			depth++;
 	}
 	out->loop_depth = (uint8_t)MR_MIN(depth, 255u);
@@ -331,12 +532,55 @@ static void classify(const md_snapshot *s, const md_stack *st, an_stack_info *ou
 
 an_stack_info *an_classify_stacks(const md_snapshot *s)
 {
+	text_cache tc = {s,
+	                 mr_alloc_array(s->strings.count ? s->strings.count : 1, sizeof *tc.bits)};
 	an_stack_info *info = mr_alloc_array(s->stack_count ? s->stack_count : 1, sizeof *info);
-	if (!info)
-		return NULL;
-	for (size_t i = 0; i < s->stack_count; i++)
-		classify(s, &s->stacks[i], &info[i]);
+	if (info && tc.bits)
+		for (size_t i = 0; i < s->stack_count; i++)
+			classify(&tc, &s->stacks[i], &info[i]);
+	else {
+		free(info);
+		info = NULL;
+	}
+	free(tc.bits);
 	return info;
+}
+
+int an_shown_python_frames(const md_snapshot *s, uint8_t *out)
+{
+	text_cache tc = {s,
+	                 mr_alloc_array(s->strings.count ? s->strings.count : 1, sizeof *tc.bits)};
+	if (!tc.bits)
+		return -1;
+	for (size_t i = 0; i < s->frame_count; i++) {
+		uint64_t b = frame_bits(&tc, &s->frames[i]);
+		out[i] = frame_shown(b) && (b & F_PYTHON);
+	}
+	free(tc.bits);
+	return 0;
+}
+
+uint8_t *an_frame_kinds(const md_snapshot *s)
+{
+	text_cache tc = {s,
+	                 mr_alloc_array(s->strings.count ? s->strings.count : 1, sizeof *tc.bits)};
+	uint8_t *out = mr_alloc_array(s->frame_count ? s->frame_count : 1, 1);
+	if (!tc.bits || !out) {
+		free(out);
+		out = NULL;
+		goto done;
+	}
+	for (size_t i = 0; i < s->frame_count; i++) {
+		uint64_t b = frame_bits(&tc, &s->frames[i]);
+		out[i] = (uint8_t)((frame_shown(b) ? AN_FK_SHOWN : 0) |
+		                   (b & F_PYTHON ? AN_FK_PYTHON : 0) |
+		                   (b & F_LIBRARY ? AN_FK_LIBRARY : 0) |
+		                   (b & F_TORCH ? AN_FK_TORCH : 0) |
+		                   (b & (N_ALLOCATOR | F_ALLOCATOR) ? AN_FK_ALLOCATOR : 0));
+	}
+done:
+	free(tc.bits);
+	return out;
 }
 
 int an_stack_category(const an_stack_info *info, uint32_t stack, int no_frames)

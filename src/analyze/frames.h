@@ -76,17 +76,49 @@ int an_stack_category(const an_stack_info *info, uint32_t stack, int no_frames);
 
 /* PyTorch's own viewer hides these frames (unwinding, interpreter, dispatcher plumbing). */
 int an_frame_hidden(const md_snapshot *s, const md_frame *f);
+/* Whether each frame of s (s->frame_count of them) is a Python frame the viewer shows, into
+ * out, each name and file read once however many frames share it. Returns -1 when memory
+ * runs out. */
+int an_shown_python_frames(const md_snapshot *s, uint8_t *out);
 /* A file of torch itself (or functorch, triton), by path. */
 int an_torch_internal(const char *filename);
-/* A file of an installed package (site-packages, dist-packages) or of torch. */
+/* A file of an installed package (site-packages, dist-packages), of torch, or of Python's
+ * standard library (lib/pythonX.Y). */
 int an_library_file(const char *filename);
+/* "/lib/python3.12/" (or python2.x) in path: a file of the interpreter's standard library.
+ * Returns the text after it, or NULL. */
+const char *an_python_stdlib(const char *path);
 
-/* The frame a stack is grouped by as an allocation site: the innermost Python frame PyTorch's
- * viewer shows, else the first shown frame, else NULL. */
-const md_frame *an_site_frame(const md_snapshot *s, uint32_t stack);
 /* The first line of the user's own code: the innermost shown Python frame outside torch and
  * installed packages (site-packages: transformers, lightning), else the innermost outside torch,
  * else the innermost Python frame, else the first shown, else NULL. */
 const md_frame *an_user_frame(const md_snapshot *s, uint32_t stack);
+
+/* The user's own line, strictly: the innermost shown Python frame outside library files, or
+ * NULL when the stack has none (all of it is torch and packages, or there is no Python frame:
+ * the autograd engine's thread in backward). */
+const md_frame *an_own_frame(const md_snapshot *s, uint32_t stack);
+/* The innermost shown Python frame inside a library file, or NULL. */
+const md_frame *an_library_frame(const md_snapshot *s, uint32_t stack);
+
+/* What the site rules ask of a frame, one byte per frame of s: read once per interned string,
+ * so that a long name or path shared by many frames is read once. */
+enum {
+	AN_FK_SHOWN = 1u << 0,     /* not hidden (an_frame_hidden) */
+	AN_FK_PYTHON = 1u << 1,    /* a .py file */
+	AN_FK_LIBRARY = 1u << 2,   /* an_library_file */
+	AN_FK_TORCH = 1u << 3,     /* an_torch_internal */
+	AN_FK_ALLOCATOR = 1u << 4, /* the caching allocator's own (CUDACachingAllocator,
+	                              memory_snapshot.cpp) */
+};
+/* The kinds of s's frames (s->frame_count bytes; the caller frees), or NULL when memory runs
+ * out. */
+uint8_t *an_frame_kinds(const md_snapshot *s);
+/* an_user_frame, an_own_frame, an_library_frame and the first shown frame, reading the frames'
+ * kinds (an_frame_kinds) instead of their strings; kinds NULL reads the strings. */
+const md_frame *an_user_frame_k(const md_snapshot *s, const uint8_t *kinds, uint32_t stack);
+const md_frame *an_own_frame_k(const md_snapshot *s, const uint8_t *kinds, uint32_t stack);
+const md_frame *an_library_frame_k(const md_snapshot *s, const uint8_t *kinds, uint32_t stack);
+const md_frame *an_first_shown_k(const md_snapshot *s, const uint8_t *kinds, uint32_t stack);
 
 #endif

@@ -790,11 +790,9 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 	c.frame_py = mr_alloc_array(s->frame_count ? s->frame_count : 1, 1);
 	if (!c.frame_py)
 		return mr_oom(err);
-	for (size_t i = 0; i < s->frame_count; i++) {
-		const char *file = md_str(s, s->frames[i].filename);
-		size_t n = strlen(file);
-		c.frame_py[i] =
-		    n > 3 && strcmp(file + n - 3, ".py") == 0 && !an_frame_hidden(s, &s->frames[i]);
+	if (an_shown_python_frames(s, c.frame_py) != 0) {
+		st = mr_oom(err);
+		goto done;
 	}
 	for (size_t i = 0; i < md->event_count; i++) {
 		uint32_t stk = md->events[i].stack;

@@ -82,6 +82,20 @@ static const char *html_rule(const unsigned char *p, size_t left, size_t *n, cha
 	return NULL;
 }
 
+size_t mr_bidi_control_len(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	if (n >= 2 && p[0] == 0xD8 && p[1] == 0x9C)
+		return 2; /* U+061C ARABIC LETTER MARK */
+	if (n < 3 || p[0] != 0xE2)
+		return 0;
+	if (p[1] == 0x80 && (p[2] == 0x8E || p[2] == 0x8F || (p[2] >= 0xAA && p[2] <= 0xAE)))
+		return 3; /* U+200E, U+200F, U+202A..U+202E */
+	if (p[1] == 0x81 && p[2] >= 0xA6 && p[2] <= 0xA9)
+		return 3; /* U+2066..U+2069 */
+	return 0;
+}
+
 static const char *plain_rule(const unsigned char *p, size_t left, size_t *n, char tmp[8])
 {
 	(void)tmp;
@@ -89,6 +103,8 @@ static const char *plain_rule(const unsigned char *p, size_t left, size_t *n, ch
 	*n = len ? len : 1;
 	if (len == 0 || *p < 0x20 || *p == 0x7F || (len == 2 && p[0] == 0xC2 && p[1] < 0xA0))
 		return REPLACEMENT; /* the last: C1 controls */
+	if (len > 1 && mr_bidi_control_len((const char *)p, len))
+		return REPLACEMENT;
 	return NULL;
 }
 
@@ -101,6 +117,8 @@ static const char *json_rule(const unsigned char *p, size_t left, size_t *n, cha
 	case '\n': return "\\n";
 	case '\t': return "\\t";
 	case '<': return "\\u003c";
+	case '>': return "\\u003e";
+	case '&': return "\\u0026";
 	default: break;
 	}
 	if (*p < 0x20 || *p == 0x7F) {

@@ -1,4 +1,4 @@
-/* cmd_diff.c: `memreport diff BEFORE AFTER [-o FILE] [--format html|json] [--device N]
+/* cmd_diff.c: `memreport diff BEFORE AFTER [-o FILE] [--format html|json|md|text] [--device N]
  * [--redact-paths] [-q]`.
  *
  * BEFORE and AFTER are each one run: a snapshot (or any single input the report command takes),
@@ -16,14 +16,15 @@
 #include "cmd/options.h"
 #include "cmd/run_input.h"
 #include "cmd/say.h"
+#include "render/diff_text.h"
 #include "render/render_diff.h"
 #include "render/templates.h"
 #include "report/diff.h"
 #include "report/report.h"
 
 static const char diff_usage[] =
-    "usage: memreport diff BEFORE AFTER [-o FILE] [--format html|json] [--device N]\n"
-    "                      [--redact-paths] [-q]\n"
+    "usage: memreport diff BEFORE AFTER [-o FILE] [--format html|json|md|text]\n"
+    "                      [--device N] [--redact-paths] [-q]\n"
     "BEFORE, AFTER: a snapshot, or a run folder or zip archive holding one run.\n";
 
 static int diff_usage_error(const char *msg)
@@ -86,7 +87,7 @@ static mr_status load_sides(const char *const *paths, const char *out_path, int 
 static int write_diff(const cmd_options *opt)
 {
 	const char *out_path = opt->output, *const *paths = opt->args;
-	int json = opt->format == CMD_JSON, loaded[2] = {0, 0};
+	int loaded[2] = {0, 0};
 	rp_report runs[2];
 	df_result d = {0};
 	mr_buf buf = {0};
@@ -94,7 +95,9 @@ static int write_diff(const cmd_options *opt)
 	mr_error err = {0};
 	mr_status st = MR_OK;
 	if (!out_path) {
-		default_path = out_default_path(paths[1], json ? "diff.json" : "diff.html");
+		static const char *const suffix[] = {"diff.html", "diff.json", "diff.md",
+		                                     "diff.txt"};
+		default_path = out_default_path(paths[1], suffix[opt->format]);
 		if (!default_path)
 			st = mr_oom(&err);
 		out_path = default_path;
@@ -105,8 +108,13 @@ static int write_diff(const cmd_options *opt)
 		st = df_compute(&runs[0], &runs[1], opt->device, &d, &err);
 	rd_options ropt = {opt->device, opt->redact_paths};
 	if (!st)
-		st = json ? rd_diff_json(&d, &runs[0], &runs[1], &ropt, 1000, &buf, &err)
-		          : rd_diff_html(&d, &runs[0], &runs[1], &ropt, 200, &buf, &err);
+		st = opt->format == CMD_JSON
+		         ? rd_diff_json(&d, &runs[0], &runs[1], &ropt, 1000, &buf, &err)
+		     : opt->format == CMD_MD
+		         ? rd_diff_md(&d, &runs[0], &runs[1], &ropt, 5, &buf, &err)
+		     : opt->format == CMD_TEXT
+		         ? rd_diff_text(&d, &runs[0], &runs[1], &ropt, 20, &buf, &err)
+		         : rd_diff_html(&d, &runs[0], &runs[1], &ropt, 200, &buf, &err);
 	if (st) {
 		cmd_say("%s", err.msg);
 	} else if ((st = out_write(out_path, buf.data ? buf.data : "", buf.len, &err))) {

@@ -55,10 +55,10 @@ static const struct {
 } formats[] = {
     {"html", CMD_HTML, C_REPORT | C_DIFF},
     {"json", CMD_JSON, C_REPORT | C_DIFF | C_SIMULATE},
-    {"md", CMD_MD, C_REPORT},
-    {"markdown", CMD_MD, C_REPORT},
-    {"text", CMD_TEXT, C_REPORT | C_SIMULATE},
-    {"txt", CMD_TEXT, C_REPORT | C_SIMULATE},
+    {"md", CMD_MD, C_REPORT | C_DIFF},
+    {"markdown", CMD_MD, C_REPORT | C_DIFF},
+    {"text", CMD_TEXT, C_REPORT | C_DIFF | C_SIMULATE},
+    {"txt", CMD_TEXT, C_REPORT | C_DIFF | C_SIMULATE},
 };
 
 /* The formats -o's extension names (compared without case). */
@@ -83,9 +83,7 @@ static unsigned bit_of(cmd_id which)
 /* "html, json, md or text": the formats a command writes, for its messages. */
 static const char *format_list(unsigned cmd)
 {
-	return cmd == C_REPORT ? "html, json, md or text"
-	       : cmd == C_DIFF ? "html or json"
-	                       : "json or text";
+	return cmd == C_REPORT || cmd == C_DIFF ? "html, json, md or text" : "json or text";
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out)

@@ -4,7 +4,8 @@
  * a message hard-wrapped anywhere (even inside a word) reads as one string, e.g.
  * "CUDAoutofmemory.Triedtoallocate192.00MiB.GPU0hasatotalcapacityof...". Messages are found by
  * anchors in that string ("Triedtoallocate", "error:outofmemory", "wouldexceedallowedmemory",
- * "<WORD>outofmemory.") and parsed field by field; a message that stops matching keeps the
+ * "backendoutofmemory(", "error=2:outofmemory", "STATUS_ALLOC_FAILED", "<WORD>outofmemory.") and
+ * parsed field by field; a message that stops matching keeps the
  * fields read so far. A table of line starts maps positions back to line numbers. */
 #include "decode/oom_message.h"
 
@@ -29,6 +30,9 @@ const char *ev_oom_era_name(int era)
 	case EV_OOM_ERA_ASYNC_ALLOCATOR: return "async_allocator";
 	case EV_OOM_ERA_DRIVER_ERROR: return "driver_error";
 	case EV_OOM_ERA_GENERIC: return "generic";
+	case EV_OOM_ERA_LEGACY_RUNTIME: return "legacy_runtime_error";
+	case EV_OOM_ERA_LIBRARY: return "library_alloc";
+	case EV_OOM_ERA_MPS: return "mps";
 	default: return "unknown";
 	}
 }
@@ -306,6 +310,28 @@ static size_t ev_upper_word_before(const char *s, size_t end)
 	return end - j >= 2 ? j : end;
 }
 
+/* The backend word ending at s[end) (ev_upper_word_before), kept within the line it ends on
+ * unless it is a backend's name as a whole: the squeezed text joins lines, so a line ending in
+ * "PYTORCH_CUDA_ALLOC_CONF" (PyTorch 2.1's message has no full stop there) would lend "CONF" to
+ * the next line's "CUDA out of memory", while a word hard-wrapped inside itself ("CU" + "DA")
+ * must join. Returns the word's start, or end if there is none. */
+static size_t ev_backend_word(const ev_squeezed *q, size_t end)
+{
+	static const char *const known[] = {"CUDA", "HIP", "XPU", "MPS", "NPU", "MLU", "HPU"};
+	size_t w = ev_upper_word_before(q->s, end);
+	if (w >= end)
+		return end;
+	size_t start = q->line_at[ev_squeezed_line(q, end - 1) - 1];
+	while (start < end && tc_isdigit(q->s[start]))
+		start++;
+	if (start <= w || end - start < 2)
+		return w;
+	for (size_t k = 0; k < sizeof known / sizeof *known; k++)
+		if (strlen(known[k]) == end - w && memcmp(q->s + w, known[k], end - w) == 0)
+			return w;
+	return start;
+}
+
 /* "Tried to allocate" at i. Returns the offset after the message. */
 static size_t ev_oom_tried(const ev_squeezed *q, size_t i, ev_oom *o, mr_status *st, mr_error *err)
 {
@@ -316,7 +342,7 @@ static size_t ev_oom_tried(const ev_squeezed *q, size_t i, ev_oom *o, mr_status 
 	static const char lead[] = "outofmemory.";
 	if (i >= sizeof lead - 1 && tc_at_ci(s, n, i - (sizeof lead - 1), lead)) {
 		size_t ls = i - (sizeof lead - 1);
-		size_t w = ev_upper_word_before(s, ls);
+		size_t w = ev_backend_word(q, ls);
 		start = w < ls ? w : ls;
 		tc_copy_word(o->backend, sizeof o->backend, s + w, ls - w);
 		generic_lead =
@@ -407,48 +433,132 @@ static size_t ev_oom_async(const ev_squeezed *q, size_t i, ev_oom *o)
 	return p;
 }
 
+/* Apple's MPS backend: "MPS backend out of memory (MPS allocated: X, other allocations: Y, max
+ * allowed: Z). Tried to allocate W on private pool."; i is at "backendoutofmemory(". The request
+ * is read here, so the main loop does not find it again. */
+static size_t ev_oom_mps(const ev_squeezed *q, size_t i, ev_oom *o)
+{
+	const char *s = q->s;
+	size_t n = q->n, w = ev_backend_word(q, i), p = i + strlen("backendoutofmemory(");
+	uint64_t alloc = 0, other = 0, v;
+	int bad, has_other = 0;
+	tc_copy_word(o->backend, sizeof o->backend, s + w, i - w);
+	o->line = ev_squeezed_line(q, w < i ? w : i);
+	o->era = EV_OOM_ERA_MPS;
+	if (p < n && ev_lit(s, n, &p, o->backend) && ev_lit(s, n, &p, "allocated:") &&
+	    ev_amt(s, n, &p, &alloc, &bad)) {
+		EV_SET(o, allocated_by_pytorch, has_allocated, alloc, bad);
+		(void)ev_lit(s, n, &p, ",");
+	}
+	if (ev_lit(s, n, &p, "otherallocations:") && ev_amt(s, n, &p, &other, &bad)) {
+		has_other = !bad;
+		(void)ev_lit(s, n, &p, ",");
+	}
+	if (ev_lit(s, n, &p, "maxallowed:") && ev_amt(s, n, &p, &v, &bad))
+		EV_SET(o, allowed, has_allowed, v, bad);
+	/* what this process holds on the device: MPS's own blocks and everything else */
+	if (o->has_allocated && has_other && alloc <= UINT64_MAX - other) {
+		o->this_process_in_use = alloc + other;
+		o->has_this_process = 1;
+	}
+	(void)ev_lit(s, n, &p, ").");
+	if (ev_lit(s, n, &p, "Triedtoallocate") && ev_amt(s, n, &p, &v, &bad))
+		EV_SET(o, requested_bytes, has_requested, v, bad);
+	return p;
+}
+
+/* A message that only says memory ran out, at i: "<WORD> error: out of memory" (driver), 0.x's
+ * "THCudaCheck FAIL ... error=2 : out of memory" and "cuda runtime error (2) : out of memory",
+ * a CUDA library's "CUBLAS_STATUS_ALLOC_FAILED". Returns the offset after it, or i when there is
+ * none; *thc is set for THCudaCheck's line (the RuntimeError that follows repeats it). */
+static size_t ev_oom_no_sizes(const ev_squeezed *q, size_t i, ev_oom *o, int *thc)
+{
+	const char *s = q->s;
+	size_t n = q->n, w;
+	static const char *const libs[] = {"CUBLAS_STATUS_ALLOC_FAILED",
+	                                   "CUDNN_STATUS_ALLOC_FAILED"};
+	*thc = 0;
+	if (tc_at(s, n, i, "error:outofmemory")) {
+		/* lower-case, unlike "OutOfMemoryError: Out of memory." */
+		if ((w = ev_backend_word(q, i)) >= i)
+			return i;
+		tc_copy_word(o->backend, sizeof o->backend, s + w, i - w);
+		o->era = EV_OOM_ERA_DRIVER_ERROR;
+		o->line = ev_squeezed_line(q, w);
+		return i + strlen("error:outofmemory");
+	}
+	int thc_form = tc_at_ci(s, n, i, "error=2:outofmemory");
+	if (thc_form || tc_at_ci(s, n, i, "error(2):outofmemory")) {
+		static const char runtime[] = "cudaruntime";
+		if (!thc_form &&
+		    !(i >= sizeof runtime - 1 && tc_at_ci(s, n, i - (sizeof runtime - 1), runtime)))
+			return i;
+		tc_copy_word(o->backend, sizeof o->backend, "CUDA", 4);
+		o->era = EV_OOM_ERA_LEGACY_RUNTIME;
+		o->line = ev_squeezed_line(q, i);
+		*thc = thc_form;
+		return i + strlen(thc_form ? "error=2:outofmemory" : "error(2):outofmemory");
+	}
+	for (size_t k = 0; k < sizeof libs / sizeof *libs; k++) {
+		if (!tc_at(s, n, i, libs[k]))
+			continue;
+		tc_copy_word(o->backend, sizeof o->backend, "CUDA", 4);
+		tc_copy_word(o->status, sizeof o->status, libs[k], strlen(libs[k]));
+		o->era = EV_OOM_ERA_LIBRARY;
+		o->line = ev_squeezed_line(q, i);
+		return i + strlen(libs[k]);
+	}
+	return i;
+}
+
+/* The message at s[i], if one starts there: fills o, sets *found, returns the offset after it. */
+static size_t ev_oom_at(const ev_squeezed *q, size_t i, ev_oom *o, int *found, int *thc,
+                        mr_status *st, mr_error *err)
+{
+	const char *s = q->s;
+	size_t n = q->n, next = i;
+	char c = s[i];
+	*found = 0;
+	*thc = 0;
+	if (c == 'T' && tc_at(s, n, i, "Triedtoallocate")) {
+		next = ev_oom_tried(q, i, o, st, err);
+	} else if (c == 'w' && tc_at(s, n, i, "wouldexceedallowedmemory")) {
+		next = ev_oom_async(q, i, o);
+	} else if (c == 'b' && tc_at_ci(s, n, i, "backendoutofmemory(")) {
+		next = ev_oom_mps(q, i, o);
+	} else if (c == 'e' || c == 'C') {
+		next = ev_oom_no_sizes(q, i, o, thc);
+	} else if ((c == 'o' || c == 'O') && tc_at_ci(s, n, i, "outofmemory.") &&
+	           !tc_at(s, n, i + 12, "Triedtoallocate")) {
+		/* "XPU out of memory." with no recognisable tail */
+		size_t w = ev_backend_word(q, i);
+		if (w < i) {
+			tc_copy_word(o->backend, sizeof o->backend, s + w, i - w);
+			o->era = EV_OOM_ERA_GENERIC;
+			o->line = ev_squeezed_line(q, w);
+			next = i + 12;
+		}
+	}
+	*found = next > i;
+	return next;
+}
+
 mr_status ev_find_ooms(const char *d, size_t len, ev_oom **items, size_t *count, mr_error *err)
 {
 	ev_squeezed q = {0};
 	size_t cap = *count;
 	mr_status st = ev_squeeze(d, len, &q, err);
-	const char *s = q.s;
-	size_t n = q.n;
-	for (size_t i = 0; st == MR_OK && i < n;) {
-		char c = s[i];
+	int after_thc = 0; /* the last message found was THCudaCheck's line */
+	for (size_t i = 0; st == MR_OK && i < q.n;) {
 		ev_oom o;
 		ev_oom_init(&o);
-		size_t next = i + 1;
-		int found = 0;
-		if (c == 'T' && tc_at(s, n, i, "Triedtoallocate")) {
-			next = ev_oom_tried(&q, i, &o, &st, err);
-			found = 1;
-		} else if (c == 'w' && tc_at(s, n, i, "wouldexceedallowedmemory")) {
-			next = ev_oom_async(&q, i, &o);
-			found = 1;
-		} else if (c == 'e' && tc_at(s, n, i, "error:outofmemory")) {
-			/* driver/runtime error: "CUDA error: out of memory" (lower-case, unlike
-			 * "OutOfMemoryError: Out of memory.") */
-			size_t w = ev_upper_word_before(s, i);
-			if (w < i) {
-				tc_copy_word(o.backend, sizeof o.backend, s + w, i - w);
-				o.era = EV_OOM_ERA_DRIVER_ERROR;
-				o.line = ev_squeezed_line(&q, w);
-				next = i + strlen("error:outofmemory");
-				found = 1;
-			}
-		} else if ((c == 'o' || c == 'O') && tc_at_ci(s, n, i, "outofmemory.") &&
-		           !tc_at(s, n, i + 12, "Triedtoallocate")) {
-			/* "XPU out of memory." with no recognisable tail */
-			size_t w = ev_upper_word_before(s, i);
-			if (w < i) {
-				tc_copy_word(o.backend, sizeof o.backend, s + w, i - w);
-				o.era = EV_OOM_ERA_GENERIC;
-				o.line = ev_squeezed_line(&q, w);
-				next = i + 12;
-				found = 1;
-			}
-		}
+		int found, thc;
+		size_t next = ev_oom_at(&q, i, &o, &found, &thc, &st, err);
+		/* 0.x: the RuntimeError after a THCudaCheck line is the same failure */
+		if (found && after_thc && o.era == EV_OOM_ERA_LEGACY_RUNTIME && !thc)
+			found = 0;
+		if (found)
+			after_thc = thc;
 		if (found && st == MR_OK && MR_GROW(*items, cap, *count + 1))
 			st = mr_oom(err);
 		if (found && st == MR_OK) {
@@ -471,4 +581,10 @@ uint64_t ev_oom_limit(const ev_oom *o)
 	if (o->has_total_capacity)
 		return o->total_capacity;
 	return 0;
+}
+
+int ev_oom_without_sizes(const ev_oom *o)
+{
+	return o->era == EV_OOM_ERA_DRIVER_ERROR || o->era == EV_OOM_ERA_LEGACY_RUNTIME ||
+	       o->era == EV_OOM_ERA_LIBRARY;
 }

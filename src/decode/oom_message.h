@@ -1,5 +1,6 @@
 /* oom_message.h: out-of-memory error messages of every era (caching allocator,
- * cudaMallocAsync, driver "CUDA error: out of memory"), found anywhere in a log, hard wraps
+ * cudaMallocAsync, driver "CUDA error: out of memory", 0.x "cuda runtime error (2)", cuBLAS and
+ * cuDNN allocation failures, Apple's MPS backend), found anywhere in a log, hard wraps
  * tolerated.
  *
  * Ownership: ev_find_ooms grows a caller-owned array; each ev_oom owns its other_processes
@@ -27,6 +28,12 @@ enum ev_oom_era {
 	EV_OOM_ERA_DRIVER_ERROR,    /* "CUDA error: out of memory": no numbers */
 	EV_OOM_ERA_GENERIC, /* "X out of memory." with no recognisable tail (XPU, generic allocator,
 	                       1EB) */
+	EV_OOM_ERA_LEGACY_RUNTIME, /* 0.x: "THCudaCheck FAIL ... error=2 : out of memory", "cuda
+	                              runtime error (2) : out of memory": no numbers */
+	EV_OOM_ERA_LIBRARY,        /* "CUBLAS_STATUS_ALLOC_FAILED" (cuDNN likewise): a CUDA library
+	                              could not allocate its workspace; no numbers */
+	EV_OOM_ERA_MPS, /* Apple's MPS backend: "MPS backend out of memory (MPS allocated: X, other
+	                   allocations: Y, max allowed: Z). Tried to allocate W" */
 };
 const char *ev_oom_era_name(int era);
 
@@ -38,17 +45,20 @@ typedef struct {
 typedef struct {
 	size_t line;      /* 1-based line of the input where the message starts */
 	int era;          /* enum ev_oom_era */
-	char backend[16]; /* word before "out of memory" ("CUDA", "HIP", "XPU"...), else the device
-	                     word of the tail when not "GPU" ("NPU", "MLU"), else "" */
-	int device;       /* -1 unknown */
+	char backend[16]; /* word before "out of memory" ("CUDA", "HIP", "XPU", "MPS"...), else the
+	                     device word of the tail when not "GPU" ("NPU", "MLU"), else "" */
+	char
+	    status[32]; /* the library's status for EV_OOM_ERA_LIBRARY: "CUBLAS_STATUS_ALLOC_FAILED"
+	                 */
+	int device;     /* -1 unknown */
 	/* Every figure below is in bytes and valid only when its has_ flag is set. Amounts printed
 	 * with two decimals are rounded to the nearest byte. */
 	uint64_t requested_bytes; /* "Tried to allocate X" / "Requested : X" */
 	uint64_t total_capacity;  /* "total capacity" / "Device limit" */
 	uint64_t device_free;     /* "F free" / "of which F is free" / "Free (according to CUDA)" */
-	uint64_t allowed;         /* "X allowed;" / "PyTorch limit (...) : X" */
+	uint64_t allowed;         /* "X allowed;" / "PyTorch limit (...) : X" / MPS "max allowed" */
 	uint64_t this_process_in_use; /* "Including non-PyTorch memory, this process has X memory in
-	                                 use" */
+	                                 use"; MPS: allocated plus "other allocations" */
 	uint64_t allocated_by_pytorch; /* "already allocated" / "is allocated by PyTorch" /
 	                                  "Currently allocated" */
 	uint64_t reserved_unallocated; /* "reserved by PyTorch but unallocated"; derived for legacy
@@ -69,5 +79,8 @@ mr_status ev_find_ooms(const char *d, size_t len, ev_oom **items, size_t *count,
 /* The limit the allocator ran into: `allowed` when a memory fraction was set (and below the
  * total), else the total capacity; 0 when unknown. */
 uint64_t ev_oom_limit(const ev_oom *o);
+
+/* 1 for the eras whose message says only that memory ran out (driver, 0.x runtime, library). */
+int ev_oom_without_sizes(const ev_oom *o);
 
 #endif

@@ -65,6 +65,15 @@ typedef struct {
 	size_t first, count;
 } list_run;
 
+/* A string node's interned id. A long string shared through the memo (one 1 MB user_metadata
+ * or frame name listed by every trace entry) is hashed and compared once per node, not once per
+ * use: that would cost its length times its uses. String nodes are never retired (pickle.h), so
+ * an id names one string for the whole run. */
+enum { SN_LONG_STR = 64 };
+typedef struct {
+	uint32_t node_plus1, id;
+} node_string;
+
 typedef struct {
 	md_snapshot *s;
 	pk_decoder *d;
@@ -72,6 +81,8 @@ typedef struct {
 	uint8_t run_of[SN_LIST_RUNS]; /* node id % SN_LIST_RUNS -> run index + 1 */
 	size_t run_count;
 	id_cache_entry keys[512];
+	node_string *long_strs; /* open addressing by node id */
+	size_t long_count, long_cap;
 	id_cache_entry actions[64];
 	int saw_history; /* a block carried 2.0's `history` */
 	recent_str last_um, last_cc;
@@ -142,13 +153,56 @@ static md_action action_of(builder *b, pk_val v)
 	return a;
 }
 
+static int long_strs_grow(builder *b)
+{
+	size_t ncap = b->long_cap ? b->long_cap * 2 : 64;
+	node_string *t = mr_alloc_array(ncap, sizeof *t);
+	if (!t)
+		return -1;
+	for (size_t i = 0; i < b->long_cap; i++) {
+		if (!b->long_strs[i].node_plus1)
+			continue;
+		size_t p = hash32(b->long_strs[i].node_plus1) & (ncap - 1);
+		while (t[p].node_plus1)
+			p = (p + 1) & (ncap - 1);
+		t[p] = b->long_strs[i];
+	}
+	free(b->long_strs);
+	b->long_strs = t;
+	b->long_cap = ncap;
+	return 0;
+}
+
+/* The id of string v whose bytes are s[0..n); UINT32_MAX when memory runs out. */
+static uint32_t intern_bytes(builder *b, pk_val v, const char *s, size_t n)
+{
+	uint32_t node = pk_node_id(v);
+	if (n < SN_LONG_STR || node == UINT32_MAX)
+		return md_intern(b->s, s, n);
+	if ((b->long_count + 1) * 2 > b->long_cap && long_strs_grow(b))
+		return UINT32_MAX;
+	size_t p = hash32(node + 1ull) & (b->long_cap - 1);
+	while (b->long_strs[p].node_plus1) {
+		if (b->long_strs[p].node_plus1 == node + 1ull)
+			return b->long_strs[p].id;
+		p = (p + 1) & (b->long_cap - 1);
+	}
+	uint32_t id = md_intern(b->s, s, n);
+	if (id != UINT32_MAX) {
+		b->long_strs[p].node_plus1 = node + 1;
+		b->long_strs[p].id = id;
+		b->long_count++;
+	}
+	return id;
+}
+
 static uint32_t intern_val(builder *b, pk_val v)
 {
 	const char *s;
 	size_t n;
 	if (!pk_str(b->d, v, &s, &n))
 		return 0;
-	return md_intern(b->s, s, n);
+	return intern_bytes(b, v, s, n);
 }
 
 /* PyTorch writes compile_context and user_metadata as a new string for every trace entry,
@@ -161,7 +215,7 @@ static uint32_t intern_recent(builder *b, recent_str *last, pk_val v)
 		return 0;
 	if (last->valid && n == last->len && memcmp(s, last->text, n) == 0)
 		return last->id;
-	uint32_t id = md_intern(b->s, s, n);
+	uint32_t id = intern_bytes(b, v, s, n);
 	if (id != UINT32_MAX && n <= sizeof last->text) {
 		memcpy(last->text, s, n);
 		last->len = n;
@@ -1032,6 +1086,7 @@ done:
 	free(b.frame_cache);
 	free(b.tmp_frames);
 	free(b.meta_hash);
+	free(b.long_strs);
 	if (st)
 		md_free(out);
 	return st;

@@ -2,7 +2,9 @@
  *
  * A table is recognised by its top border ("|" followed by "==="), wherever it sits on
  * its line (log prefixes such as "2024-05-01 12:00:00 | INFO | x | " or "Memory summary: " are
- * skipped). From there the lines that look like table material (they hold a '|', or only
+ * skipped), or, pasted without its header lines, by its first metric row ("| Allocated memory |
+ * ..."). The header row, when there is one, names the value columns. From there the lines that look
+ * like table material (they hold a '|', or only
  * '=', '-' and blanks) are fed, concatenated without their line breaks, to a cell tokenizer:
  * cells are the text between two '|', with every blank removed. That makes the reader immune
  * to column widths, to hard wraps (a row broken anywhere, with or without trailing blanks, joins
@@ -84,6 +86,13 @@ typedef struct {
 	int rows;      /* metric rows seen */
 	int pool_rows;
 	int done;
+	/* The header row ("Metric | Cur Usage | Peak Usage | Tot Alloc | Tot Freed") names the
+	 * value columns in order: a table printed without one of them (a dropped Peak Usage)
+	 * still puts each value in its own column. Without a header the order is the standard
+	 * one. */
+	int in_header;
+	int colmap[EV_COL_COUNT];
+	int cols; /* named value columns; 0: no header seen */
 	char cell[EV_CELL_MAX];
 	size_t cell_len;
 	int cell_overflow;
@@ -151,13 +160,46 @@ static int ev_table_value(ev_table *t, const char *c, size_t n)
 	}
 	if (v > UINT64_MAX / mult)
 		return 0;
+	int col = t->col;
+	if (t->cols)
+		col = t->col < t->cols ? t->colmap[t->col] : -1;
+	if (col < 0)
+		return 0;
 	cell.value = v * mult;
 	cell.unit = mult;
 	if (legacy)
 		t->s.legacy_units = 1;
-	t->s.cells[t->metric][t->pool][t->col] = cell;
+	t->s.cells[t->metric][t->pool][col] = cell;
 	t->col++;
 	return 1;
+}
+
+/* A cell of the header row: "Metric" starts it, then each value column's name. Returns 1 when
+ * the cell belongs to it. */
+static int ev_table_header(ev_table *t, const char *c, size_t n)
+{
+	static const struct {
+		const char *name;
+		int col;
+	} names[] = {{"curusage", EV_CUR},
+	             {"peakusage", EV_PEAK},
+	             {"totalloc", EV_TOT_ALLOC},
+	             {"totfreed", EV_TOT_FREED}};
+	if (n == 6 && tc_at_ci(c, n, 0, "metric")) {
+		t->in_header = 1;
+		t->cols = 0;
+		return 1;
+	}
+	if (!t->in_header)
+		return 0;
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (strlen(names[i].name) == n && tc_at_ci(c, n, 0, names[i].name)) {
+			if (t->cols < EV_COL_COUNT)
+				t->colmap[t->cols++] = names[i].col;
+			return 1;
+		}
+	t->in_header = 0;
+	return 0;
 }
 
 /* A header cell "CUDA OOMs: 2" / "cudaMalloc retries: 1": 1 when `word` is in it (the count,
@@ -182,6 +224,10 @@ static void ev_table_cell(ev_table *t)
 	size_t k;
 
 	if (t->cell_overflow || n == 0 || ev_all_of(c, n, '-')) {
+		t->metric = -1;
+		return;
+	}
+	if (ev_table_header(t, c, n)) {
 		t->metric = -1;
 		return;
 	}
@@ -293,6 +339,29 @@ static int ev_table_material(const char *s, size_t n)
 	return any;
 }
 
+/* A table pasted without its header lines starts at its first metric row: "Allocated memory"
+ * as the first or second cell of the line (the text before the first '|' is a cell too), with
+ * value cells after it. Returns 1 when the line is one. */
+static int ev_fragment_start(const char *s, size_t n)
+{
+	char cell[32];
+	size_t len = 0, cells = 0, bars = 0;
+	int named = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '|') {
+			bars++;
+			if (!named && cells < 2 && ev_metric_from_name(cell, len) == EV_ALLOCATED)
+				named = 1;
+			else if (!named)
+				cells++;
+			len = 0;
+		} else if (!tc_isblank(s[i]) && len < sizeof cell) {
+			cell[len++] = s[i];
+		}
+	}
+	return named && bars >= 3;
+}
+
 mr_status ev_find_summaries(const char *d, size_t len, ev_summary **items, size_t *count,
                             mr_error *err)
 {
@@ -305,7 +374,9 @@ mr_status ev_find_summaries(const char *d, size_t len, ev_summary **items, size_
 		size_t end, next = ev_line(d, len, pos, &end);
 		lineno++;
 		size_t b = ev_find_top_border(d + pos, end - pos);
-		if (b == end - pos) {
+		if (b == end - pos && ev_fragment_start(d + pos, end - pos))
+			b = 0; /* a table without its header: from the line's start */
+		else if (b == end - pos) {
 			pos = next;
 			continue;
 		}

@@ -202,13 +202,17 @@ static void index_body(const ar_set *set, const ix_line *lines, mr_buf *b)
 	mr_buf_puts(b, "<h1>memreport: runs</h1>");
 	mr_buf_printf(b,
 	              "<p class=muted>%zu run%s, %zu with an out-of-memory error, %zu that could "
-	              "not be read. Click a column title to sort. Sizes marked * are the "
-	              "snapshot's own: no trace or memory_stats() recorded the peak.</p>",
+	              "not be read. Click a column title to sort. The peaks are the trace's "
+	              "highest reserved and allocated bytes (each at its own event); sizes marked "
+	              "* are the snapshot's own: no trace or memory_stats() recorded the peak. "
+	              "Fragmentation (1 \xe2\x88\x92 largest free block / free cached) is the "
+	              "snapshot's.</p>",
 	              set->count, set->count == 1 ? "" : "s", ooms, failed);
 	mr_buf_puts(
 	    b, "<table><thead><tr><th data-k=t>Run</th><th data-k=n>Rank</th>"
-	       "<th data-k=t>Allocator settings</th><th data-k=n class=n>Peak reserved</th>"
-	       "<th data-k=n class=n>Peak allocated</th><th data-k=n class=n>Fragmentation</th>"
+	       "<th data-k=t>Allocator settings</th><th data-k=n class=n>Reserved at the peak</th>"
+	       "<th data-k=n class=n>Allocated at the peak</th><th data-k=n class=n>Fragmentation "
+	       "at the snapshot</th>"
 	       "<th data-k=t>OOM cause</th><th data-k=t>First recommendation</th>"
 	       "<th data-k=t>Report</th></tr></thead><tbody>\n");
 	for (size_t i = 0; i < set->count; i++) {
@@ -273,11 +277,12 @@ static void index_body(const ar_set *set, const ix_line *lines, mr_buf *b)
 
 mr_status rd_index_html(const ar_set *set, const ix_line *lines, mr_buf *out, mr_error *err)
 {
+	static const char *const css[] = {"index.css", NULL}, *const js[] = {"index.js", NULL};
 	mr_buf body = {0};
 	index_body(set, lines, &body);
-	mr_status st = body.failed ? mr_oom(err)
-	                           : rd_page(out, "memreport: runs", "index.css", "index.js",
-	                                     body.data, body.len, err);
+	mr_status st = body.failed
+	                   ? mr_oom(err)
+	                   : rd_page(out, "memreport: runs", css, js, body.data, body.len, err);
 	mr_buf_free(&body);
 	return st;
 }

@@ -15,6 +15,7 @@
 #include "render/html_util.h"
 #include "render/png_map.h"
 #include "render/svg_timeline.h"
+#include "render/templates.h"
 
 static void png_img(hr_ctx *c, const mr_buf *png, const char *cls)
 {
@@ -54,15 +55,24 @@ static const char *pool_name(int pool)
 	return pool == 2 ? "private" : pool == 1 ? "small" : "large";
 }
 
-static void map_row(hr_ctx *c, size_t rank, const md_segment *seg, uint64_t scale)
+/* The segments and blocks of one moment (analyze/moments.h). */
+typedef struct {
+	const md_segment *segs;
+	const md_block *blocks;
+	size_t count;
+} hr_layout;
+
+static void map_row(hr_ctx *c, const hr_layout *l, size_t rank, const md_segment *seg,
+                    uint64_t scale)
 {
 	pm_totals t = {0};
-	pm_segment_totals(c->s, seg, &t);
+	pm_segment_totals(l->blocks, seg, &t);
 	char size[32], act[32], fr[32], stream[40];
 	uint64_t free_bytes = t.bytes[PM_FREE_SPLIT] + t.bytes[PM_FREE_WHOLE];
 	hr_stream_label(stream, seg->stream);
 	mr_buf png = {0};
-	mr_status st = pm_segment_png(c->s, seg, scale, HR_MAP_WIDTH, HR_MAP_HEIGHT, &png, c->err);
+	mr_status st =
+	    pm_segment_png(l->blocks, seg, scale, HR_MAP_WIDTH, HR_MAP_HEIGHT, &png, c->err);
 	if (st) {
 		c->st = st;
 		mr_buf_free(&png);
@@ -86,7 +96,8 @@ static void map_row(hr_ctx *c, size_t rank, const md_segment *seg, uint64_t scal
 	mr_buf_free(&png);
 }
 
-static void map_groups(hr_ctx *c, const size_t *order, size_t from, size_t count)
+static void map_groups(hr_ctx *c, const hr_layout *l, const size_t *order, size_t from,
+                       size_t count, size_t max_groups)
 {
 	hr_group *groups = mr_alloc_array(count ? count : 1, sizeof *groups);
 	size_t ng = 0;
@@ -95,7 +106,7 @@ static void map_groups(hr_ctx *c, const size_t *order, size_t from, size_t count
 		return;
 	}
 	for (size_t i = from; i < count; i++) {
-		const md_segment *seg = &c->s->segments[order[i]];
+		const md_segment *seg = &l->segs[order[i]];
 		hr_group key = {seg_pool(seg), seg->total_size <= 20 * MR_MIB, 0, 0, 0,
 		                {{0}, 0, 0}};
 		key.key =
@@ -112,7 +123,7 @@ static void map_groups(hr_ctx *c, const size_t *order, size_t from, size_t count
 		}
 		groups[g].count++;
 		groups[g].bytes += seg->total_size;
-		pm_segment_totals(c->s, seg, &groups[g].totals);
+		pm_segment_totals(l->blocks, seg, &groups[g].totals);
 	}
 	qsort(groups, ng, sizeof *groups, group_cmp);
 	uint64_t top = ng ? groups[0].bytes : 1;
@@ -125,7 +136,7 @@ static void map_groups(hr_ctx *c, const size_t *order, size_t from, size_t count
 	    "<th class=n>total</th><th>pool</th><th class=n>blocks</th><th>state of the "
 	    "bytes</th><th class=n>active</th><th class=n>free</th></tr></thead><tbody>",
 	    count - from);
-	size_t shown = MR_MIN(ng, (size_t)HR_MAX_MAP_GROUPS);
+	size_t shown = MR_MIN(ng, max_groups);
 	for (size_t g = 0; g < ng; g++) {
 		/* Beyond the cap, the remaining groups fold into the last row. */
 		if (g >= shown && shown > 0) {
@@ -190,6 +201,78 @@ static void legend(hr_ctx *c)
 	mr_buf_puts(c->b, "</ul>");
 }
 
+/* The maps of one moment: its largest segments one by one, the rest aggregated; rows and
+ * groups are fewer for the moments other than the verdict's. */
+static void moment_maps(hr_ctx *c, const an_device *dv, const an_moments *m, size_t k, int open)
+{
+	const an_moment *mo = &m->moments[k];
+	const hr_layout l = {mo->segments, mo->blocks, mo->segment_count};
+	const an_pool *p = &mo->totals;
+	size_t rows = open ? HR_MAX_MAP_ROWS : HR_MAX_MAP_ROWS / 4;
+	size_t *order = mr_alloc_array(l.count ? l.count : 1, sizeof *order);
+	if (!order || pm_sort_segments(l.segs, 0, l.count, order)) {
+		free(order);
+		c->st = mr_oom(c->err);
+		return;
+	}
+	char v[5][32];
+	mr_buf_printf(c->b, "<details class=moment id=maps-d%d-m%zu%s><summary>At ", dv->device, k,
+	              open ? " open" : "");
+	hu_moment_name(c->b, m, k);
+	if (mo->event != AN_NO_MOMENT && !mo->from_snapshot)
+		mr_buf_printf(c->b,
+		              " <span class=muted>(after event %zu, rebuilt from the trace)</span>",
+		              mo->event);
+	mr_buf_printf(c->b,
+	              ": %s reserved in %" PRIu64 " segment%s, %s allocated, %s free cached, "
+	              "largest free block %s, fragmentation %.1f%%</summary>",
+	              hr_bytes(v[0], p->reserved), p->segments, p->segments == 1 ? "" : "s",
+	              hr_bytes(v[1], p->allocated), hr_bytes(v[2], p->free_cached),
+	              hr_bytes(v[3], p->largest_free), an_fragmentation(p) * 100.0);
+	size_t shown = MR_MIN(l.count, rows);
+	uint64_t scale = l.count ? l.segs[order[0]].total_size : 1;
+	mr_buf_printf(c->b, "<p class=muted>%zu segment%s%s; full bar = %s.</p>", l.count,
+	              l.count == 1 ? "" : "s", l.count > shown ? ", largest first" : "",
+	              hr_bytes(v[4], scale));
+	mr_buf_puts(c->b, "<table class=\"maps sortable\"><thead><tr><th class=n>#</th>"
+	                  "<th class=n>size</th><th>stream</th><th>pool</th><th class=n>blocks"
+	                  "</th><th>map</th><th class=n>active</th><th class=n>free</th></tr>"
+	                  "</thead><tbody>");
+	for (size_t i = 0; i < shown && !c->st; i++)
+		map_row(c, &l, i + 1, &l.segs[order[i]], scale);
+	mr_buf_puts(c->b, "</tbody></table>");
+	if (!c->st && shown < l.count)
+		map_groups(c, &l, order, shown, l.count,
+		           open ? HR_MAX_MAP_GROUPS : HR_MAX_MAP_GROUPS / 4);
+	mr_buf_puts(c->b, "</details>");
+	free(order);
+}
+
+/* One device: a line of links to its moments, then the maps of each, the verdict's open. */
+static void device_maps(hr_ctx *c, const an_device *dv)
+{
+	const an_moments *m = rp_moments(c->run, dv);
+	size_t focus = rp_verdict_moment(c->run, dv);
+	mr_buf_printf(c->b, "<h3>Device %d</h3><p class=moments>Segments at ", dv->device);
+	for (size_t k = 0; k < m->moment_count; k++) {
+		mr_buf_printf(c->b, "%s<a href=\"#maps-d%d-m%zu\">", k ? " \xc2\xb7 " : "",
+		              dv->device, k);
+		hu_moment_name(c->b, m, k);
+		mr_buf_puts(c->b, "</a>");
+	}
+	mr_buf_puts(c->b, "</p>");
+	for (size_t k = 0; k < m->moment_count && !c->st; k++) {
+		if (k != focus && hr_over_budget(c)) {
+			hr_left_out(c,
+			            "Segment maps of device %d at %zu of its moments (the page "
+			            "reached its size limit).",
+			            dv->device, m->moment_count - k);
+			break;
+		}
+		moment_maps(c, dv, m, k, k == focus);
+	}
+}
+
 void hr_segment_maps(hr_ctx *c)
 {
 	const rp_report *run = c->run;
@@ -199,11 +282,14 @@ void hr_segment_maps(hr_ctx *c)
 	            "<section id=maps><h2>Segment maps</h2>"
 	            "<p class=muted>Each bar is one segment reserved from CUDA, its blocks in "
 	            "address order, coloured by state; a thin dark line separates blocks. Bar "
-	            "length is proportional to the segment's size.</p>");
+	            "length is proportional to the segment's size. They are drawn at each marked "
+	            "moment: the one the verdict speaks of is open; the state at a moment before "
+	            "the snapshot is rebuilt from the trace (blocks freed before the snapshot "
+	            "have their sizes estimated by the allocator's rounding).</p>");
 	legend(c);
-	for (size_t d = 0; d < c->view->device_count; d++) {
+	for (size_t d = 0; d < c->view->device_count && !c->st; d++) {
 		const an_device *dv = c->view->devices[d];
-		if (!dv->segment_count)
+		if (!dv->segment_count && !dv->has_trace)
 			continue;
 		if (hr_over_budget(c)) {
 			hr_left_out(c,
@@ -211,33 +297,7 @@ void hr_segment_maps(hr_ctx *c)
 			            dv->device);
 			continue;
 		}
-		size_t *order = mr_alloc_array(dv->segment_count, sizeof *order);
-		if (!order || pm_sort_segments(c->s, dv->segment_first, dv->segment_count, order)) {
-			free(order);
-			c->st = mr_oom(c->err);
-			return;
-		}
-		size_t shown = MR_MIN(dv->segment_count, (size_t)HR_MAX_MAP_ROWS);
-		uint64_t scale = c->s->segments[order[0]].total_size;
-		char big[32];
-		mr_buf_printf(
-		    c->b,
-		    "<h3>Device %d <span class=muted>%zu segment%s%s; full bar = %s</span></h3>",
-		    dv->device, dv->segment_count, dv->segment_count == 1 ? "" : "s",
-		    dv->segment_count > shown ? ", largest first" : "", hr_bytes(big, scale));
-		mr_buf_puts(c->b,
-		            "<table class=\"maps sortable\"><thead><tr><th class=n>#</th>"
-		            "<th class=n>size</th><th>stream</th><th>pool</th><th class=n>blocks"
-		            "</th><th>map</th><th class=n>active</th><th class=n>free</th></tr>"
-		            "</thead><tbody>");
-		for (size_t i = 0; i < shown && !c->st; i++)
-			map_row(c, i + 1, &c->s->segments[order[i]], scale);
-		mr_buf_puts(c->b, "</tbody></table>");
-		if (!c->st && shown < dv->segment_count)
-			map_groups(c, order, shown, dv->segment_count);
-		free(order);
-		if (c->st)
-			return;
+		device_maps(c, dv);
 	}
 	mr_buf_puts(c->b, "</section>");
 }
@@ -248,6 +308,14 @@ void hr_timelines(hr_ctx *c)
 	if (!run->ev.has_snapshot)
 		return;
 	mr_buf_puts(c->b, "<section id=timeline><h2>Memory over the trace</h2>");
+	/* the interactive timeline (hidden until its script shows it), templates/timeline.html */
+	size_t len = 0;
+	char *fragment = tp_get("timeline.html", &len);
+	while (fragment && len && (fragment[len - 1] == '\n' || fragment[len - 1] == ' '))
+		len--;
+	if (fragment)
+		mr_buf_append(c->b, fragment, len);
+	free(fragment);
 	int any = 0;
 	for (size_t d = 0; d < c->view->device_count; d++) {
 		const an_device *dv = c->view->devices[d];

@@ -33,7 +33,7 @@ void hr_left_out(hr_ctx *c, const char *fmt, ...)
 
 int hr_over_budget(const hr_ctx *c)
 {
-	return c->b->len > RP_HTML_BUDGET;
+	return c->b->len + c->fixed > RP_HTML_BUDGET;
 }
 
 void hr_path_text(hr_ctx *c, const char *path)

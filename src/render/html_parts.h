@@ -20,6 +20,8 @@
 enum {
 	RP_HTML_MAX = 3000000,    /* the promise: never more than this */
 	RP_HTML_BUDGET = 2300000, /* optional sections stop here; what follows is capped */
+	RP_DATA_MAX = 1600000,    /* the interactive page's data block: fewer bands past it */
+	HR_SCRIPT_BYTES = 60000,  /* room for timeline.js and timeline.css */
 	HR_TEXT_CAP = 200,        /* bytes of one name, file name or setting shown */
 	HR_MAX_SITES = 40,        /* allocation sites per device */
 	HR_MAX_STACKS = 6,        /* distinct stacks shown per site */
@@ -39,6 +41,7 @@ typedef struct {
 	const md_snapshot *s;
 	mr_buf *b;       /* the page body */
 	mr_buf left_out; /* <li> notes about capped sections */
+	size_t fixed;    /* bytes the page holds outside the body: its data block, scripts */
 	mr_error *err;
 	mr_status st; /* first failure of a helper that cannot return one */
 } hr_ctx;

@@ -1,10 +1,11 @@
-/* html_sites.c: the allocation sites of the HTML report: live blocks grouped by their site frame,
- * with their stacks. */
+/* html_sites.c: the allocation sites of the HTML report: live memory by the line of the user's
+ * own code (analyze/sites.h), at the moment the verdict speaks of and at the report's other
+ * moments (the OOM, the peak, the snapshot), each with the innermost library frame beside it
+ * and its largest stack. */
 #include "render/html_sites.h"
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "analyze/frames.h"
@@ -13,54 +14,6 @@
 #include "base/mem.h"
 #include "base/units.h"
 #include "render/html_util.h"
-
-typedef struct {
-	const md_frame *frame; /* first visible frame, NULL: none */
-	uint64_t bytes, requested, count;
-	size_t first_site, nstacks; /* members: sorted site indexes in a side array */
-} hr_site_group;
-
-typedef struct {
-	const md_snapshot *s;
-	const an_device *dv;
-} hr_sort_env;
-
-static int frame_key_cmp(const md_snapshot *s, const md_frame *x, const md_frame *y)
-{
-	if (!x || !y)
-		return (x != NULL) - (y != NULL);
-	int k = strcmp(md_str(s, x->filename), md_str(s, y->filename));
-	if (k)
-		return k;
-	if (x->line != y->line)
-		return x->line < y->line ? -1 : 1;
-	return strcmp(md_str(s, x->name), md_str(s, y->name));
-}
-
-typedef struct {
-	const md_frame *frame;
-	size_t site;
-	const md_snapshot *s;
-} hr_member;
-
-static int member_cmp(const void *a, const void *b)
-{
-	const hr_member *x = a, *y = b;
-	int k = frame_key_cmp(x->s, x->frame, y->frame);
-	if (k)
-		return k;
-	return (x->site > y->site) - (x->site < y->site);
-}
-
-static int sgroup_cmp(const void *a, const void *b)
-{
-	const hr_site_group *x = a, *y = b;
-	if (x->bytes != y->bytes)
-		return x->bytes < y->bytes ? 1 : -1;
-	if (x->count != y->count)
-		return x->count < y->count ? 1 : -1;
-	return (x->first_site > y->first_site) - (x->first_site < y->first_site);
-}
 
 static void stack_html(hr_ctx *c, uint32_t stack)
 {
@@ -95,45 +48,72 @@ static void stack_html(hr_ctx *c, uint32_t stack)
 		              hidden, hidden == 1 ? "" : "s");
 }
 
-static void device_sites(hr_ctx *c, const an_device *dv, const an_site *sites, size_t n,
-                         const char *moment)
+/* The site's name: the user's line, and beside it the library frame or autograd. */
+static void site_name(hr_ctx *c, const an_usite *site)
 {
-	const md_snapshot *s = c->s;
-	hr_member *m = mr_alloc_array(n ? n : 1, sizeof *m);
-	hr_site_group *g = mr_alloc_array(n ? n : 1, sizeof *g);
-	size_t ng = 0;
-	if (!m || !g) {
-		c->st = mr_oom(c->err);
-		goto done;
+	mr_buf_puts(c->b, "<span class=sf>");
+	if (site->user)
+		hr_frame_html(c, site->user);
+	else if (site->autograd)
+		mr_buf_puts(c->b, "<i>autograd (backward)</i>");
+	else if (site->lib)
+		hr_frame_html(c, site->lib);
+	else
+		mr_buf_puts(c->b, "<i>no stack recorded</i>");
+	mr_buf_puts(c->b, "</span>");
+	if (site->user && site->autograd) {
+		mr_buf_puts(c->b, "<span class=sl>autograd (backward)</span>");
+	} else if (site->user && site->lib) {
+		mr_buf_puts(c->b, "<span class=sl>via ");
+		hr_frame_html(c, site->lib);
+		mr_buf_puts(c->b, "</span>");
 	}
-	for (size_t i = 0; i < n; i++)
-		m[i] = (hr_member){an_site_frame(s, sites[i].stack), i, s};
-	qsort(m, n, sizeof *m, member_cmp);
-	for (size_t i = 0; i < n; i++) {
-		if (!ng || frame_key_cmp(s, g[ng - 1].frame, m[i].frame)) {
-			g[ng] = (hr_site_group){m[i].frame, 0, 0, 0, i, 0};
-			ng++;
-		}
-		const an_site *site = &sites[m[i].site];
-		g[ng - 1].bytes += site->bytes;
-		g[ng - 1].requested += site->requested;
-		g[ng - 1].count += site->count;
-		g[ng - 1].nstacks++;
+}
+
+static void site_html(hr_ctx *c, const an_usite *site, uint64_t total)
+{
+	char b[32], pct[16];
+	snprintf(pct, sizeof pct, "%.1f%%",
+	         total ? (double)site->bytes * 100.0 / (double)total : 0);
+	mr_buf_printf(c->b,
+	              "<details class=site data-bytes=%" PRIu64 " data-count=%" PRIu64
+	              "><summary><span class=sb>%s</span><span class=sp>%s</span>"
+	              "<span class=sc>%" PRIu64 " block%s</span>",
+	              site->bytes, site->blocks, hr_bytes(b, site->bytes), pct, site->blocks,
+	              site->blocks == 1 ? "" : "s");
+	site_name(c, site);
+	mr_buf_puts(c->b, "</summary><div class=stacks><div class=stack>");
+	if (site->autograd) {
+		mr_buf_puts(c->b,
+		            "<div class=stack-h>Allocated by the autograd engine in backward, "
+		            "which records no Python frame");
+		mr_buf_puts(c->b, site->call != MD_NO_STACK
+		                      ? "; the program was in this backward() call:</div>"
+		                      : "; the trace does not show the backward() call.</div>");
+		if (site->call != MD_NO_STACK)
+			stack_html(c, site->call);
+	} else {
+		mr_buf_puts(c->b, "<div class=stack-h>The largest of its stacks:</div>");
+		stack_html(c, site->stack);
 	}
-	/* Members of a group are in site order, which is largest first (analyze.c). */
-	qsort(g, ng, sizeof *g, sgroup_cmp);
+	mr_buf_puts(c->b, "</div></div></details>");
+}
+
+static void moment_sites(hr_ctx *c, const an_device *dv, const an_moments *m, size_t k)
+{
+	const an_moment *mo = &m->moments[k];
 	uint64_t total = 0;
-	for (size_t i = 0; i < ng; i++)
-		total += g[i].bytes;
+	for (size_t i = 0; i < mo->site_count; i++)
+		total += mo->sites[i].bytes;
 	char tb[32];
-	mr_buf_printf(
-	    c->b,
-	    "<h3>Device %d <span class=muted>%s live in %zu site%s, %zu distinct stack%s, at "
-	    "the %s</span></h3><div class=sites data-list>",
-	    dv->device, hr_bytes(tb, total), ng, ng == 1 ? "" : "s", n, n == 1 ? "" : "s", moment);
-	size_t shown = MR_MIN(ng, (size_t)HR_MAX_SITES);
+	mr_buf_printf(c->b, "<h3>Device %d <span class=muted>%s live in %zu site%s, at ",
+	              dv->device, hr_bytes(tb, total), mo->site_count,
+	              mo->site_count == 1 ? "" : "s");
+	hu_moment_name(c->b, m, k);
+	mr_buf_puts(c->b, mo->from_snapshot ? "" : " (rebuilt from the trace)");
+	mr_buf_puts(c->b, "</span></h3><div class=sites data-list>");
+	size_t shown = MR_MIN(mo->site_count, (size_t)HR_MAX_SITES);
 	for (size_t i = 0; i < shown && !c->b->failed; i++) {
-		const hr_site_group *gr = &g[i];
 		if (hr_over_budget(c)) {
 			hr_left_out(
 			    c,
@@ -142,90 +122,62 @@ static void device_sites(hr_ctx *c, const an_device *dv, const an_site *sites, s
 			shown = i;
 			break;
 		}
-		char b[32], pct[16];
-		snprintf(pct, sizeof pct, "%.1f%%",
-		         total ? (double)gr->bytes * 100.0 / (double)total : 0);
-		mr_buf_printf(c->b,
-		              "<details class=site data-bytes=%" PRIu64 " data-count=%" PRIu64
-		              "><summary><span class=sb>%s</span><span class=sp>%s</span>"
-		              "<span class=sc>%" PRIu64 " block%s</span><span class=sf>",
-		              gr->bytes, gr->count, hr_bytes(b, gr->bytes), pct, gr->count,
-		              gr->count == 1 ? "" : "s");
-		if (gr->frame)
-			hr_frame_html(c, gr->frame);
-		else
-			mr_buf_puts(c->b, "<i>no stack recorded</i>");
-		mr_buf_puts(c->b, "</span></summary><div class=stacks>");
-		for (size_t k = 0; k < gr->nstacks && k < HR_MAX_STACKS; k++) {
-			const an_site *site = &sites[m[gr->first_site + k].site];
-			mr_buf_printf(
-			    c->b,
-			    "<div class=stack><div class=stack-h>%s in %" PRIu64 " block%s"
-			    "</div>",
-			    hr_bytes(b, site->bytes), site->count, site->count == 1 ? "" : "s");
-			stack_html(c, site->stack);
-			mr_buf_puts(c->b, "</div>");
-		}
-		if (gr->nstacks > HR_MAX_STACKS)
-			mr_buf_printf(
-			    c->b, "<p class=muted>%zu smaller stacks of this site not shown.</p>",
-			    gr->nstacks - HR_MAX_STACKS);
-		mr_buf_puts(c->b, "</div></details>");
+		site_html(c, &mo->sites[i], total);
 	}
 	mr_buf_puts(c->b, "</div>");
-	if (ng > shown) {
+	if (mo->site_count > shown) {
 		uint64_t rest = 0, rest_count = 0;
-		for (size_t i = shown; i < ng; i++) {
-			rest += g[i].bytes;
-			rest_count += g[i].count;
+		for (size_t i = shown; i < mo->site_count; i++) {
+			rest += mo->sites[i].bytes;
+			rest_count += mo->sites[i].blocks;
 		}
 		char rb[32];
 		mr_buf_printf(c->b,
 		              "<p class=muted>%zu smaller sites not shown: %s in %" PRIu64
 		              " blocks.</p>",
-		              ng - shown, hr_bytes(rb, rest), rest_count);
+		              mo->site_count - shown, hr_bytes(rb, rest), rest_count);
 	}
-done:
-	free(m);
-	free(g);
 }
 
-void hr_sites(hr_ctx *c, const hr_oom *oom)
+void hr_sites(hr_ctx *c)
 {
 	const rp_report *run = c->run;
 	if (!run->ev.has_snapshot)
 		return;
 	mr_buf_puts(c->b,
 	            "<section id=sites><h2>Where the live memory was allocated</h2>"
-	            "<p class=muted>Live blocks grouped by the innermost Python frame that "
-	            "PyTorch's viewer shows; open a site for its stacks.</p><div class=toolbar "
-	            "hidden><input "
+	            "<p class=muted>Live blocks grouped by the line of your own code that asked "
+	            "for them (the first frame outside torch, installed packages and the standard "
+	            "library), with the innermost library frame beside it. What the autograd "
+	            "engine allocates in backward has no Python frame: it is grouped under the "
+	            "backward() call. First at the moment the verdict speaks of, then at the "
+	            "others; open a site for its stack.</p><div class=toolbar hidden><input "
 	            "type=search placeholder=\"filter by function or file\" aria-label=\"filter "
 	            "sites\"><button type=button data-sort=bytes>sort by bytes</button><button "
 	            "type=button data-sort=count>sort by blocks</button></div>");
-	for (size_t d = 0; d < c->view->device_count; d++) {
+	for (size_t d = 0; d < c->view->device_count && !c->st; d++) {
 		const an_device *dv = c->view->devices[d];
-		if (!dv->site_count)
+		const an_moments *m = rp_moments(run, dv);
+		if (!m)
 			continue;
-		if (hr_over_budget(c)) {
-			hr_left_out(
-			    c, "Allocation sites of device %d (the page reached its size limit).",
-			    dv->device);
-			continue;
-		}
-		device_sites(c, dv, dv->sites, dv->site_count,
-		             oom->present && oom->device == dv->device ? "out-of-memory moment"
-		                                                       : "snapshot");
-		if (c->st)
-			return;
-		/* At the trace's peak too, unless that is the snapshot's own moment. */
-		if (dv->peak_site_count && dv->peak_allocated_event + 1 < dv->trace_events &&
-		    !hr_over_budget(c)) {
-			device_sites(c, dv, dv->peak_sites, dv->peak_site_count,
-			             "trace's allocated peak (block sizes rounded as the allocator "
-			             "rounds)");
-			if (c->st)
-				return;
+		size_t first = rp_verdict_moment(run, dv);
+		size_t order[4] = {first, m->oom, m->peak, m->snapshot};
+		for (size_t i = 0; i < 4; i++) {
+			size_t k = order[i];
+			int seen = k == AN_NO_MOMENT || !m->moments[k].site_count;
+			for (size_t j = 0; j < i && !seen; j++)
+				seen = order[j] == k;
+			if (seen)
+				continue;
+			if (hr_over_budget(c)) {
+				hr_left_out(
+				    c,
+				    "Allocation sites of device %d at some of its moments (the "
+				    "page reached its size limit).",
+				    dv->device);
+				break;
+			}
+			moment_sites(c, dv, m, k);
 		}
 	}
 	mr_buf_puts(c->b, "</section>");

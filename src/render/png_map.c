@@ -42,10 +42,10 @@ typedef struct {
 	int state;
 } pm_run;
 
-static int segment_has_active(const md_snapshot *s, const md_segment *seg)
+static int segment_has_active(const md_block *blocks, const md_segment *seg)
 {
 	for (size_t i = 0; i < seg->block_count; i++)
-		if (s->blocks[seg->first_block + i].state != MD_BLOCK_INACTIVE)
+		if (blocks[seg->first_block + i].state != MD_BLOCK_INACTIVE)
 			return 1;
 	return 0;
 }
@@ -72,11 +72,11 @@ static size_t block_runs(const md_block *b, int split_free, uint64_t offset, pm_
 	}
 }
 
-void pm_segment_totals(const md_snapshot *s, const md_segment *seg, pm_totals *t)
+void pm_segment_totals(const md_block *blocks, const md_segment *seg, pm_totals *t)
 {
-	int split = segment_has_active(s, seg);
+	int split = segment_has_active(blocks, seg);
 	for (size_t i = 0; i < seg->block_count; i++) {
-		const md_block *b = &s->blocks[seg->first_block + i];
+		const md_block *b = &blocks[seg->first_block + i];
 		pm_run runs[2];
 		size_t n = block_runs(b, split, 0, runs);
 		for (size_t k = 0; k < n; k++)
@@ -176,7 +176,7 @@ static uint32_t bar_length(uint64_t size, uint64_t scale, uint32_t width)
 	return len < min_len ? (min_len < width ? min_len : width) : len;
 }
 
-mr_status pm_segment_png(const md_snapshot *s, const md_segment *seg, uint64_t scale_bytes,
+mr_status pm_segment_png(const md_block *blocks, const md_segment *seg, uint64_t scale_bytes,
                          uint32_t width, uint32_t height, mr_buf *png, mr_error *err)
 {
 	if (!width || !height || width > 8192 || height > 256)
@@ -192,11 +192,11 @@ mr_status pm_segment_png(const md_snapshot *s, const md_segment *seg, uint64_t s
 	}
 	/* Blocks tile their segment in address order; offsets are accumulated so a segment whose
 	 * blocks do not tile it exactly is still drawn without overlap. */
-	int split = segment_has_active(s, seg);
+	int split = segment_has_active(blocks, seg);
 	uint64_t size = seg->total_size, offset = 0;
 	size_t n = 0;
 	for (size_t i = 0; i < seg->block_count && offset < size; i++) {
-		const md_block *b = &s->blocks[seg->first_block + i];
+		const md_block *b = &blocks[seg->first_block + i];
 		starts[i] = offset;
 		size_t got = block_runs(b, split, offset, runs + n);
 		for (size_t k = 0; k < got; k++)
@@ -306,14 +306,14 @@ static int seg_cmp(const void *a, const void *b)
 	return (x->index > y->index) - (x->index < y->index);
 }
 
-int pm_sort_segments(const md_snapshot *s, size_t first, size_t count, size_t *order)
+int pm_sort_segments(const md_segment *segments, size_t first, size_t count, size_t *order)
 {
 	pm_sort_key *keys = mr_alloc_array(count ? count : 1, sizeof *keys);
 	if (!keys)
 		return -1;
 	for (size_t i = 0; i < count; i++)
-		keys[i] = (pm_sort_key){s->segments[first + i].total_size,
-		                        s->segments[first + i].address, first + i};
+		keys[i] = (pm_sort_key){segments[first + i].total_size, segments[first + i].address,
+		                        first + i};
 	qsort(keys, count, sizeof *keys, seg_cmp);
 	for (size_t i = 0; i < count; i++)
 		order[i] = keys[i].index;

@@ -34,22 +34,23 @@ typedef struct {
 	uint64_t blocks, free_blocks;
 } pm_totals;
 
-/* Adds one segment's bytes per state to *t. */
-void pm_segment_totals(const md_snapshot *s, const md_segment *seg, pm_totals *t);
+/* Adds one segment's bytes per state to *t. A segment's blocks are
+ * blocks[seg->first_block .. + seg->block_count): the snapshot's, or a moment's
+ * (analyze/moments.h). */
+void pm_segment_totals(const md_block *blocks, const md_segment *seg, pm_totals *t);
 
 /* Draws one segment: the bar is width * total_size / scale_bytes pixels long (at least a few
  * pixels, at most width), on a light track of `width` pixels. scale_bytes 0 means the
  * segment's own size. */
-mr_status pm_segment_png(const md_snapshot *s, const md_segment *seg, uint64_t scale_bytes,
+mr_status pm_segment_png(const md_block *blocks, const md_segment *seg, uint64_t scale_bytes,
                          uint32_t width, uint32_t height, mr_buf *png, mr_error *err);
 
 /* Draws an aggregate: the states of t side by side, bar_fraction (0..1] of the width long. */
 mr_status pm_totals_png(const pm_totals *t, double bar_fraction, uint32_t width, uint32_t height,
                         mr_buf *png, mr_error *err);
 
-/* Order of a device's segments for drawing: largest first, then by address. Fills
- * order[0..count) with indexes into s->segments from first..first+count. Returns 0, or -1
- * when out of memory. */
-int pm_sort_segments(const md_snapshot *s, size_t first, size_t count, size_t *order);
+/* Order of segments for drawing: largest first, then by address. Fills order[0..count) with
+ * indexes into segments from first..first+count. Returns 0, or -1 when out of memory. */
+int pm_sort_segments(const md_segment *segments, size_t first, size_t count, size_t *order);
 
 #endif

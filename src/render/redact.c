@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "analyze/frames.h"
 #include "base/buf.h"
 #include "base/mem.h"
 
@@ -44,22 +45,6 @@ static size_t home_prefix(const char *path, const char **user, size_t *user_len)
 	return 0;
 }
 
-/* "/lib/python3.12/" (or python2.x): the interpreter's standard library. Returns the text after
- * it, or NULL. */
-static const char *python_stdlib(const char *path)
-{
-	for (const char *p = strstr(path, "/lib/python"); p; p = strstr(p + 1, "/lib/python")) {
-		const char *q = p + 11;
-		if (*q != '2' && *q != '3')
-			continue;
-		while ((*q >= '0' && *q <= '9') || *q == '.')
-			q++;
-		if (*q == '/')
-			return q + 1;
-	}
-	return NULL;
-}
-
 const char *rd_path(const rd_options *opt, const char *path, char *buf, size_t bufsz)
 {
 	if (!opt || !opt->redact_paths) {
@@ -85,7 +70,7 @@ const char *rd_path(const rd_options *opt, const char *path, char *buf, size_t b
 		snprintf(buf, bufsz, "%s", path);
 		return buf;
 	}
-	const char *stdlib = python_stdlib(path);
+	const char *stdlib = an_python_stdlib(path);
 	if (stdlib) {
 		snprintf(buf, bufsz, "<python>/%s", stdlib);
 		return buf;

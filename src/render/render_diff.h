@@ -20,4 +20,8 @@ mr_status rd_diff_json(const df_result *d, const rp_report *before, const rp_rep
 mr_status rd_diff_html(const df_result *d, const rp_report *before, const rp_report *after,
                        const rd_options *opt, size_t max_changes, mr_buf *out, mr_error *err);
 
+/* The site a change is shown as ("file:line in name", the file name redacted when asked);
+ * the caller frees it (NULL when memory runs out). */
+char *rd_diff_site(const df_change *c, const rd_options *opt);
+
 #endif

@@ -24,6 +24,7 @@
 #include "render/html_util.h"
 #include "render/html_capacity.h"
 #include "render/page.h"
+#include "render/page_data.h"
 #include "render/redact.h"
 #include "render/templates.h"
 #include "report/view.h"
@@ -44,6 +45,8 @@ static hr_oom oom_facts(const rp_report *run, const rp_view *view)
 {
 	hr_oom o = {0};
 	const ad_oom *a = &run->advice.oom;
+	if (a->present && (a->unknown & AD_OOM_NO_REQUESTED))
+		return o; /* a message without sizes: the findings say so, no bars to draw */
 	if (a->present && rp_view_shows(view, a->device)) {
 		o = (hr_oom){1,
 		             a->device,
@@ -148,20 +151,94 @@ static void text_device_cards(hr_ctx *c)
 		              d->source == LD_MEMORY_STATS ? "memory_stats() dump"
 		                                           : "last memory_summary() table");
 		mr_buf_puts(c->b, "<div class=cards>");
-		card(c, "reserved", d->reserved, hint ? hint : "held from CUDA");
-		card(c, "allocated", d->allocated, hint ? hint : "in live tensors");
-		card(c, "active", d->active, hint ? hint : "allocated + pending free");
-		card(c, "non-releasable", d->inactive_split,
-		     hint ? hint : "free inside split segments");
-		if (d->has_peaks) {
+		/* only what the table or dump gives: a pasted part leaves the rest unknown */
+		if (d->known & AN_KNOWN_RESERVED)
+			card(c, "reserved", d->reserved, hint ? hint : "held from CUDA");
+		if (d->known & AN_KNOWN_ALLOCATED)
+			card(c, "allocated", d->allocated, hint ? hint : "in live tensors");
+		if (d->known & AN_KNOWN_ACTIVE)
+			card(c, "active", d->active, hint ? hint : "allocated + pending free");
+		if (d->known & AN_KNOWN_INACTIVE_SPLIT)
+			card(c, "non-releasable", d->inactive_split,
+			     hint ? hint : "free inside split segments");
+		if (d->known & AN_KNOWN_PEAK_ALLOCATED)
 			card(c, "peak allocated", d->peak_allocated, hint);
+		if (d->known & AN_KNOWN_PEAK_RESERVED)
 			card(c, "peak reserved", d->peak_reserved, hint);
-		}
 		mr_buf_puts(c->b, "</div>");
 	}
 	mr_buf_puts(c->b, "<p class=muted>A table or a memory_stats() dump has totals only: the "
 	                  "segment maps, the largest free block and the allocation sites need a "
 	                  "snapshot.</p>");
+}
+
+/* Every pool's numbers at the snapshot. */
+static void pool_table(hr_ctx *c, const an_device *dv)
+{
+	mr_buf_puts(c->b, "<table class=pools><thead><tr><th>pool</th><th class=n>segments</th>"
+	                  "<th class=n>reserved</th><th class=n>allocated</th><th class=n>active"
+	                  "</th><th class=n>free cached</th><th class=n>non-releasable</th>"
+	                  "<th class=n>largest free block</th><th class=n>fragmentation</th>"
+	                  "<th class=n>rounding waste</th></tr></thead><tbody>");
+	pool_row(c, "large", &dv->pool[AN_POOL_LARGE]);
+	pool_row(c, "small", &dv->pool[AN_POOL_SMALL]);
+	if (dv->pool[AN_POOL_PRIVATE].segments)
+		pool_row(c, "private", &dv->pool[AN_POOL_PRIVATE]);
+	mr_buf_puts(
+	    c->b, "</tbody></table><p class=\"muted small\">Every pool at the snapshot. The large "
+	          "pool serves requests over 1 MiB, the small pool the rest (in 2 MiB segments)");
+	if (dv->pool[AN_POOL_PRIVATE].segments)
+		mr_buf_puts(c->b, "; private pools (CUDA graphs, <code>torch.cuda.MemPool</code>) "
+		                  "are also counted in the large or small row");
+	mr_buf_puts(c->b, ".</p>");
+}
+
+static void frag_card(hr_ctx *c, const an_pool *p, const char *moment)
+{
+	double frag = an_fragmentation(p);
+	mr_buf_printf(
+	    c->b,
+	    "<div class=\"card%s\"><div class=k>fragmentation</div><div class=v>%.1f%%</div>"
+	    "<div class=sub>%s \xc2\xb7 1 \xe2\x88\x92 largest free / free cached</div></div>",
+	    /* Highlighted only when the scattered free memory is stuck inside split
+	     * segments: whole free segments are not fragmentation. */
+	    frag >= 0.5 && p->inactive_split >= 64 * MR_MIB ? " hot" : "", frag * 100.0, moment);
+}
+
+/* The layout at a rebuilt moment (the peak, the OOM): what the allocator held then. */
+static void moment_cards(hr_ctx *c, const an_moments *m, size_t k, const char *what)
+{
+	const an_moment *mo = &m->moments[k];
+	mr_buf_printf(c->b,
+	              "<p class=at>At %s <span class=muted>(after event %zu%s)</span></p>"
+	              "<div class=cards>",
+	              what, mo->event,
+	              mo->from_snapshot ? ", the snapshot" : ", rebuilt from the trace");
+	card(c, "reserved", mo->totals.reserved, what);
+	card(c, "allocated", mo->totals.allocated, what);
+	card(c, "free cached", mo->totals.free_cached, what);
+	card(c, "largest free block", mo->totals.largest_free, what);
+	frag_card(c, &mo->totals, what);
+	mr_buf_puts(c->b, "</div>");
+}
+
+/* The trace's peaks, each at its own event, and the overhead between them. */
+static void peak_cards(hr_ctx *c, const an_device *dv)
+{
+	const char *bound = !dv->truncated   ? "over the trace"
+	                    : dv->peak_exact ? "exact in the trace's window, a lower bound"
+	                                     : "over the trace, a lower bound";
+	char pct[16];
+	snprintf(pct, sizeof pct, "%.1f%%", an_overhead_at_peak(dv) * 100.0);
+	mr_buf_puts(c->b, "<p class=at>The peaks <span class=muted>(the trace's highest, each at "
+	                  "its own event)</span></p><div class=cards>");
+	card(c, "peak allocated", dv->peak_allocated, bound);
+	card(c, "peak reserved", dv->peak_reserved, bound);
+	mr_buf_printf(c->b,
+	              "<div class=card><div class=k>overhead at the peak</div><div class=v>%s</div>"
+	              "<div class=sub>peak reserved \xe2\x88\x92 peak allocated, of peak reserved"
+	              "</div></div></div>",
+	              pct);
 }
 
 static void device_cards(hr_ctx *c)
@@ -176,54 +253,27 @@ static void device_cards(hr_ctx *c)
 	for (size_t d = 0; d < c->view->device_count; d++) {
 		const an_device *dv = c->view->devices[d];
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
-		char frag[48];
+		const an_moments *m = rp_moments(run, dv);
 		mr_buf_printf(c->b,
 		              "<h3>Device %d <span class=muted>%" PRIu64 " segment%s%s</span></h3>",
 		              dv->device, p->segments, p->segments == 1 ? "" : "s",
 		              dv->expandable ? ", expandable segments" : "");
-		mr_buf_puts(c->b, "<div class=cards>");
+		mr_buf_puts(c->b, "<p class=at>At the snapshot</p><div class=cards>");
 		card(c, "reserved", p->reserved, "held from CUDA");
 		card(c, "allocated", p->allocated, "in live tensors");
 		card(c, "active", p->active, "allocated + pending free");
 		card(c, "free cached", p->free_cached, "reserved, not allocated");
 		card(c, "non-releasable", p->inactive_split, "free inside split segments");
 		card(c, "largest free block", p->largest_free, NULL);
-		snprintf(frag, sizeof frag, "%.1f%%", dv->fragmentation * 100.0);
-		mr_buf_printf(
-		    c->b,
-		    "<div class=\"card%s\"><div class=k>fragmentation</div><div class=v>%s</div>"
-		    "<div class=sub>1 \xe2\x88\x92 largest free / free cached</div></div>",
-		    /* Highlighted only when the scattered free memory is stuck inside
-		     * split segments: whole free segments are not fragmentation. */
-		    dv->fragmentation >= 0.5 && p->inactive_split >= 64 * MR_MIB ? " hot" : "",
-		    frag);
-		if (dv->has_trace) {
-			const char *how = !dv->truncated ? "from the trace"
-			                  : dv->peak_exact
-			                      ? "exact in the trace's window, a lower bound"
-			                      : "from the trace, a lower bound";
-			card(c, "peak allocated", dv->peak_allocated, how);
-			card(c, "peak reserved", dv->peak_reserved, how);
-		}
+		frag_card(c, p, "at the snapshot");
 		mr_buf_puts(c->b, "</div>");
-		mr_buf_puts(c->b,
-		            "<table class=pools><thead><tr><th>pool</th><th class=n>segments</th>"
-		            "<th class=n>reserved</th><th class=n>allocated</th><th class=n>active"
-		            "</th><th class=n>free cached</th><th class=n>non-releasable</th>"
-		            "<th class=n>largest free block</th><th class=n>fragmentation</th>"
-		            "<th class=n>rounding waste</th></tr></thead><tbody>");
-		pool_row(c, "large", &dv->pool[AN_POOL_LARGE]);
-		pool_row(c, "small", &dv->pool[AN_POOL_SMALL]);
-		if (dv->pool[AN_POOL_PRIVATE].segments)
-			pool_row(c, "private", &dv->pool[AN_POOL_PRIVATE]);
-		mr_buf_puts(
-		    c->b, "</tbody></table><p class=\"muted small\">The large pool serves requests "
-		          "over 1 MiB, the small pool the rest (in 2 MiB segments)");
-		if (dv->pool[AN_POOL_PRIVATE].segments)
-			mr_buf_puts(
-			    c->b, "; private pools (CUDA graphs, <code>torch.cuda.MemPool</code>) "
-			          "are also counted in the large or small row");
-		mr_buf_puts(c->b, ".</p>");
+		if (dv->has_trace)
+			peak_cards(c, dv);
+		if (m && m->peak != AN_NO_MOMENT && m->peak != m->snapshot)
+			moment_cards(c, m, m->peak, "the peak");
+		if (m && m->oom != AN_NO_MOMENT && m->oom != m->snapshot)
+			moment_cards(c, m, m->oom, "the out-of-memory moment");
+		pool_table(c, dv);
 	}
 	mr_buf_puts(c->b, "</section>");
 }
@@ -619,14 +669,36 @@ static void header(hr_ctx *c)
 
 /* ---- the page ---- */
 
+/* The interactive page's data block, its bands lowered until it fits RP_DATA_MAX. */
+static mr_status data_block(hr_ctx *c, mr_buf *data)
+{
+	size_t budget = PD_BAND_BUDGET, bands = 0;
+	for (;;) {
+		data->len = 0;
+		mr_status st = rd_page_data(c->run, c->view, c->opt, budget, &bands, data, c->err);
+		if (st || data->len <= RP_DATA_MAX || budget < 2000)
+			return st;
+		budget = (size_t)((double)budget * 0.9 * RP_DATA_MAX / (double)data->len);
+		hr_left_out(c,
+		            "Allocations drawn as bands of their own: at most %zu per page (the "
+		            "smaller ones are in the merged band).",
+		            budget);
+	}
+}
+
 mr_status rd_render_html(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
 {
-	mr_buf body = {0}, title = {0};
+	static const char *const css[] = {"report.css", "timeline.css", NULL};
+	static const char *const js[] = {"report.js", "timeline.js", NULL};
+	mr_buf body = {0}, title = {0}, data = {0};
 	rp_view view;
 	mr_status st = rp_view_init(&view, run, opt->device, err);
 	if (st)
 		return st;
-	hr_ctx c = {run, opt, &view, &run->ev.snap, &body, {0}, err, MR_OK};
+	hr_ctx c = {run, opt, &view, &run->ev.snap, &body, {0}, 0, err, MR_OK};
+	if ((st = data_block(&c, &data)))
+		goto done;
+	c.fixed = data.len + HR_SCRIPT_BYTES;
 
 	hr_oom oom = oom_facts(run, &view);
 	header(&c);
@@ -643,11 +715,12 @@ mr_status rd_render_html(const rp_report *run, const rd_options *opt, mr_buf *ou
 	if (!c.st)
 		hr_timelines(&c);
 	if (!c.st)
-		hr_sites(&c, &oom);
+		hr_sites(&c);
 	settings(&c);
 	notes(&c);
 	mr_buf_puts(&body, "<footer>Written by memreport. This page is self-contained: it loads "
-	                   "nothing from the network and works without its script.</footer>");
+	                   "nothing from the network and works without its script.</footer>\n");
+	mr_buf_append(&body, data.data, data.len);
 	if (c.st) {
 		st = c.st;
 		goto done;
@@ -665,12 +738,13 @@ mr_status rd_render_html(const rp_report *run, const rd_options *opt, mr_buf *ou
 		goto done;
 	}
 	size_t start = out->len;
-	st = rd_page(out, title.data, "report.css", "report.js", body.data, body.len, err);
+	st = rd_page(out, title.data, css, js, body.data, body.len, err);
 	if (!st && out->len - start > RP_HTML_MAX)
 		st = mr_fail(err, MR_EFAIL, "the HTML report would exceed %d bytes", RP_HTML_MAX);
 done:
 	mr_buf_free(&body);
 	mr_buf_free(&title);
+	mr_buf_free(&data);
 	mr_buf_free(&c.left_out);
 	rp_view_free(&view);
 	return st;

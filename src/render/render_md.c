@@ -2,16 +2,19 @@
  *
  * At most RP_MD_MAX_LINES lines: the verdict, a key-numbers table per device, the OOM numbers,
  * the top three recommendations and the top allocation sites. Every string from the inputs is
- * escaped with hu_md_text (entities for HTML, backslashes for Markdown), so a hostile frame
- * name can neither open an HTML tag nor break the table. */
+ * escaped with hu_md_text (entities for HTML, backslashes for Markdown, a word joiner inside
+ * what GitHub would link or ping, U+FFFD for bidirectional controls), so a hostile frame name
+ * can neither open an HTML tag, break the table, ping a user nor read as another name. */
 #include "render/render_md.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "analyze/text_devices.h"
 #include "base/buf.h"
 #include "base/error.h"
+#include "base/escape.h"
 #include "base/mem.h"
 #include "base/units.h"
 #include "base/version.h"
@@ -59,7 +62,8 @@ static void md_change(mr_buf *b, const char *change)
 		run = *p == '`' ? run + 1 : 0;
 		longest = MR_MAX(longest, run);
 		lines += *p == '\n';
-		if (strchr("<>&", *p) || ((unsigned char)*p < 0x20 && *p != '\n'))
+		if (strchr("<>&", *p) || ((unsigned char)*p < 0x20 && *p != '\n') ||
+		    mr_bidi_control_len(p, strlen(p)))
 			plain = 0;
 	}
 	if (!plain || lines > MD_MAX_CHANGE_LINES || longest >= 3) {
@@ -119,19 +123,24 @@ static void device_table(mr_buf *b, const rp_report *run, const rp_view *view)
 	char v[8][32];
 	if (!run->ev.has_snapshot || !run->an.device_count)
 		return;
-	mr_buf_puts(b, "| device | reserved | allocated | active | free cached | non-releasable "
-	               "| largest free block | fragmentation | peak allocated | peak reserved |\n"
-	               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	mr_buf_puts(b, "At the snapshot, and the trace's peaks:\n\n"
+	               "| device | reserved | allocated | active | free cached | non-releasable "
+	               "| largest free block | fragmentation | peak allocated | peak reserved | "
+	               "overhead at the peak |\n"
+	               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (size_t d = 0; d < view->device_count && d < MD_MAX_DEVICES; d++) {
 		const an_device *dv = view->devices[d];
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
-		mr_buf_printf(b, "| %d | %s | %s | %s | %s | %s | %s | %.1f%% | %s | %s |\n",
+		char over[16] = "n/a";
+		if (dv->has_trace)
+			snprintf(over, sizeof over, "%.1f%%", an_overhead_at_peak(dv) * 100.0);
+		mr_buf_printf(b, "| %d | %s | %s | %s | %s | %s | %s | %.1f%% | %s | %s | %s |\n",
 		              dv->device, md_bytes(v[0], p->reserved), md_bytes(v[1], p->allocated),
 		              md_bytes(v[2], p->active), md_bytes(v[3], p->free_cached),
 		              md_bytes(v[4], p->inactive_split), md_bytes(v[5], p->largest_free),
 		              dv->fragmentation * 100.0,
 		              dv->has_trace ? md_bytes(v[6], dv->peak_allocated) : "n/a",
-		              dv->has_trace ? md_bytes(v[7], dv->peak_reserved) : "n/a");
+		              dv->has_trace ? md_bytes(v[7], dv->peak_reserved) : "n/a", over);
 	}
 	if (view->device_count > MD_MAX_DEVICES)
 		mr_buf_printf(b, "\n%zu more devices in the full report.\n",
@@ -150,12 +159,16 @@ static void numbers_table(mr_buf *b, const rp_view *view)
 	               "|---:|---:|---:|---:|---:|---:|---:|---|\n");
 	for (size_t i = 0; i < view->number_count && i < MD_MAX_DEVICES; i++) {
 		const an_numbers *d = &view->numbers[i];
-		mr_buf_printf(b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", d->device,
-		              md_bytes(v[0], d->reserved), md_bytes(v[1], d->allocated),
-		              md_bytes(v[2], d->active), md_bytes(v[3], d->inactive_split),
-		              d->has_peaks ? md_bytes(v[4], d->peak_allocated) : "n/a",
-		              d->has_peaks ? md_bytes(v[5], d->peak_reserved) : "n/a",
-		              d->precision > 1 ? "memory_summary() (at least)" : "memory_stats()");
+		unsigned k = d->known;
+		mr_buf_printf(
+		    b, "| %d | %s | %s | %s | %s | %s | %s | %s |\n", d->device,
+		    k & AN_KNOWN_RESERVED ? md_bytes(v[0], d->reserved) : "n/a",
+		    k & AN_KNOWN_ALLOCATED ? md_bytes(v[1], d->allocated) : "n/a",
+		    k & AN_KNOWN_ACTIVE ? md_bytes(v[2], d->active) : "n/a",
+		    k & AN_KNOWN_INACTIVE_SPLIT ? md_bytes(v[3], d->inactive_split) : "n/a",
+		    k & AN_KNOWN_PEAK_ALLOCATED ? md_bytes(v[4], d->peak_allocated) : "n/a",
+		    k & AN_KNOWN_PEAK_RESERVED ? md_bytes(v[5], d->peak_reserved) : "n/a",
+		    d->precision > 1 ? "memory_summary() (at least)" : "memory_stats()");
 	}
 	mr_buf_puts(b, "\n");
 }
@@ -163,13 +176,20 @@ static void numbers_table(mr_buf *b, const rp_view *view)
 static void oom_line(mr_buf *b, const ad_oom *o)
 {
 	char v[4][32];
-	if (o->present && o->largest_unknown) {
+	if (o->present && (o->unknown & AD_OOM_NO_REQUESTED)) {
+		mr_buf_printf(b,
+		              "**Out of memory** on device %d: the message gives no sizes; cause "
+		              "%s.\n\n",
+		              o->device, ad_cause_name(o->cause));
+	} else if (o->present && o->largest_unknown) {
 		mr_buf_printf(
 		    b,
 		    "**Out of memory** on device %d: requested %s; %s reserved but "
 		    "unallocated (layout unknown without a snapshot); limit %s; cause "
 		    "%s.\n\n",
-		    o->device, md_bytes(v[0], o->requested), md_bytes(v[2], o->free_cached),
+		    o->device,
+		    o->unknown & AD_OOM_NO_REQUESTED ? "unknown" : md_bytes(v[0], o->requested),
+		    o->unknown & AD_OOM_NO_FREE_CACHED ? "unknown" : md_bytes(v[2], o->free_cached),
 		    o->limit ? md_bytes(v[3], o->limit) : "unknown", ad_cause_name(o->cause));
 	} else if (o->present) {
 		mr_buf_printf(
@@ -206,32 +226,53 @@ static void recommendations(mr_buf *b, const ad_advice *ad, const rd_options *op
 	mr_buf_puts(b, "\n");
 }
 
-/* Sites of the first device shown that has any. */
-static void top_sites(mr_buf *b, const md_snapshot *s, const rp_view *view, const rd_options *opt)
+/* A site's own line and what is beside it, for a table cell. */
+static void md_site(mr_buf *b, const rd_options *opt, const md_snapshot *s, const an_usite *site)
+{
+	if (site->user)
+		md_frame_text(b, opt, s, site->user);
+	else if (site->autograd)
+		mr_buf_puts(b, "autograd (backward)");
+	else if (site->lib)
+		md_frame_text(b, opt, s, site->lib);
+	else
+		mr_buf_puts(b, "(no stack recorded)");
+	mr_buf_puts(b, " | ");
+	if (site->user && site->autograd)
+		mr_buf_puts(b, "autograd (backward)");
+	else if (site->user && site->lib)
+		md_frame_text(b, opt, s, site->lib);
+}
+
+/* Sites at the verdict's moment, on the diagnosed device (else the first shown with any). */
+static void top_sites(mr_buf *b, const rp_report *run, const rp_view *view, const rd_options *opt)
 {
 	char v[32];
+	const an_device *pick = NULL;
 	for (size_t d = 0; d < view->device_count; d++) {
 		const an_device *dv = view->devices[d];
-		if (!dv->site_count)
+		const an_moments *m = rp_moments(run, dv);
+		size_t k = rp_verdict_moment(run, dv);
+		if (!m || k == AN_NO_MOMENT || !m->moments[k].site_count)
 			continue;
-		mr_buf_printf(b,
-		              "#### Top allocation sites (device %d, live at the snapshot)\n\n"
-		              "| bytes | blocks | where |\n|---:|---:|---|\n",
-		              dv->device);
-		for (size_t i = 0; i < dv->site_count && i < MD_MAX_SITES; i++) {
-			const an_site *site = &dv->sites[i];
-			const md_frame *f = an_site_frame(s, site->stack);
-			mr_buf_printf(b, "| %s | %" PRIu64 " | ", md_bytes(v, site->bytes),
-			              site->count);
-			if (f)
-				md_frame_text(b, opt, s, f);
-			else
-				mr_buf_puts(b, "(no stack recorded)");
-			mr_buf_puts(b, " |\n");
-		}
-		mr_buf_puts(b, "\n");
-		return;
+		if (!pick || dv->device == run->advice.device)
+			pick = dv;
 	}
+	if (!pick)
+		return;
+	const an_moments *m = rp_moments(run, pick);
+	size_t k = rp_verdict_moment(run, pick);
+	const an_moment *mo = &m->moments[k];
+	mr_buf_printf(b, "#### Top allocation sites (device %d, live at ", pick->device);
+	hu_moment_name(b, m, k);
+	mr_buf_puts(b, ")\n\n| bytes | blocks | your code | via |\n|---:|---:|---|---|\n");
+	for (size_t i = 0; i < mo->site_count && i < MD_MAX_SITES; i++) {
+		const an_usite *site = &mo->sites[i];
+		mr_buf_printf(b, "| %s | %" PRIu64 " | ", md_bytes(v, site->bytes), site->blocks);
+		md_site(b, opt, &run->ev.snap, site);
+		mr_buf_puts(b, " |\n");
+	}
+	mr_buf_puts(b, "\n");
 }
 
 /* What made the report, for a ticket: memreport's version and the inputs it read. */
@@ -272,7 +313,7 @@ mr_status rd_render_md(const rp_report *run, const rd_options *opt, mr_buf *out,
 	numbers_table(&b, &view);
 	oom_line(&b, &ad->oom);
 	recommendations(&b, ad, opt);
-	top_sites(&b, &run->ev.snap, &view, opt);
+	top_sites(&b, run, &view, opt);
 	mr_buf_printf(&b,
 	              "<sub>memreport: %zu finding%s, %zu recommendation%s; the HTML report has "
 	              "the segment maps, timeline and stacks.</sub>\n",

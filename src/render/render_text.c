@@ -1,4 +1,6 @@
-/* render_text.c: a terminal summary. */
+/* render_text.c: a terminal summary. Every string that can hold an input's bytes (names,
+ * paths, the verdict and advice that quote them) goes through mr_buf_plain: control
+ * characters, invalid UTF-8 and bidirectional controls become U+FFFD. */
 #include "render/render_text.h"
 
 #include <inttypes.h>
@@ -10,6 +12,7 @@
 #include "base/escape.h"
 #include "base/mem.h"
 #include "base/units.h"
+#include "render/html_util.h"
 #include "render/redact.h"
 #include "report/view.h"
 
@@ -37,28 +40,6 @@ static void line_bytes(mr_buf *b, const char *label, uint64_t v)
 	mr_buf_printf(b, "  %-26s %12s  (%" PRIu64 " bytes)\n", label, s, v);
 }
 
-/* Up to `max` frames of a stack that PyTorch's viewer would show, innermost first. */
-static void short_stack(mr_buf *b, const md_snapshot *s, const rd_options *opt, uint32_t stack,
-                        size_t max)
-{
-	const md_stack *st = &s->stacks[stack];
-	size_t shown = 0;
-	char pbuf[4096];
-	for (size_t i = 0; i < st->count && shown < max; i++) {
-		const md_frame *f = &s->frames[st->first + i];
-		if (an_frame_hidden(s, f))
-			continue;
-		mr_buf_puts(b, "        ");
-		safe(b, md_str(s, f->name));
-		mr_buf_puts(b, " (");
-		safe(b, rd_path(opt, md_str(s, f->filename), pbuf, sizeof pbuf));
-		mr_buf_printf(b, ":%d)\n", f->line);
-		shown++;
-	}
-	if (st->count == 0)
-		mr_buf_puts(b, "        (no stack recorded)\n");
-}
-
 /* The inputs, the verdict and the OOM. */
 static void header(mr_buf *b, const rp_report *run, const rd_options *opt)
 {
@@ -71,8 +52,11 @@ static void header(mr_buf *b, const rp_report *run, const rd_options *opt)
 	}
 	mr_buf_puts(b, "\n");
 	const ad_advice *a = &run->advice;
-	if (a->verdict && a->verdict[0])
-		mr_buf_printf(b, "\n%s\n", a->verdict);
+	if (a->verdict && a->verdict[0]) {
+		mr_buf_puts(b, "\n");
+		safe(b, a->verdict);
+		mr_buf_puts(b, "\n");
+	}
 	if (a->what_ran && a->what_ran[0]) {
 		mr_buf_puts(b, "What ran: ");
 		safe(b, a->what_ran);
@@ -83,9 +67,11 @@ static void header(mr_buf *b, const rp_report *run, const rd_options *opt)
 		mr_buf_puts(b, "\n");
 	}
 	if (a->oom.present) {
-		char r[32], f[32], l[32], lim[32] = "unknown";
-		mr_format_bytes(r, sizeof r, a->oom.requested);
-		mr_format_bytes(f, sizeof f, a->oom.free_cached);
+		char r[32] = "unknown", f[32] = "unknown", l[32], lim[32] = "unknown";
+		if (!(a->oom.unknown & AD_OOM_NO_REQUESTED))
+			mr_format_bytes(r, sizeof r, a->oom.requested);
+		if (!(a->oom.unknown & AD_OOM_NO_FREE_CACHED))
+			mr_format_bytes(f, sizeof f, a->oom.free_cached);
 		mr_format_bytes(l, sizeof l, a->oom.largest_free);
 		if (a->oom.limit)
 			mr_format_bytes(lim, sizeof lim, a->oom.limit);
@@ -111,15 +97,21 @@ static void advice(mr_buf *b, const ad_advice *a, const rd_options *opt)
 		mr_buf_puts(b, "\nRecommendations (do the first one first):\n");
 	for (size_t i = 0; i < a->rec_count; i++) {
 		const ad_recommendation *r = &a->recs[i];
-		mr_buf_printf(b, "  %d. %s [%s]\n     ", r->rank, r->title, r->id);
+		mr_buf_printf(b, "  %d. ", r->rank);
+		safe(b, r->title ? r->title : "");
+		mr_buf_printf(b, " [%s]\n     ", r->id);
 		prose(b, opt, r->reason, &r->reason_paths);
 		mr_buf_puts(b, "\n");
 		if (r->change) {
 			mr_buf_puts(b, "     change: ");
-			for (const char *p = r->change; *p; p++) {
-				mr_buf_putc(b, *p);
-				if (*p == '\n')
-					mr_buf_puts(b, "             ");
+			for (const char *p = r->change; *p;) {
+				size_t line = strcspn(p, "\n");
+				mr_buf_plain(b, p, line);
+				p += line;
+				if (*p == '\n') {
+					mr_buf_puts(b, "\n             ");
+					p++;
+				}
 			}
 			mr_buf_puts(b, "\n");
 		}
@@ -131,22 +123,42 @@ static void numbers(mr_buf *b, const an_numbers *d)
 {
 	mr_buf_printf(b, "\nDevice %d (from %s%s):\n", d->device, ld_kind_name(d->source),
 	              d->precision > 1 ? "; table cells are lower bounds" : "");
-	line_bytes(b, "reserved", d->reserved);
-	line_bytes(b, "allocated", d->allocated);
-	line_bytes(b, "active", d->active);
-	line_bytes(b, "inactive split", d->inactive_split);
-	if (d->has_peaks) {
+	/* only what the table or dump gives */
+	if (d->known & AN_KNOWN_RESERVED)
+		line_bytes(b, "reserved", d->reserved);
+	if (d->known & AN_KNOWN_ALLOCATED)
+		line_bytes(b, "allocated", d->allocated);
+	if (d->known & AN_KNOWN_ACTIVE)
+		line_bytes(b, "active", d->active);
+	if (d->known & AN_KNOWN_INACTIVE_SPLIT)
+		line_bytes(b, "inactive split", d->inactive_split);
+	if (d->known & AN_KNOWN_PEAK_ALLOCATED)
 		line_bytes(b, "peak allocated", d->peak_allocated);
+	if (d->known & AN_KNOWN_PEAK_RESERVED)
 		line_bytes(b, "peak reserved", d->peak_reserved);
-	}
 }
 
 /* A device of the snapshot: its numbers and top allocation sites. */
-static void device(mr_buf *b, const md_snapshot *s, const an_device *dv, const rd_options *opt)
+/* The layout at a rebuilt moment. */
+static void moment_lines(mr_buf *b, const an_moments *m, size_t k)
+{
+	const an_moment *mo = &m->moments[k];
+	mr_buf_puts(b, "  At ");
+	hu_moment_name(b, m, k);
+	mr_buf_printf(b, " (after event %zu, rebuilt from the trace):\n", mo->event);
+	line_bytes(b, "reserved", mo->totals.reserved);
+	line_bytes(b, "allocated", mo->totals.allocated);
+	line_bytes(b, "free cached", mo->totals.free_cached);
+	line_bytes(b, "largest free block", mo->totals.largest_free);
+	mr_buf_printf(b, "  %-26s %12.1f%%\n", "fragmentation",
+	              an_fragmentation(&mo->totals) * 100.0);
+}
+
+static void device(mr_buf *b, const an_device *dv, const an_moments *m)
 {
 	const an_pool *p = &dv->pool[AN_POOL_ALL];
-	mr_buf_printf(b, "\nDevice %d: %" PRIu64 " segments%s\n", dv->device, p->segments,
-	              dv->expandable ? " (expandable segments)" : "");
+	mr_buf_printf(b, "\nDevice %d: %" PRIu64 " segments%s\n  At the snapshot:\n", dv->device,
+	              p->segments, dv->expandable ? " (expandable segments)" : "");
 	line_bytes(b, "reserved", p->reserved);
 	line_bytes(b, "allocated", p->allocated);
 	line_bytes(b, "active", p->active);
@@ -157,25 +169,81 @@ static void device(mr_buf *b, const md_snapshot *s, const an_device *dv, const r
 	mr_buf_printf(b, "  %-26s %12.1f%%\n", "fragmentation", dv->fragmentation * 100.0);
 	if (dv->pool[AN_POOL_PRIVATE].segments)
 		line_bytes(b, "in private pools", dv->pool[AN_POOL_PRIVATE].reserved);
-	if (dv->has_trace) {
-		line_bytes(b, "peak allocated (trace)", dv->peak_allocated);
-		line_bytes(b, "peak reserved (trace)", dv->peak_reserved);
-		mr_buf_printf(b, "  %-26s %12zu%s\n", "trace events", dv->trace_events,
-		              !dv->truncated   ? ""
-		              : dv->peak_exact ? "  (truncated: peaks exact within the window, "
-		                                 "lower bounds for the run)"
-		                               : "  (truncated: peaks are lower bounds)");
-	} else {
+	if (!dv->has_trace) {
 		mr_buf_puts(b, "  no trace recorded: peaks unknown\n");
+		return;
 	}
-	if (dv->site_count)
-		mr_buf_puts(b, "\n  Top live allocation sites:\n");
-	for (size_t i = 0; i < dv->site_count && i < 10; i++) {
+	mr_buf_puts(b, "  Over the trace:\n");
+	line_bytes(b, "peak allocated", dv->peak_allocated);
+	line_bytes(b, "peak reserved", dv->peak_reserved);
+	mr_buf_printf(b, "  %-26s %12.1f%%  (peak reserved - peak allocated, of peak reserved)\n",
+	              "overhead at the peak", an_overhead_at_peak(dv) * 100.0);
+	mr_buf_printf(b, "  %-26s %12zu%s\n", "trace events", dv->trace_events,
+	              !dv->truncated   ? ""
+	              : dv->peak_exact ? "  (truncated: peaks exact within the window, "
+	                                 "lower bounds for the run)"
+	                               : "  (truncated: peaks are lower bounds)");
+	if (m && m->peak != AN_NO_MOMENT && m->peak != m->snapshot)
+		moment_lines(b, m, m->peak);
+	if (m && m->oom != AN_NO_MOMENT && m->oom != m->snapshot)
+		moment_lines(b, m, m->oom);
+}
+
+static void frame_line(mr_buf *b, const md_snapshot *s, const rd_options *opt, const md_frame *f)
+{
+	char pbuf[4096];
+	safe(b, md_str(s, f->name));
+	mr_buf_puts(b, " (");
+	safe(b, rd_path(opt, md_str(s, f->filename), pbuf, sizeof pbuf));
+	mr_buf_printf(b, ":%d)", f->line);
+}
+
+/* The top sites of one moment: the user's line, then the library frame beside it. */
+static void moment_sites(mr_buf *b, const md_snapshot *s, const an_moments *m, size_t k,
+                         const rd_options *opt)
+{
+	const an_moment *mo = &m->moments[k];
+	mr_buf_puts(b, "\n  Top live allocation sites at ");
+	hu_moment_name(b, m, k);
+	mr_buf_puts(b, mo->from_snapshot ? ":\n" : " (rebuilt from the trace):\n");
+	for (size_t i = 0; i < mo->site_count && i < 10; i++) {
+		const an_usite *site = &mo->sites[i];
 		char sz[32];
-		mr_format_bytes(sz, sizeof sz, dv->sites[i].bytes);
-		mr_buf_printf(b, "  %2zu. %10s in %" PRIu64 " block%s\n", i + 1, sz,
-		              dv->sites[i].count, dv->sites[i].count == 1 ? "" : "s");
-		short_stack(b, s, opt, dv->sites[i].stack, 3);
+		mr_format_bytes(sz, sizeof sz, site->bytes);
+		mr_buf_printf(b, "  %2zu. %10s in %" PRIu64 " block%s  ", i + 1, sz, site->blocks,
+		              site->blocks == 1 ? "" : "s");
+		if (site->user)
+			frame_line(b, s, opt, site->user);
+		else if (site->autograd)
+			mr_buf_puts(b, "autograd (backward)");
+		else if (site->lib)
+			frame_line(b, s, opt, site->lib);
+		else
+			mr_buf_puts(b, "(no stack recorded)");
+		if (site->user && site->autograd) {
+			mr_buf_puts(b, "\n        autograd (backward)");
+		} else if (site->user && site->lib) {
+			mr_buf_puts(b, "\n        via ");
+			frame_line(b, s, opt, site->lib);
+		}
+		mr_buf_puts(b, "\n");
+	}
+}
+
+/* Sites at the verdict's moment, then at the OOM, the peak and the snapshot (each once). */
+static void device_sites(mr_buf *b, const rp_report *run, const an_device *dv,
+                         const rd_options *opt)
+{
+	const an_moments *m = rp_moments(run, dv);
+	if (!m)
+		return;
+	size_t order[4] = {rp_verdict_moment(run, dv), m->oom, m->peak, m->snapshot};
+	for (size_t i = 0; i < 4; i++) {
+		int seen = order[i] == AN_NO_MOMENT || !m->moments[order[i]].site_count;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = order[j] == order[i];
+		if (!seen)
+			moment_sites(b, &run->ev.snap, m, order[i], opt);
 	}
 }
 
@@ -190,8 +258,10 @@ mr_status rd_render_text(const rp_report *run, const rd_options *opt, mr_buf *ou
 	advice(&text, &run->advice, opt);
 	for (size_t i = 0; i < view.number_count; i++)
 		numbers(&text, &view.numbers[i]);
-	for (size_t i = 0; i < view.device_count; i++)
-		device(&text, &run->ev.snap, view.devices[i], opt);
+	for (size_t i = 0; i < view.device_count; i++) {
+		device(&text, view.devices[i], rp_moments(run, view.devices[i]));
+		device_sites(&text, run, view.devices[i], opt);
+	}
 	rp_view_free(&view);
 	if (text.failed)
 		out->failed = 1;

@@ -227,3 +227,51 @@ mr_status st_render(const md_snapshot *s, const an_device *dv, mr_buf *out, mr_e
 	mr_buf_puts(b, "</svg>");
 	return b->failed ? mr_oom(err) : MR_OK;
 }
+
+/* The top of a run's buckets drawn into an overlay's axes (event index on x). */
+static void overlay_run(mr_buf *b, st_axes *a, const an_device *dv, const char *side)
+{
+	char cls[48], label[96], peak[32];
+	a->dv = dv;
+	snprintf(cls, sizeof cls, "ov-alloc ov-%s", side);
+	edge(b, a, cls, 0);
+	snprintf(cls, sizeof cls, "ov-res ov-%s", side);
+	edge(b, a, cls, 1);
+	mr_format_bytes(peak, sizeof peak, dv->peak_allocated);
+	snprintf(label, sizeof label, "%s: peak allocated %s", side, peak);
+	snprintf(cls, sizeof cls, "mark-%s", side);
+	marker(b, a, dv->peak_allocated_event, cls, label, side[0] == 'a');
+}
+
+mr_status st_render_overlay(const an_device *before, const an_device *after, mr_buf *out,
+                            mr_error *err)
+{
+	const an_device *runs[2] = {before, after};
+	st_axes a = {0};
+	uint64_t top = 1;
+	for (int i = 0; i < 2; i++) {
+		if (!runs[i]->timeline_count || !runs[i]->timeline)
+			return MR_OK;
+		a.x_hi =
+		    MR_MAX(a.x_hi, (double)(runs[i]->trace_events ? runs[i]->trace_events - 1 : 1));
+		top = MR_MAX(top, MR_MAX(runs[i]->peak_reserved, runs[i]->peak_allocated));
+		for (size_t k = 0; k < runs[i]->timeline_count; k++)
+			top = MR_MAX(top, MR_MAX(runs[i]->timeline[k].reserved_max,
+			                         runs[i]->timeline[k].allocated_max));
+	}
+	a.y_hi = (double)top * 1.08;
+	a.dv = before;
+	mr_buf *b = out;
+	mr_buf_printf(b,
+	              "<svg class=\"timeline overlay\" viewBox=\"0 0 %d %d\" role=img "
+	              "aria-label=\"allocated and reserved bytes of both runs over their traces\">",
+	              ST_W, ST_H);
+	y_axis(b, &a);
+	x_axis(b, &a);
+	overlay_run(b, &a, before, "before");
+	overlay_run(b, &a, after, "after");
+	mr_buf_printf(b, "<line class=axis-line x1=%d x2=%d y1=%d y2=%d />", ST_LEFT,
+	              ST_W - ST_RIGHT, ST_H - ST_BOTTOM, ST_H - ST_BOTTOM);
+	mr_buf_puts(b, "</svg>");
+	return b->failed ? mr_oom(err) : MR_OK;
+}

@@ -19,6 +19,12 @@
 /* Appends an <svg> element for dv; appends nothing when dv has no timeline. */
 mr_status st_render(const md_snapshot *s, const an_device *dv, mr_buf *out, mr_error *err);
 
+/* Appends an <svg> of two runs' timelines on one pair of axes, by event index: allocated and
+ * reserved of `before` and of `after`, each with its peak. Nothing when either has no
+ * timeline. */
+mr_status st_render_overlay(const an_device *before, const an_device *after, mr_buf *out,
+                            mr_error *err);
+
 /* Whether st_render would draw the x axis in seconds (every event has a time). */
 int st_uses_time(const md_snapshot *s, const an_device *dv);
 

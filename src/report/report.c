@@ -6,6 +6,59 @@
 
 #include "advise/replay.h"
 #include "advise/rules.h"
+#include "base/mem.h"
+
+/* The allocations and moments of every analysed device. */
+static mr_status read_moments(rp_report *r, mr_error *err)
+{
+	const md_snapshot *s = &r->ev.snap;
+	size_t n = r->an.device_count;
+	r->allocs = mr_alloc_array(n ? n : 1, sizeof *r->allocs);
+	r->moments = mr_alloc_array(n ? n : 1, sizeof *r->moments);
+	if (!r->allocs || !r->moments)
+		return mr_oom(err);
+	for (size_t d = 0; d < n; d++) {
+		const an_device *dv = &r->an.devices[d];
+		const md_device *md = md_find_device(s, dv->device);
+		mr_status st =
+		    an_allocs_read(s, md, dv->segment_first, dv->segment_count, r->an.stack_info,
+		                   r->an.frame_kinds, &r->allocs[d], err);
+		if (!st)
+			st = an_moments_read(s, md, dv, r->an.frame_kinds, &r->allocs[d],
+			                     &r->moments[d], err);
+		if (st)
+			return st;
+	}
+	return MR_OK;
+}
+
+static size_t device_index(const rp_report *r, const an_device *dv)
+{
+	size_t i = (size_t)(dv - r->an.devices);
+	return dv >= r->an.devices && i < r->an.device_count ? i : SIZE_MAX;
+}
+
+const an_moments *rp_moments(const rp_report *r, const an_device *dv)
+{
+	size_t i = device_index(r, dv);
+	return r->moments && i != SIZE_MAX ? &r->moments[i] : NULL;
+}
+
+size_t rp_verdict_moment(const rp_report *r, const an_device *dv)
+{
+	const an_moments *m = rp_moments(r, dv);
+	if (!m)
+		return AN_NO_MOMENT;
+	ad_moment want = r->advice.verdict_moment;
+	size_t k = want == AD_MOMENT_OOM ? m->oom : want == AD_MOMENT_PEAK ? m->peak : AN_NO_MOMENT;
+	return k != AN_NO_MOMENT ? k : m->snapshot;
+}
+
+const an_allocs *rp_allocs(const rp_report *r, const an_device *dv)
+{
+	size_t i = device_index(r, dv);
+	return r->allocs && i != SIZE_MAX ? &r->allocs[i] : NULL;
+}
 
 mr_status rp_build(rp_report *out, ld_evidence *ev, const rp_params *params, mr_error *err)
 {
@@ -15,7 +68,8 @@ mr_status rp_build(rp_report *out, ld_evidence *ev, const rp_params *params, mr_
 	memset(ev, 0, sizeof *ev);
 	if (out->ev.has_snapshot &&
 	    ((st = an_analyze(&out->ev.snap, 0, &out->an, err)) ||
-	     (st = ad_replay_recorded(&out->ev, &out->an, &out->recorded, err))))
+	     (st = ad_replay_recorded(&out->ev, &out->an, &out->recorded, err)) ||
+	     (st = read_moments(out, err))))
 		goto done;
 	if ((st = ad_advise(&out->ev, &out->an, params->device, params->budget, &out->advice, err)))
 		goto done;
@@ -30,6 +84,12 @@ void rp_free(rp_report *r)
 {
 	ad_free(&r->advice);
 	free(r->recorded);
+	for (size_t i = 0; r->allocs && i < r->an.device_count; i++)
+		an_allocs_free(&r->allocs[i]);
+	for (size_t i = 0; r->moments && i < r->an.device_count; i++)
+		an_moments_free(&r->moments[i]);
+	free(r->allocs);
+	free(r->moments);
 	an_free(&r->an);
 	ld_free(&r->ev);
 	memset(r, 0, sizeof *r);

@@ -3,7 +3,8 @@
  * what every renderer reads.
  *
  * The pipeline is rp_build, in one place: load is done by the caller (ld_load or
- * ld_load_buffers); then analyse, replay the recorded settings (exact peaks), advise, replay the
+ * ld_load_buffers); then analyse, replay the recorded settings (exact peaks), read the moments
+ * (the state at the peak, the OOM, the iteration ends, the snapshot), advise, replay the
  * recommended settings. Rendering follows (render/).
  *
  * Ownership: an rp_report owns everything it holds, its evidence included; rp_free releases it
@@ -14,7 +15,9 @@
 #include <stddef.h>
 
 #include "advise/advice.h"
+#include "analyze/allocs.h"
 #include "analyze/analyze.h"
+#include "analyze/moments.h"
 #include "base/error.h"
 #include "load/load.h"
 
@@ -24,6 +27,11 @@ typedef struct {
 	/* Per device of `an`: the recorded settings replayed (conf "" when not run: no
 	 * trace). NULL without a snapshot. */
 	ad_replay *recorded;
+	/* Per device of `an`: its allocations as trace intervals and the state at its marked
+	 * moments (analyze/moments.h), read once the replay has settled the peak. NULL without a
+	 * snapshot. */
+	an_allocs *allocs;
+	an_moments *moments;
 	ad_advice advice; /* always made, whatever the inputs */
 } rp_report;
 
@@ -39,5 +47,13 @@ typedef struct {
  * zeroed, whatever happens). On failure *out is left freed. */
 mr_status rp_build(rp_report *out, ld_evidence *ev, const rp_params *params, mr_error *err);
 void rp_free(rp_report *r);
+
+/* The moments and allocations of analysed device dv of r (NULL when there are none). */
+const an_moments *rp_moments(const rp_report *r, const an_device *dv);
+const an_allocs *rp_allocs(const rp_report *r, const an_device *dv);
+
+/* The moment of device dv that the verdict speaks of (advice.verdict_moment): its OOM, its peak
+ * or its snapshot, the snapshot when dv has no such moment; AN_NO_MOMENT without moments. */
+size_t rp_verdict_moment(const rp_report *r, const an_device *dv);
 
 #endif

@@ -36,6 +36,30 @@ static void request_pool(const engine *e, uint64_t addr, uint64_t pool_id[2])
 	}
 }
 
+/* The pool of the snapshot's segment allocated by x, if the snapshot still holds it. Segments
+ * are sorted by (device, address): a search, not a scan per segment_alloc. */
+static void snapshot_pool(const engine *e, const md_event *x, uint64_t pool_id[2])
+{
+	const md_segment *seg = e->s->segments;
+	size_t lo = 0, hi = e->s->segment_count;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (seg[mid].device < e->md->id ||
+		    (seg[mid].device == e->md->id && seg[mid].address < x->addr))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (;
+	     lo < e->s->segment_count && seg[lo].device == e->md->id && seg[lo].address == x->addr;
+	     lo++)
+		if (seg[lo].total_size == x->size) {
+			pool_id[0] = seg[lo].pool_id[0];
+			pool_id[1] = seg[lo].pool_id[1];
+			return;
+		}
+}
+
 static int rec_live_update(engine *e, const md_event *x)
 {
 	size_t lo = 0, hi = e->rec_live_count;
@@ -60,15 +84,8 @@ static int rec_live_update(engine *e, const md_event *x)
 	/* The snapshot knows the pool of the segments still there at its end: this one, when no
 	 * later segment_alloc reuses its address. */
 	uint32_t last = eng_map_get(&e->last_seg_alloc, x->addr);
-	for (size_t i = 0; last == e->rec_cursor_alloc && i < e->s->segment_count; i++) {
-		const md_segment *sg = &e->s->segments[i];
-		if (sg->device == e->md->id && sg->address == x->addr &&
-		    sg->total_size == x->size) {
-			rs.pool_id[0] = sg->pool_id[0];
-			rs.pool_id[1] = sg->pool_id[1];
-			break;
-		}
-	}
+	if (last == e->rec_cursor_alloc)
+		snapshot_pool(e, x, rs.pool_id);
 	memmove(e->rec_live + lo + 1, e->rec_live + lo,
 	        (e->rec_live_count - lo) * sizeof *e->rec_live);
 	e->rec_live[lo] = rs;
@@ -184,25 +201,38 @@ static int is_release(int action)
 	return action == MD_ACT_SEGMENT_FREE || action == MD_ACT_SEGMENT_UNMAP;
 }
 
+/* The run of consecutive segment events around a group of releases. A run of n segment
+ * events can hold n/2 groups (a release after each creation): the run is scanned once, not
+ * once per group, which cost n^2/4 steps. */
+typedef struct {
+	size_t end;          /* first event after the run; 0 before the first run */
+	size_t created_upto; /* 1 + the last segment_alloc/map of the run; 0 when none */
+	int oom_after;       /* an oom event follows the run */
+} seg_run;
+
 /* A group of recorded releases at i: caused by the request after it (the OOM path, garbage
  * collection, oversize release: then segments are created or an OOM follows) or by
  * empty_cache(). Returns 1 when the replay should release now; *end is the first event after
- * the group's segment events. */
-static int release_is_external(const engine *e, size_t i, size_t *end)
+ * the group's segment events. Calls come in event order; run carries the current run. */
+static int release_is_external(const engine *e, size_t i, seg_run *run, size_t *end)
 {
 	const md_event *ev = e->md->events;
-	size_t n = e->md->event_count, j = i;
-	int created = 0;
-	for (; j < n; j++) {
-		int a = ev[j].action;
-		if (a == MD_ACT_SEGMENT_ALLOC || a == MD_ACT_SEGMENT_MAP)
-			created = 1;
-		else if (!is_release(a))
-			break;
+	size_t n = e->md->event_count;
+	if (i >= run->end) {
+		size_t j = i;
+		run->created_upto = 0;
+		for (; j < n; j++) {
+			int a = ev[j].action;
+			if (a == MD_ACT_SEGMENT_ALLOC || a == MD_ACT_SEGMENT_MAP)
+				run->created_upto = j + 1;
+			else if (!is_release(a))
+				break;
+		}
+		run->end = j;
+		run->oom_after = j < n && ev[j].action == MD_ACT_OOM;
 	}
-	*end = j;
-	if (j < n && ev[j].action == MD_ACT_OOM)
-		created = 1;
+	*end = run->end;
+	int created = run->created_upto > i || run->oom_after;
 	/* Without a limit the replay never needs to release: do it where the recording did. */
 	return !created || !e->limit;
 }
@@ -242,6 +272,7 @@ static mr_status replay_events(engine *e, mr_error *err)
 	const md_event *ev = e->md->events;
 	size_t n = e->md->event_count;
 	uint64_t rec_reserved = e->out->initial_reserved, rec_peak = rec_reserved;
+	seg_run run = {0, 0, 0};
 	/* the snapshot's final state is the end of the recorded trace, not of a part or a copy */
 	const md_device *rec = md_find_device(e->s, e->md->id);
 	int validated_to_end = rec && rec->events == ev && rec->event_count == n;
@@ -294,7 +325,7 @@ static mr_status replay_events(engine *e, mr_error *err)
 				e->nomem = 1;
 			size_t end;
 			if ((i == 0 || !is_release(ev[i - 1].action)) &&
-			    release_is_external(e, i, &end)) {
+			    release_is_external(e, i, &run, &end)) {
 				e->bound = end;
 				eng_release_cached_blocks(e);
 			}

@@ -1,6 +1,8 @@
 /* limits.c: the default limits, and the folders a walk skips. */
 #include "source/limits.h"
 
+#include <stdlib.h>
+
 #include "base/units.h"
 
 void sr_default_limits(sr_limits *lim)
@@ -9,6 +11,10 @@ void sr_default_limits(sr_limits *lim)
 	lim->max_total_bytes = 64 * MR_GIB;
 	lim->max_ratio = 1000;
 	lim->max_members = 100000;
+	const char *inflight = getenv("MEMREPORT_ZIP_MEMORY");
+	uint64_t v = 0;
+	lim->max_inflight_bytes =
+	    inflight && mr_parse_size(inflight, &v) == 0 && v > 0 ? v : MR_GIB;
 	lim->max_depth = 32;
 	lim->skip_count = 0;
 }

@@ -1,6 +1,7 @@
 /* members.c: the bytes of a run's members, from plain files and zip archives. */
 #include "source/members.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zip.h>
@@ -10,9 +11,43 @@
 #include "source/input.h"
 #include "source/zip.h"
 
+/* ---- the bytes in flight -------------------------------------------------------------------
+ * An inflated zip member is heap memory (a mapped file is not: the kernel can drop its pages).
+ * Every read of the process draws its members' declared sizes from one budget, so that batch
+ * jobs reading big members at the same time wait for each other instead of adding up (four
+ * 1.9 GB members with -j 4 reached 7.8 GB). A read takes what all its members need at once,
+ * before inflating any: no job holds part of the budget while it waits for more, so none can
+ * deadlock. A read larger than the whole budget waits until nothing else is in flight and
+ * then runs alone. */
+static pthread_mutex_t inflight_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t inflight_freed = PTHREAD_COND_INITIALIZER;
+static uint64_t inflight_bytes;
+
+static void inflight_take(uint64_t bytes, uint64_t cap)
+{
+	if (!bytes)
+		return;
+	pthread_mutex_lock(&inflight_lock);
+	while (inflight_bytes > 0 && (inflight_bytes >= cap || bytes > cap - inflight_bytes))
+		pthread_cond_wait(&inflight_freed, &inflight_lock);
+	inflight_bytes += bytes;
+	pthread_mutex_unlock(&inflight_lock);
+}
+
+static void inflight_give(uint64_t bytes)
+{
+	if (!bytes)
+		return;
+	pthread_mutex_lock(&inflight_lock);
+	inflight_bytes -= bytes;
+	pthread_cond_broadcast(&inflight_freed);
+	pthread_mutex_unlock(&inflight_lock);
+}
+
 typedef struct {
 	in_data *in;
 	size_t count;
+	uint64_t inflight; /* taken from the budget, given back when freed */
 } owned_data;
 
 mr_status sr_contents_check(const sr_contents *c, mr_error *err)
@@ -32,6 +67,7 @@ static void owned_free(owned_data *o)
 		return;
 	for (size_t i = 0; i < o->count; i++)
 		in_release(&o->in[i]);
+	inflight_give(o->inflight);
 	free(o->in);
 	free(o);
 }
@@ -101,6 +137,16 @@ mr_status sr_read(sr_reader *rd, const sr_member *members, size_t n, const sr_li
 	}
 	sr_reader *own = rd ? NULL : (rd = sr_reader_new());
 	mr_status st = rd ? MR_OK : mr_oom(err);
+	/* Declared sizes over the member limit fail below, before anything is inflated. */
+	uint64_t want = 0;
+	for (size_t i = 0; i < n; i++)
+		if (members[i].zip_index >= 0 && members[i].size <= lim->max_member_bytes)
+			want = want > UINT64_MAX - members[i].size ? UINT64_MAX
+			                                           : want + members[i].size;
+	if (!st) {
+		inflight_take(want, lim->max_inflight_bytes);
+		o->inflight = want;
+	}
 	for (size_t i = 0; i < n && !st; i++) {
 		const sr_member *m = &members[i];
 		mr_error local = {0};

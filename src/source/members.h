@@ -4,6 +4,11 @@
  * re-parse its central directory) one by one. It is not shared between threads: one per
  * worker. The functions accept a NULL reader for a one-off read.
  *
+ * Inflated zip members are heap memory: every sr_read of the process draws the declared sizes
+ * of its zip members from one budget (sr_limits.max_inflight_bytes) and gives them back in
+ * sr_contents_free, waiting while other reads hold it. Hold at most one sr_contents per thread
+ * at a time.
+ *
  * Ownership: sr_read fills an sr_contents that sr_contents_free releases (the names stay
  * borrowed from the members). Nothing here prints. */
 #ifndef MR_MEMBERS_H

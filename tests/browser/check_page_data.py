@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Checks the data block of a page that memreport wrote against the reference builder:
-check_page_data.py PAGE.html SNAPSHOT. Exit 0 when the two memreport-page/1 documents are
-equal value for value; else prints the first difference (its JSON path) and exits 1.
-Also checks what the block's encoding promises: no '<', '>' or '&' inside the element."""
+check_page_data.py PAGE.html SNAPSHOT [--memreport ./memreport]. Exit 0 when the two
+memreport-page/1 documents are equal value for value; else prints the first difference (its
+JSON path) and exits 1. The page must have been written from SNAPSHOT alone, without
+--redact-paths or --device. Also checks what the block's encoding promises: no '<', '>' or '&'
+inside the element."""
 import json
 import os
 import re
@@ -38,6 +40,8 @@ def first_difference(a, b, path="$"):
 
 def main():
     page, snapshot = sys.argv[1], sys.argv[2]
+    memreport = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--memreport" else \
+        "./memreport"
     with open(page, encoding="utf-8") as f:
         m = BLOCK.search(f.read())
     if not m:
@@ -47,7 +51,8 @@ def main():
         sys.exit(f"{page}: the block holds a raw '<', '>' or '&'")
     got = json.loads(text)
     want = json.loads(make_page_fixture.to_json(make_page_fixture.build(
-        make_page_fixture.load_snapshot(snapshot))))
+        make_page_fixture.load_snapshot(snapshot),
+        make_page_fixture.report_json(snapshot, memreport))))
     d = first_difference(got, want)
     if d:
         print(f"{page}: differs from the reference at {d}")

@@ -1,26 +1,24 @@
 #!/usr/bin/env python3
-"""Builds the page data block (schema memreport-page/1, docs/page-schema.md) from a snapshot and
-splices it, with templates/timeline.js, timeline.css and timeline.html, into a copy of the HTML
-report that ./memreport writes for the same snapshot.
+"""Builds the page data block (schema memreport-page/1, docs/page-schema.md) from a snapshot, the
+oracle that tests/browser/check_page_data.py compares the block memreport writes with.
 
 Usage:
-  make_page_fixture.py SNAPSHOT -o OUT.html [--memreport ./memreport] [--templates templates]
-  make_page_fixture.py SNAPSHOT --json OUT.json          (the data block alone)
+  make_page_fixture.py SNAPSHOT [--memreport ./memreport] [--json OUT.json]
 
 This is the reference for the C emitter: every rule of docs/page-schema.md is implemented here
 once, as plainly as possible, so that the C side can be checked against it value for value.
-Standard library only. The snapshot is untrusted: it is read with an Unpickler whose find_class
-raises, so no pickle can import or call anything."""
+Three things it takes from memreport's own JSON report of the same snapshot (--format json)
+instead of computing them: the peak (devices[].peak_allocated_event and peak_allocated_bytes:
+the exact allocator replay's), the iteration starts (devices[].iteration_starts: the run's
+structure) and the moment the verdict speaks of (verdict_moment). Standard library only. The
+snapshot is untrusted: it is read with an Unpickler whose find_class raises, so no pickle can
+import or call anything."""
 import argparse
-import base64
-import hashlib
 import json
-import os
 import pickle
 import re
 import subprocess
 import sys
-import tempfile
 
 SCHEMA = "memreport-page/1"
 BAND_BUDGET = 40000  # bands per page, shared equally by the devices that have a trace
@@ -38,8 +36,7 @@ HIDDEN_NAMES = ("unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp"
 HIDDEN_FILES = ("core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c",
                 "Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c",
                 "cpython/abstract.h", "CUDACachingAllocator", "memory_snapshot.cpp")
-LIBRARY_PARTS = ("/torch/", "\\torch\\", "/functorch/", "/triton/", "site-packages",
-                 "dist-packages", "/lib/python")
+STDLIB = re.compile(r"/lib/python[23][0-9.]*/")
 
 STATE_ACTIVE, STATE_PENDING, STATE_FREE = 0, 1, 2
 POOL_LARGE, POOL_SMALL, POOL_PRIVATE = 0, 1, 2
@@ -65,8 +62,19 @@ def hidden(frame):
     return any(h in name for h in HIDDEN_NAMES) or any(h in file for h in HIDDEN_FILES)
 
 
+def in_package(path, pkg, win_pkg):
+    """The last folder named pkg is the package itself: no site-packages below it (a virtual
+    environment called torch is not torch)."""
+    last = max(path.rfind(pkg), path.rfind(win_pkg))
+    return last >= 0 and "-packages" not in path[last + 1:]
+
+
 def is_library(file):
-    return file.startswith("torch/") or any(p in file for p in LIBRARY_PARTS)
+    """torch itself (functorch, triton), an installed package, or the standard library."""
+    return (file.startswith("torch/") or in_package(file, "/torch/", "\\torch\\") or
+            in_package(file, "/functorch/", "\\functorch\\") or
+            in_package(file, "/triton/", "\\triton\\") or "site-packages" in file or
+            "dist-packages" in file or STDLIB.search(file) is not None)
 
 
 class Stacks:
@@ -125,6 +133,8 @@ def segment_pool(seg):
     pid = seg.get("segment_pool_id") or (0, 0)
     if tuple(pid) != (0, 0):
         return POOL_PRIVATE
+    if "segment_type" not in seg:  # PyTorch 1.x: small-pool segments are exactly 2 MiB
+        return POOL_SMALL if seg.get("total_size") == SMALL_SEGMENT else POOL_LARGE
     return POOL_SMALL if seg.get("segment_type") == "small" else POOL_LARGE
 
 
@@ -156,26 +166,6 @@ def uses_time(events):
             return False
         prev = t
     return bool(events) and events[-1]["time_us"] > events[0]["time_us"]
-
-
-def optimizer_runs(events):
-    """Event index of the last event of each run of optimizer events (a frame in torch/optim/);
-    events without frames do not end a run."""
-    ends, last, in_run = [], -1, False
-    for i, e in enumerate(events):
-        frames = e.get("frames") or []
-        if not frames:
-            continue
-        opt = any("/torch/optim/" in str(f.get("filename", "")) for f in frames
-                  if isinstance(f, dict))
-        if opt:
-            in_run, last = True, i
-        elif in_run:
-            ends.append(last)
-            in_run = False
-    if in_run:
-        ends.append(last)
-    return ends
 
 
 class Alloc:
@@ -332,7 +322,13 @@ def moment_segments(stacks, segs, events, allocs, m, at_snapshot):
     return out
 
 
-def build_device(stacks, dev, segs, events, band_budget):
+def iteration_ends(starts):
+    """The last event of each iteration but the last: the event before each start after the
+    first."""
+    return [start - 1 for start in (starts or [])[1:]]
+
+
+def build_device(stacks, dev, segs, events, band_budget, facts):
     n = len(events)
     use_time = uses_time(events)
     t0 = events[0]["time_us"] if use_time else None
@@ -348,7 +344,7 @@ def build_device(stacks, dev, segs, events, band_budget):
                   "band_min_bytes": None, "marks": []})
         d["moments"] = [{"event": -1, "x": 0, "source": "snapshot", "kinds": ["snapshot"],
                          "segments": moment_segments(stacks, segs, events, allocs, -1, True)}]
-        d["_focus"] = 0
+        d["_moments"] = {"peak": [], "oom": [], "snapshot": [0]}
         return d
 
     # Bands: the largest allocations, ties in stacking order.
@@ -397,13 +393,16 @@ def build_device(stacks, dev, segs, events, band_budget):
     d["allocations"] = len(allocs)
     d["band_min_bytes"] = min(allocs[i].bytes for i in chosen) if chosen else None
 
-    # Marks, each tied to the moment after its event; one moment per distinct event.
-    peak = max(range(n), key=lambda i: (active[i], -i))
-    marks = [{"kind": "peak", "event": peak, "bytes": active[peak]}]
-    for i, e in enumerate(events):
-        if e.get("action") == "oom":
-            marks.append({"kind": "oom", "event": i, "bytes": e.get("size", 0)})
-    iters = optimizer_runs(events)
+    # Marks, each tied to the moment after its event; one moment per distinct event. The peak
+    # is the report's (the allocator replay's peak of allocated bytes); only the last OOM gets
+    # a moment.
+    peak = min(facts["peak_allocated_event"], n - 1)
+    marks = [{"kind": "peak", "event": peak, "bytes": facts["peak_allocated_bytes"]}]
+    ooms = [i for i, e in enumerate(events) if e.get("action") == "oom"]
+    for i in ooms:
+        marks.append({"kind": "oom", "event": i, "bytes": events[i].get("size", 0),
+                      "_moment": i == ooms[-1]})
+    iters = iteration_ends(facts.get("iteration_starts"))
     if len(iters) <= ITERATION_MOMENTS:
         with_moment = set(range(len(iters)))
     else:
@@ -434,15 +433,17 @@ def build_device(stacks, dev, segs, events, band_budget):
     d["marks"] = [{k: mk[k] for k in ("kind", "event", "x", "moment", "bytes", "n") if k in mk}
                   for mk in marks]
     d["moments"] = moments
-    ooms = [mk for mk in d["marks"] if mk["kind"] == "oom" and mk["moment"] >= 0]
-    d["_focus"] = ooms[-1]["moment"] if ooms else by_event[peak]
-    d["_oom"] = bool(ooms)
+    d["_moments"] = {k: [i for i, mo in enumerate(moments) if k in mo["kinds"]]
+                     for k in ("peak", "oom", "snapshot")}
     return d
 
 
-def build(snap):
+def build(snap, report):
+    """The data block of snapshot snap; report is memreport's JSON report of it."""
     stacks = Stacks()
-    segs = [s for s in snap.get("segments", []) if isinstance(s, dict)]
+    facts = {d["device"]: d for d in report.get("devices", [])}
+    segs = sorted((s for s in snap.get("segments", []) if isinstance(s, dict)),
+                  key=lambda s: s.get("address", 0))
     traces = snap.get("device_traces") or []
     devs = sorted({s.get("device", 0) for s in segs} |
                   {i for i, t in enumerate(traces) if t})
@@ -451,21 +452,18 @@ def build(snap):
     for dev in devs:
         events = [e for e in (traces[dev] if dev < len(traces) else []) if isinstance(e, dict)]
         dsegs = [s for s in segs if s.get("device", 0) == dev]
-        out.append(build_device(stacks, dev, dsegs, events, BAND_BUDGET // traced))
-    # The moment the verdict talks about: the OOM's on the device that ran out, else the peak
-    # (or the snapshot without a trace) on the device holding the most reserved memory.
+        out.append(build_device(stacks, dev, dsegs, events, BAND_BUDGET // traced,
+                                facts.get(dev, {})))
+    # The moment the verdict speaks of, on the diagnosed device (else the first): its OOM, its
+    # peak or its snapshot; the snapshot when the device has no such moment.
     focus = None
+    said = report.get("verdict_moment") or {}
+    if out:
+        d = next((d for d in out if d["device"] == said.get("device")), out[0])
+        found = d["_moments"].get(said.get("moment")) or d["_moments"]["snapshot"]
+        focus = {"device": d["device"], "moment": found[-1]}
     for d in out:
-        if d.get("_oom"):
-            focus = {"device": d["device"], "moment": d["_focus"]}
-            break
-    if focus is None and out:
-        top = max(out, key=lambda d: (sum(s[1] for s in d["moments"][-1]["segments"]),
-                                      -d["device"]))
-        focus = {"device": top["device"], "moment": top["_focus"]}
-    for d in out:
-        d.pop("_focus", None)
-        d.pop("_oom", None)
+        d.pop("_moments", None)
     return {"schema": SCHEMA, "focus": focus, "devices": out, "strings": stacks.strings,
             "frames": stacks.frames, "stacks": stacks.stacks}
 
@@ -477,62 +475,25 @@ def to_json(data):
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-# ---- splicing into a real report ----
-
-def sha256_b64(text):
-    return base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
-
-
-def splice(page, data_json, js, css, fragment):
-    if "id=timeline><h2>Memory over the trace</h2>" in page:
-        marker = "id=timeline><h2>Memory over the trace</h2>"
-        page = page.replace(marker, marker + fragment, 1)
-    else:
-        page = page.replace("<footer>", fragment + "<footer>", 1)
-    page = page.replace("</style>", "</style>\n<style>" + css + "</style>", 1)
-    head, sep, tail = page.rpartition("<script>")
-    page = (head + '<script type="application/json" id="memreport-data">' + data_json +
-            "</script>\n" + sep + tail)
-    page = page.replace("</body>", "<script>" + js + "</script>\n</body>", 1)
-
-    def add_hash(match):
-        return match.group(0) + " 'sha256-" + (css_hash if match.group(1) == "style" else
-                                                js_hash) + "'"
-    css_hash, js_hash = sha256_b64(css), sha256_b64(js)
-    page, count = re.subn(r"(style|script)-src 'sha256-[A-Za-z0-9+/=]+'", add_hash, page)
-    if count != 2:
-        raise SystemExit("the report's Content-Security-Policy was not found")
-    return page
+def report_json(snapshot, memreport="./memreport"):
+    """memreport's own JSON report of the snapshot (the peak, the iterations, the verdict)."""
+    out = subprocess.run([memreport, snapshot, "-q", "--format", "json", "-o", "-"],
+                         check=True, capture_output=True).stdout
+    return json.loads(out)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("snapshot")
-    ap.add_argument("-o", "--output", help="the spliced HTML page")
-    ap.add_argument("--json", help="write the data block alone here")
+    ap.add_argument("--json", help="write the data block here (default: standard output)")
     ap.add_argument("--memreport", default="./memreport")
-    ap.add_argument("--templates", default=os.path.join(os.path.dirname(__file__), "..", "..",
-                                                        "templates"))
     args = ap.parse_args()
-    data_json = to_json(build(load_snapshot(args.snapshot)))
+    data_json = to_json(build(load_snapshot(args.snapshot),
+                              report_json(args.snapshot, args.memreport)))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             f.write(data_json)
-    if args.output:
-        with tempfile.TemporaryDirectory() as tmp:
-            base = os.path.join(tmp, "base.html")
-            subprocess.run([args.memreport, args.snapshot, "-q", "-o", base], check=True)
-            with open(base, encoding="utf-8") as f:
-                page = f.read()
-
-        def tpl(name):
-            with open(os.path.join(args.templates, name), encoding="utf-8") as f:
-                return f.read()
-        page = splice(page, data_json, tpl("timeline.js"), tpl("timeline.css"),
-                      tpl("timeline.html").strip())
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(page)
-    if not args.json and not args.output:
+    else:
         sys.stdout.write(data_json)
 
 

@@ -1,8 +1,8 @@
 #!/bin/sh
 # tests/browser/run.sh BINARY: the interactive page in headless Chromium (puppeteer-core, see
-# package.json). Builds pages with make_page_fixture.py from corpus samples and the hostile
-# fixture, then runs timeline.test.js on them. Prints "ok N - ..." / "not ok N - ..." lines;
-# skips when Chromium, node, python3 or node_modules (npm ci) is absent.
+# package.json), on pages the binary writes (./memreport SAMPLE -o PAGE) from corpus samples
+# and the hostile fixture; then timeline.test.js on them. Prints "ok N - ..." / "not ok N -
+# ..." lines; skips when Chromium, node or node_modules (npm ci) is absent.
 set -u
 bin=${1:-./memreport}
 export CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
@@ -18,15 +18,17 @@ fi
 . tests/samples.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fixture() { # NAME SNAPSHOT
-	if ! python3 "$here/make_page_fixture.py" "$2" -o "$tmp/$1.html" --memreport "$bin" 2>"$tmp/$1.err"; then
-		echo "not ok 1 - page fixture $1 ($(head -c 300 "$tmp/$1.err"))"
+page() { # NAME INPUT...
+	name=$1
+	shift
+	if ! "$bin" "$@" -q -o "$tmp/$name.html" 2>"$tmp/$name.err"; then
+		echo "not ok 1 - page $name ($(head -c 300 "$tmp/$name.err"))"
 		exit 1
 	fi
 }
-fixture oom_capacity "$(sample_snapshot oom_capacity)"
-fixture no_history "$(sample_snapshot no_history)"
-fixture hostile tests/fixtures/html/hostile_snapshot.pickle
+page oom_capacity "$(sample_snapshot oom_capacity)"
+page no_history "$(sample_snapshot no_history)"
+page hostile tests/fixtures/html/hostile_snapshot.pickle
 # One byte more in the inline timeline.js: its hash no longer matches the page's CSP.
 sed 's/var PALETTE = \[/var PALETTE =  [/' "$tmp/oom_capacity.html" > "$tmp/tampered.html"
 node "$here/timeline.test.js" "$tmp"

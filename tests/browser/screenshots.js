@@ -1,7 +1,8 @@
 /* Screenshots of the interactive page for docs/screenshots: node screenshots.js OUTDIR PAGE...
- * For each page (NAME.html, built by make_page_fixture.py) it writes NAME-timeline.png (the
- * chart, hovering the largest band at the verdict's moment, with the pinned band's stack) and
- * NAME-maps.png (the segments at that moment, one block hovered). Network off, as in the tests. */
+ * For each page (NAME.html, written by memreport: ./memreport SAMPLE -o NAME.html) it writes
+ * NAME-timeline.png (the chart, hovering the largest band at the verdict's moment, with the
+ * pinned band's stack) and NAME-maps.png (the segments at that moment, one block hovered).
+ * Network off, as in the tests. */
 "use strict";
 const path = require("path");
 const puppeteer = require("puppeteer-core");

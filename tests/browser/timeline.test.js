@@ -226,6 +226,19 @@ async function jsOff(browser) {
   ok(s.hidden && s.canvases === 0, "JS off: the interactive parts stay hidden", JSON.stringify(s));
   ok(s.verdict.length > 20 && s.cards >= 6, "JS off: the static summary is there", JSON.stringify(s));
   ok(s.svg > 300 && s.figures && s.maps >= 40, "JS off: the server-rendered timeline and segment maps are shown", JSON.stringify(s));
+  /* The maps at every marked moment are written by memreport itself, the verdict's open. */
+  const mo = await page.evaluate(() => {
+    const data = JSON.parse(document.getElementById("memreport-data").textContent);
+    const open = Array.from(document.querySelectorAll("#maps details.moment[open]"));
+    return { want: data.devices[0].moments.length, focus: data.focus.moment,
+      got: document.querySelectorAll("#maps details.moment").length, open: open.map((e) => e.id),
+      head: open.length ? open[0].querySelector("summary").textContent : "",
+      imgs: open.length ? Array.from(open[0].querySelectorAll("img.map")).filter((i) => i.complete && i.naturalWidth > 0).length : 0,
+      links: document.querySelectorAll("#maps p.moments a").length };
+  });
+  ok(mo.got === mo.want && mo.links === mo.want && mo.open.length === 1 && mo.open[0] === "maps-d0-m" + mo.focus &&
+    /^At the out-of-memory moment/.test(mo.head) && mo.imgs >= 10,
+    "JS off: segment maps at every marked moment, the verdict's (the OOM) open", JSON.stringify(mo));
   ok(!bad.requests.length, "JS off: no network requests", bad.requests.join(" "));
   await page.close();
 }

@@ -229,7 +229,47 @@ def texts():
     return t
 
 
+def scaling():
+    """Small versions of the shapes of tests/fixtures/gen_scaling.py (work that once grew with
+    the square of the input): pickles for the pipeline, zips for the zip target."""
+    sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
+    import gen_scaling as g
+
+    p, z = {}, {}
+    big = "m" * 8192
+    p["shared_long_metadata"] = g.pickled(g.snapshot([g.one_segment()],
+                                                     g.alloc_free_trace(60, lambda i: [], big)))
+    name = "f" * 8192
+    p["shared_long_frame_name"] = g.pickled(g.snapshot(
+        [g.one_segment()],
+        g.alloc_free_trace(60, lambda i: [{"name": name, "filename": "t.py", "line": i}], "")))
+    path = "/" + "d" * 8192 + "/t.py"
+    p["shared_long_file_name"] = g.pickled(g.snapshot(
+        [g.one_segment()],
+        g.alloc_free_trace(60, lambda i: [{"name": "step", "filename": path, "line": i}], "")))
+    trace = []
+    for i in range(300):
+        trace.append(g.event("segment_alloc", g.BASE, 20 * g.MIB, 2 * i))
+        trace.append(g.event("segment_free", g.BASE, 20 * g.MIB, 2 * i + 1))
+    p["segment_event_run"] = g.pickled(g.snapshot(
+        [g.one_segment()], trace + g.alloc_free_trace(1, lambda i: [], "", len(trace))))
+    pools = g.shape_pools(1)
+    pools["segments"] = pools["segments"][:150]
+    pools["device_traces"] = [pools["device_traces"][0][150:0:-1]]  # decreasing addresses
+    p["private_pool_segments"] = g.pickled(pools)
+    z["many_members.zip"] = g.zipped([("run/n%03d.txt" % i, b"notes %d\n" % i) for i in range(200)]
+                                     + [("run/zzz.log", g.OOM)])
+    body = b"step 00000001 loss 1.2345\n" * 36000 + g.OOM  # 900 KiB, under the 1 MiB cap
+    z["big_members.zip"] = g.zipped([("run%d/train.log" % r, body) for r in range(2)], level=9)
+    return p, z
+
+
 def main():
+    pickles, zips = scaling()
+    for name, data in pickles.items():
+        write("pipeline", name, data)
+    for name, data in zips.items():
+        write("zip", name, data)
     real = real_seeds()
     for name, data in real.items():
         write("pickle", "real_" + name, data)

@@ -1,0 +1,557 @@
+/* page_data.c: the memreport-page/1 data block of the interactive page. */
+#include "render/page_data.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/frames.h"
+#include "base/buf.h"
+#include "base/error.h"
+#include "base/escape.h"
+#include "base/mem.h"
+#include "render/redact.h"
+
+/* ---- the shared tables: strings, frames, stacks, in order of first reference ---- */
+
+/* `tab` is a scratch model used only for its interning: its string table holds the page's
+ * strings (after --redact-paths), and its stacks are the page's frames (one-frame stacks) and
+ * stacks, whose frames carry the run's own string ids. Each tab id maps to a page id + 1 in
+ * order of first reference. */
+typedef struct {
+	const md_snapshot *s;
+	const uint8_t *kinds; /* per frame of s: AN_FK_* */
+	const rd_options *opt;
+	md_snapshot tab;
+	uint32_t *of_stack; /* per run stack: 0 unread, 1 no kept frame, else page stack id + 2 */
+	uint32_t *of_name, *of_path; /* per run string, as a name / a path: page id + 1, 0 unread */
+	uint32_t *str_id, *frame_id, *stack_id; /* per tab string / tab stack: page id + 1 */
+	size_t str_cap, frame_cap, stack_cap;
+	size_t strings, frames, stacks; /* page ids given */
+	mr_buf str_json, frame_json, stack_json;
+	int failed;
+} pd_tables;
+
+/* Grows a tab id -> page id map to hold id. */
+static int map_fit(uint32_t **map, size_t *cap, size_t id)
+{
+	if (id < *cap)
+		return 0;
+	size_t old = *cap;
+	if (MR_GROW(*map, *cap, id + 1))
+		return -1;
+	memset(*map + old, 0, (*cap - old) * sizeof **map);
+	return 0;
+}
+
+static long long page_string(pd_tables *t, const char *text)
+{
+	uint32_t id = md_intern(&t->tab, text, strlen(text));
+	if (id == UINT32_MAX || map_fit(&t->str_id, &t->str_cap, id)) {
+		t->failed = 1;
+		return 0;
+	}
+	if (!t->str_id[id]) {
+		t->str_id[id] = (uint32_t)++t->strings;
+		mr_buf_puts(&t->str_json, t->strings > 1 ? "," : "");
+		mr_json_str(&t->str_json, text);
+	}
+	return t->str_id[id] - 1;
+}
+
+/* The page string of run string `id`, a name or (path) a file as --redact-paths writes it;
+ * each run string is read once, however many frames share it. */
+static long long run_string(pd_tables *t, uint32_t id, int path)
+{
+	uint32_t *memo = path ? t->of_path : t->of_name;
+	if (id < t->s->strings.count && memo[id])
+		return (long long)memo[id] - 1;
+	char pbuf[4096];
+	const char *text = md_str(t->s, id);
+	long long v = page_string(t, path ? rd_path(t->opt, text, pbuf, sizeof pbuf) : text);
+	if (id < t->s->strings.count)
+		memo[id] = (uint32_t)v + 1;
+	return v;
+}
+
+static long long page_frame(pd_tables *t, const md_frame *f)
+{
+	uint32_t id = md_intern_stack(&t->tab, f, 1);
+	if (id == UINT32_MAX || map_fit(&t->frame_id, &t->frame_cap, id)) {
+		t->failed = 1;
+		return 0;
+	}
+	if (!t->frame_id[id]) {
+		t->frame_id[id] = (uint32_t)++t->frames;
+		long long name = run_string(t, f->name, 0);
+		long long file = run_string(t, f->filename, 1);
+		mr_buf_printf(&t->frame_json, "%s%lld,%lld,%d", t->frames > 1 ? "," : "", name,
+		              file, (int)f->line);
+	}
+	return t->frame_id[id] - 1;
+}
+
+/* Frames the page drops: the viewer's hidden ones and the caching allocator's own. */
+static int dropped(uint8_t kind)
+{
+	return !(kind & AN_FK_SHOWN) || (kind & AN_FK_ALLOCATOR);
+}
+
+/* Writes a new page stack: [user, lib, frames...]. */
+static void write_stack(pd_tables *t, const md_frame *kept, const uint8_t *kind, size_t count)
+{
+	long long user = -1, lib = -1;
+	for (size_t i = 0; i < count; i++) {
+		if (!(kind[i] & AN_FK_PYTHON))
+			continue;
+		if (kind[i] & AN_FK_LIBRARY) {
+			if (lib < 0)
+				lib = (long long)i;
+		} else if (user < 0) {
+			user = (long long)i;
+		}
+	}
+	mr_buf_printf(&t->stack_json, "%s[%lld,%lld", t->stacks > 1 ? "," : "", user, lib);
+	for (size_t i = 0; i < count; i++)
+		mr_buf_printf(&t->stack_json, ",%lld", page_frame(t, &kept[i]));
+	mr_buf_puts(&t->stack_json, "]");
+}
+
+/* The page stack id of run stack `stack`, -1 when it keeps no frame. */
+static long long page_stack(pd_tables *t, uint32_t stack)
+{
+	const md_snapshot *s = t->s;
+	if (stack >= s->stack_count)
+		return -1;
+	if (t->of_stack[stack])
+		return (long long)t->of_stack[stack] - 2;
+	md_frame kept[PD_MAX_FRAMES];
+	uint8_t kind[PD_MAX_FRAMES];
+	size_t count = 0;
+	const md_stack *st = &s->stacks[stack];
+	for (uint32_t k = 0; k < st->count && count < PD_MAX_FRAMES; k++)
+		if (!dropped(t->kinds[st->first + k])) {
+			kind[count] = t->kinds[st->first + k];
+			kept[count++] = s->frames[st->first + k];
+		}
+	if (!count) {
+		t->of_stack[stack] = 1;
+		return -1;
+	}
+	uint32_t id = md_intern_stack(&t->tab, kept, count);
+	if (id == UINT32_MAX || map_fit(&t->stack_id, &t->stack_cap, id)) {
+		t->failed = 1;
+		return -1;
+	}
+	if (!t->stack_id[id]) {
+		t->stack_id[id] = (uint32_t)++t->stacks;
+		write_stack(t, kept, kind, count);
+	}
+	t->of_stack[stack] = t->stack_id[id] + 1;
+	return (long long)t->stack_id[id] - 1;
+}
+
+static void tables_free(pd_tables *t)
+{
+	md_free(&t->tab);
+	free(t->of_stack);
+	free(t->of_name);
+	free(t->of_path);
+	free(t->str_id);
+	free(t->frame_id);
+	free(t->stack_id);
+	mr_buf_free(&t->str_json);
+	mr_buf_free(&t->frame_json);
+	mr_buf_free(&t->stack_json);
+}
+
+/* ---- bands: the largest allocations ---- */
+
+/* A min-heap of the chosen allocations, worst (smallest, then latest) on top. */
+typedef struct {
+	uint64_t bytes;
+	size_t index;
+} heap_item;
+
+static int worse(const heap_item *a, const heap_item *b)
+{
+	return a->bytes != b->bytes ? a->bytes < b->bytes : a->index > b->index;
+}
+
+static void sift_down(heap_item *h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < n && worse(&h[l], &h[m]))
+			m = l;
+		if (r < n && worse(&h[r], &h[m]))
+			m = r;
+		if (m == i)
+			return;
+		heap_item tmp = h[i];
+		h[i] = h[m];
+		h[m] = tmp;
+		i = m;
+	}
+}
+
+static void sift_up(heap_item *h, size_t i)
+{
+	while (i && worse(&h[i], &h[(i - 1) / 2])) {
+		heap_item tmp = h[i];
+		h[i] = h[(i - 1) / 2];
+		h[(i - 1) / 2] = tmp;
+		i = (i - 1) / 2;
+	}
+}
+
+/* Marks the `want` largest allocations (ties: earlier in stacking order) in chosen[]. */
+static int choose_bands(const an_allocs *al, size_t want, uint8_t *chosen)
+{
+	heap_item *h = mr_alloc_array(want ? want : 1, sizeof *h);
+	size_t n = 0;
+	if (!h)
+		return -1;
+	for (size_t i = 0; i < al->count && want; i++) {
+		heap_item it = {al->items[i].bytes, i};
+		if (n < want) {
+			h[n] = it;
+			sift_up(h, n++);
+		} else if (worse(&h[0], &it)) {
+			h[0] = it;
+			sift_down(h, n, 0);
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		chosen[h[i].index] = 1;
+	free(h);
+	return 0;
+}
+
+/* ---- series ---- */
+
+typedef struct {
+	size_t k, points;
+	int64_t *active, *small, *reserved; /* per point: the largest value after its events */
+	int truncated;
+} pd_series;
+
+/* Per point, the largest running sum of delta over its events. */
+static void point_max(const int64_t *delta, size_t n, size_t k, int64_t start, int64_t *out)
+{
+	int64_t v = start;
+	for (size_t i = 0; i < n; i++) {
+		v += delta[i];
+		if (i % k == 0 || v > out[i / k])
+			out[i / k] = v;
+	}
+}
+
+static void add_live(int64_t *delta, size_t n, const an_alloc *a)
+{
+	delta[a->start == AN_NO_EVENT ? 0 : a->start] += (int64_t)a->bytes;
+	delta[a->end == AN_NO_EVENT ? n : a->end] -= (int64_t)a->bytes;
+}
+
+static mr_status read_series(const md_snapshot *s, const md_device *md, const an_device *dv,
+                             const an_allocs *al, const uint8_t *chosen, pd_series *ps,
+                             mr_error *err)
+{
+	size_t n = md->event_count;
+	ps->k = (n + PD_SERIES_POINTS - 1) / PD_SERIES_POINTS;
+	ps->points = (n + ps->k - 1) / ps->k;
+	int64_t *delta = mr_alloc_array(n + 1, sizeof *delta);
+	ps->active = mr_alloc_array(ps->points, sizeof *ps->active);
+	ps->small = mr_alloc_array(ps->points, sizeof *ps->small);
+	ps->reserved = mr_alloc_array(ps->points, sizeof *ps->reserved);
+	if (!delta || !ps->active || !ps->small || !ps->reserved) {
+		free(delta);
+		return mr_oom(err);
+	}
+	for (size_t i = 0; i < al->count; i++)
+		add_live(delta, n, &al->items[i]);
+	point_max(delta, n, ps->k, 0, ps->active);
+	memset(delta, 0, (n + 1) * sizeof *delta);
+	for (size_t i = 0; i < al->count; i++)
+		if (!chosen[i])
+			add_live(delta, n, &al->items[i]);
+	point_max(delta, n, ps->k, 0, ps->small);
+	int64_t reserved = 0, change = 0;
+	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++)
+		reserved += (int64_t)s->segments[i].total_size;
+	for (size_t i = 0; i < n; i++) {
+		const md_event *e = &md->events[i];
+		int add = e->action == MD_ACT_SEGMENT_ALLOC || e->action == MD_ACT_SEGMENT_MAP;
+		int sub = e->action == MD_ACT_SEGMENT_FREE || e->action == MD_ACT_SEGMENT_UNMAP;
+		delta[i] = add ? (int64_t)e->size : sub ? -(int64_t)e->size : 0;
+		change += delta[i];
+	}
+	point_max(delta, n, ps->k, reserved - change, ps->reserved);
+	ps->truncated = al->older > 0 || reserved - change > 0;
+	free(delta);
+	return MR_OK;
+}
+
+static void series_free(pd_series *ps)
+{
+	free(ps->active);
+	free(ps->small);
+	free(ps->reserved);
+}
+
+/* Every event has a time and they never go back (and the last is later than the first). */
+static int uses_time(const md_device *md)
+{
+	size_t n = md->event_count;
+	for (size_t i = 0; i < n; i++)
+		if (md->events[i].time_us == MD_TIME_NONE ||
+		    (i && md->events[i].time_us < md->events[i - 1].time_us))
+			return 0;
+	return n && md->events[n - 1].time_us > md->events[0].time_us;
+}
+
+static void int_array(mr_buf *b, const int64_t *v, size_t n)
+{
+	mr_buf_putc(b, '[');
+	for (size_t i = 0; i < n; i++)
+		mr_buf_printf(b, "%s%" PRId64, i ? "," : "", v[i]);
+	mr_buf_putc(b, ']');
+}
+
+static void series_json(mr_buf *b, const md_device *md, const pd_series *ps)
+{
+	int timed = uses_time(md);
+	mr_buf_printf(b, ",\"series\":{\"events_per_point\":%zu,\"x\":[", ps->k);
+	for (size_t i = 0; i < ps->points; i++)
+		mr_buf_printf(b, "%s%zu", i ? "," : "", i * ps->k);
+	mr_buf_puts(b, "],\"t_us\":");
+	if (timed) {
+		mr_buf_putc(b, '[');
+		for (size_t i = 0; i < ps->points; i++)
+			/* times never go back here: the difference fits 64 bits unsigned */
+			mr_buf_printf(b, "%s%" PRIu64, i ? "," : "",
+			              (uint64_t)md->events[i * ps->k].time_us -
+			                  (uint64_t)md->events[0].time_us);
+		mr_buf_putc(b, ']');
+	} else {
+		mr_buf_puts(b, "null");
+	}
+	mr_buf_puts(b, ",\"active\":");
+	int_array(b, ps->active, ps->points);
+	mr_buf_puts(b, ",\"reserved\":");
+	int_array(b, ps->reserved, ps->points);
+	mr_buf_puts(b, ",\"small\":");
+	int_array(b, ps->small, ps->points);
+	mr_buf_putc(b, '}');
+}
+
+/* ---- marks and moments ---- */
+
+static long long event_x(size_t event)
+{
+	return event == AN_NO_MOMENT ? -1 : (long long)event;
+}
+
+static void marks_json(mr_buf *b, const an_moments *m)
+{
+	mr_buf_puts(b, ",\"marks\":[");
+	for (size_t i = 0; i < m->mark_count; i++) {
+		const an_mark *mk = &m->marks[i];
+		mr_buf_printf(b, "%s{\"kind\":\"%s\",\"event\":%zu,\"x\":%zu,\"moment\":%lld",
+		              i ? "," : "", an_mark_name(mk->kind), mk->event, mk->event,
+		              event_x(mk->moment));
+		if (mk->kind == AN_MARK_PEAK || mk->kind == AN_MARK_OOM)
+			mr_buf_printf(b, ",\"bytes\":%" PRIu64, mk->bytes);
+		if (mk->kind == AN_MARK_ITERATION)
+			mr_buf_printf(b, ",\"n\":%zu", mk->n);
+		mr_buf_putc(b, '}');
+	}
+	mr_buf_putc(b, ']');
+}
+
+static int page_pool(const md_segment *g)
+{
+	return g->pool_id[0] || g->pool_id[1] ? 2 : g->pool == MD_POOL_SMALL ? 1 : 0;
+}
+
+static void segments_json(mr_buf *b, pd_tables *t, const an_moment *mo)
+{
+	mr_buf_puts(b, ",\"segments\":[");
+	for (size_t i = 0; i < mo->segment_count; i++) {
+		const md_segment *g = &mo->segments[i];
+		mr_buf_printf(b, "%s[%" PRIu64 ",%" PRIu64 ",%d,%d,%" PRIu64 ",[", i ? "," : "",
+		              g->address, g->total_size, page_pool(g), g->is_expandable, g->stream);
+		for (size_t j = 0; j < g->block_count; j++) {
+			const md_block *k = &mo->blocks[g->first_block + j];
+			int active = k->state != MD_BLOCK_INACTIVE;
+			mr_buf_printf(b, "%s%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%lld",
+			              j ? "," : "", k->address - g->address, k->size,
+			              active ? k->requested_size : 0, (int)k->state,
+			              active ? page_stack(t, k->stack) : -1);
+		}
+		mr_buf_puts(b, "]]");
+	}
+	mr_buf_putc(b, ']');
+}
+
+static void moments_json(mr_buf *b, pd_tables *t, const an_moments *m)
+{
+	mr_buf_puts(b, ",\"moments\":[");
+	for (size_t i = 0; i < m->moment_count; i++) {
+		const an_moment *mo = &m->moments[i];
+		mr_buf_printf(b, "%s{\"event\":%lld,\"x\":%lld,\"kinds\":[", i ? "," : "",
+		              event_x(mo->event),
+		              mo->event == AN_NO_MOMENT ? 0 : event_x(mo->event));
+		for (int k = 0, n = 0; k <= AN_MARK_SNAPSHOT; k++)
+			if (mo->kinds & (1u << k))
+				mr_buf_printf(b, "%s\"%s\"", n++ ? "," : "", an_mark_name(k));
+		mr_buf_printf(b, "],\"source\":\"%s\"", mo->from_snapshot ? "snapshot" : "trace");
+		segments_json(b, t, mo);
+		mr_buf_putc(b, '}');
+	}
+	mr_buf_putc(b, ']');
+}
+
+/* ---- a device ---- */
+
+static void bands_json(mr_buf *b, pd_tables *t, const an_allocs *al, const uint8_t *chosen,
+                       uint64_t *min_bytes, size_t *count)
+{
+	mr_buf_puts(b, ",\"bands\":[");
+	*count = 0;
+	for (size_t i = 0; i < al->count; i++) {
+		const an_alloc *a = &al->items[i];
+		if (!chosen[i])
+			continue;
+		mr_buf_printf(b, "%s%lld,%lld,%" PRIu64 ",%lld", (*count)++ ? "," : "",
+		              a->start == AN_NO_EVENT ? -1 : (long long)a->start,
+		              a->end == AN_NO_EVENT ? -1 : (long long)a->end, a->bytes,
+		              page_stack(t, a->stack));
+		if (a->bytes < *min_bytes)
+			*min_bytes = a->bytes;
+	}
+	mr_buf_putc(b, ']');
+}
+
+static mr_status device_json(mr_buf *b, pd_tables *t, const rp_report *run, const an_device *dv,
+                             size_t budget, size_t *bands, mr_error *err)
+{
+	const md_device *md = md_find_device(&run->ev.snap, dv->device);
+	const an_allocs *al = rp_allocs(run, dv);
+	const an_moments *m = rp_moments(run, dv);
+	size_t n = md ? md->event_count : 0, nb = 0;
+	uint8_t *chosen = mr_alloc_array(al->count ? al->count : 1, 1);
+	pd_series ps = {0};
+	mr_status st = MR_OK;
+	if (!chosen || (n && choose_bands(al, MR_MIN(budget, al->count), chosen)))
+		goto oom;
+	if (n && (st = read_series(&run->ev.snap, md, dv, al, chosen, &ps, err)))
+		goto done;
+	mr_buf_printf(b, "{\"device\":%d,\"x_unit\":\"event\",\"t0_us\":", dv->device);
+	if (n && uses_time(md))
+		mr_buf_printf(b, "%" PRId64, md->events[0].time_us);
+	else
+		mr_buf_puts(b, "null");
+	mr_buf_printf(b, ",\"events\":%zu,\"x_end\":%zu,\"truncated\":%s,\"allocations\":%zu", n,
+	              n ? n - 1 : 0, ps.truncated ? "true" : "false", al->count);
+	uint64_t min_bytes = UINT64_MAX;
+	if (n) {
+		series_json(b, md, &ps);
+		bands_json(b, t, al, chosen, &min_bytes, &nb);
+	} else {
+		mr_buf_puts(b, ",\"series\":null,\"bands\":[]");
+	}
+	if (nb)
+		mr_buf_printf(b, ",\"band_min_bytes\":%" PRIu64, min_bytes);
+	else
+		mr_buf_puts(b, ",\"band_min_bytes\":null");
+	marks_json(b, m);
+	moments_json(b, t, m);
+	mr_buf_putc(b, '}');
+	*bands += nb;
+	goto done;
+oom:
+	st = mr_oom(err);
+done:
+	free(chosen);
+	series_free(&ps);
+	return st;
+}
+
+/* ---- the block ---- */
+
+static int on_page(const rp_report *run, const an_device *dv)
+{
+	return rp_moments(run, dv) && (dv->segment_count || dv->has_trace);
+}
+
+/* The moment the verdict speaks of, on the diagnosed device (else the first one shown). */
+static void focus_json(mr_buf *b, const rp_report *run, const rp_view *view)
+{
+	const an_device *dv = NULL;
+	for (size_t i = 0; i < view->device_count; i++) {
+		const an_device *d = view->devices[i];
+		if (!on_page(run, d))
+			continue;
+		if (!dv)
+			dv = d;
+		if (d->device == run->advice.device) {
+			dv = d;
+			break;
+		}
+	}
+	if (!dv) {
+		mr_buf_puts(b, ",\"focus\":null");
+		return;
+	}
+	mr_buf_printf(b, ",\"focus\":{\"device\":%d,\"moment\":%zu}", dv->device,
+	              rp_verdict_moment(run, dv));
+}
+
+mr_status rd_page_data(const rp_report *run, const rp_view *view, const rd_options *opt,
+                       size_t band_budget, size_t *bands_written, mr_buf *out, mr_error *err)
+{
+	if (bands_written)
+		*bands_written = 0;
+	if (!run->ev.has_snapshot || !run->moments)
+		return MR_OK;
+	const md_snapshot *s = &run->ev.snap;
+	pd_tables t = {.s = s, .kinds = run->an.frame_kinds, .opt = opt};
+	mr_status st = MR_OK;
+	size_t traced = 0, bands = 0;
+	md_init(&t.tab);
+	t.of_stack = mr_alloc_array(s->stack_count ? s->stack_count : 1, sizeof *t.of_stack);
+	t.of_name = mr_alloc_array(s->strings.count ? s->strings.count : 1, sizeof *t.of_name);
+	t.of_path = mr_alloc_array(s->strings.count ? s->strings.count : 1, sizeof *t.of_path);
+	if (!t.of_stack || !t.of_name || !t.of_path) {
+		tables_free(&t);
+		return mr_oom(err);
+	}
+	for (size_t i = 0; i < view->device_count; i++)
+		traced += on_page(run, view->devices[i]) && view->devices[i]->has_trace;
+	size_t budget = (band_budget ? band_budget : PD_BAND_BUDGET) / MR_MAX(traced, 1);
+	mr_buf_puts(out, "<script type=\"application/json\" id=\"memreport-data\">"
+	                 "{\"schema\":\"memreport-page/1\"");
+	focus_json(out, run, view);
+	mr_buf_puts(out, ",\"devices\":[");
+	for (size_t i = 0, k = 0; i < view->device_count && !st; i++) {
+		if (!on_page(run, view->devices[i]))
+			continue;
+		mr_buf_puts(out, k++ ? "," : "");
+		st = device_json(out, &t, run, view->devices[i], budget, &bands, err);
+	}
+	mr_buf_puts(out, "],\"strings\":[");
+	mr_buf_append(out, t.str_json.data, t.str_json.len);
+	mr_buf_puts(out, "],\"frames\":[");
+	mr_buf_append(out, t.frame_json.data, t.frame_json.len);
+	mr_buf_puts(out, "],\"stacks\":[");
+	mr_buf_append(out, t.stack_json.data, t.stack_json.len);
+	mr_buf_puts(out, "]}</script>\n");
+	if (!st && (t.failed || t.str_json.failed || t.frame_json.failed || t.stack_json.failed ||
+	            out->failed))
+		st = mr_oom(err);
+	if (bands_written)
+		*bands_written = bands;
+	tables_free(&t);
+	return st;
+}
