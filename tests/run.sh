@@ -75,7 +75,8 @@ done
 for s in "sh tests/cli.sh $bin" "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" \
 	"sh tests/scaling.sh $bin" "sh tests/cli_shard.sh $bin" "sh tests/golden.sh $bin" \
 	"sh tests/page_data.sh $bin" "sh tools/check_layers.sh" "sh tools/check_functions.sh" \
-	"sh tests/capture.sh $bin" "python3 tests/diagnosis.py $bin" "python3 tests/capacity.py $bin"; do
+	"sh tests/capture.sh $bin" "sh tests/threads.sh $bin" "python3 tests/diagnosis.py $bin" \
+	"python3 tests/capacity.py $bin"; do
 	$s >"$work/out" 2>&1
 	name=${s#sh }
 	name=${name#python3 }

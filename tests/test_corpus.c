@@ -37,6 +37,7 @@ static uint64_t pool_value(const an_pool *p, size_t i)
 
 typedef struct {
 	size_t checked, exact_peaks, observer, wrapped;
+	size_t exact_truncated, exact_long; /* long: over 300 000 events, the replay's old cap */
 } tally;
 
 /* The runs whose trace does not reach back to an empty allocator, as their READMEs say: the
@@ -104,6 +105,8 @@ static void check_trace(const char *name, const char *facts, const an_device *dv
 		fail_msg("%s: trace %s truncated", name, dv->truncated ? "is" : "is not");
 	/* Where the allocator replay reproduced the trace the peaks are exact. */
 	t->exact_peaks += (size_t)(dv->peak_exact && !dv->truncated);
+	t->exact_truncated += (size_t)(dv->peak_exact && dv->truncated);
+	t->exact_long += (size_t)(dv->peak_exact && dv->trace_events > 300000);
 }
 
 /* The trace's peaks against PyTorch's in stats: exact (within 1% for peak allocated where the
@@ -120,6 +123,14 @@ static void check_peaks(const char *name, const char *what, const char *stats, c
 	if (dv->truncated) {
 		assert_true(dv->peak_reserved <= (uint64_t)peak_reserved);
 		assert_true(dv->peak_allocated <= (uint64_t)peak_alloc);
+		/* replayed from the state its window starts in, whatever its length: exact
+		 * within the window, which in these runs holds the run's peak */
+		if (dv->peak_exact && (dv->peak_allocated != (uint64_t)peak_alloc ||
+		                       dv->peak_reserved != (uint64_t)peak_reserved))
+			fail_msg("%s: truncated, exact peaks %llu / %llu, %s %lld / %lld", name,
+			         (unsigned long long)dv->peak_allocated,
+			         (unsigned long long)dv->peak_reserved, what, peak_alloc,
+			         peak_reserved);
 		return;
 	}
 	if (dv->peak_reserved != (uint64_t)peak_reserved)
@@ -199,6 +210,13 @@ static void test_corpus_numbers(void **state)
 	 * memory caps are in no input (oom_fragmentation_maxsplit, infer_mode_oom) */
 	print_message("%zu samples, %zu exact peaks\n", samples, t.exact_peaks);
 	assert_true(t.exact_peaks >= 31);
+	/* every trace is replayed: the truncated ones of tests/corpus (gen_small_oom_b96,
+	 * cupy_non_pytorch) and, with the shared corpus, gpt_large_trace's 1 M events */
+	assert_true(t.exact_truncated >= 2);
+	char big[2048];
+	snprintf(big, sizeof big, "%s/corpus/gpt_large_trace/facts.json", tu_shared());
+	if (tu_exists(big))
+		assert_true(t.exact_long >= 1 && t.exact_truncated >= 4);
 }
 
 /* Hand-checked facts of single samples, from their facts.json and README rows. */

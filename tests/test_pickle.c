@@ -418,6 +418,76 @@ static void expect_limit(const pk_limits *lim, const unsigned char *data, size_t
 	pk_free(d);
 }
 
+/* n trace entries as CPython's pickler writes them ({"action": 1, "frames": []}, each dict
+ * and list memoized), appended to one list in batches, then entry 0 again through the memo and
+ * a DUP'd entry. */
+static unsigned char *entries_pickle(size_t n, size_t *len)
+{
+	mr_buf b = {0};
+	mr_buf_puts(&b, "\x80\x04]\x94("); /* memo 0: the list */
+	for (size_t i = 0; i < n; i++) {
+		if (i && i % 1000 == 0)
+			mr_buf_puts(&b, "e(");
+		mr_buf_puts(&b, "}\x94("); /* memo: the entry */
+		if (i == 0)
+			mr_buf_puts(&b, "\x8c\x06"
+			                "action\x94K\x01\x8c\x06"
+			                "frames\x94]\x94u");
+		else
+			mr_buf_puts(&b, "h\x02K\x01h\x03]\x94u"); /* the keys are memo 2 and 3 */
+	}
+	/* entry 0 (memo 1) once more through the memo, and a new entry pushed twice (DUP) */
+	mr_buf_puts(&b, "eh\x01"
+	                "a(}\x94\x32(h\x02K\x02ue.");
+	*len = b.len;
+	return (unsigned char *)b.data;
+}
+
+/* action_hook, and each entry's list becomes a record too, as the snapshot builder does with
+ * its frames list. */
+static int entry_hook(void *vctx, pk_decoder *d, const pk_val *items, size_t n, uint64_t *record,
+                      mr_error *err)
+{
+	for (size_t i = 0; i + 1 < n; i += 2)
+		if (pk_typeof(d, items[i + 1]) == PK_T_LIST)
+			pk_convert(d, items[i + 1], (uint64_t)1 << 40);
+	return action_hook(vctx, d, items, n, record, err);
+}
+
+/* Trace entries turned into records give their nodes back (pickle.h): the node count does not
+ * grow with the entries, and every reference to an entry, through the memo or a DUP, reads its
+ * record. */
+static void test_retired_records(void **state)
+{
+	(void)state;
+	size_t nodes[2];
+	for (int k = 0; k < 2; k++) {
+		size_t n = k ? 4000 : 1000, len = 0;
+		unsigned char *data = entries_pickle(n, &len);
+		assert_non_null(data);
+		pk_decoder *d = pk_new(NULL);
+		hook_ctx ctx = {0};
+		pk_set_dict_hook(d, entry_hook, &ctx);
+		mr_error err;
+		assert_int_equal(decode(d, data, len, &err), MR_OK);
+		pk_val list = pk_result(d);
+		const pk_val *it = pk_items(d, list);
+		assert_int_equal(pk_len(d, list), n + 3);
+		for (size_t i = 0; i < n; i++) {
+			assert_int_equal(pk_typeof(d, it[i]), PK_T_RECORD);
+			assert_int_equal(pk_record(d, it[i]), i + 1);
+		}
+		assert_int_equal(pk_record(d, it[n]), 1);         /* entry 0 through the memo */
+		assert_int_equal(pk_record(d, it[n + 1]), n + 1); /* the DUP'd entry, twice */
+		assert_int_equal(pk_record(d, it[n + 2]), n + 1);
+		nodes[k] = pk_node_count(d);
+		pk_free(d);
+		free(data);
+	}
+	assert_int_equal(nodes[0], nodes[1]);
+	assert_true(nodes[0] < 10);
+}
+
 static void test_limits(void **state)
 {
 	(void)state;
@@ -794,11 +864,12 @@ static void test_flips(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_fixtures),     cmocka_unit_test(test_prefixes),
-	    cmocka_unit_test(test_dict_hook),    cmocka_unit_test(test_limits),
-	    cmocka_unit_test(test_deep_nesting), cmocka_unit_test(test_accessors),
-	    cmocka_unit_test(test_reuse),        cmocka_unit_test(test_progress),
-	    cmocka_unit_test(test_corpus),       cmocka_unit_test(test_flips),
+	    cmocka_unit_test(test_fixtures),  cmocka_unit_test(test_prefixes),
+	    cmocka_unit_test(test_dict_hook), cmocka_unit_test(test_retired_records),
+	    cmocka_unit_test(test_limits),    cmocka_unit_test(test_deep_nesting),
+	    cmocka_unit_test(test_accessors), cmocka_unit_test(test_reuse),
+	    cmocka_unit_test(test_progress),  cmocka_unit_test(test_corpus),
+	    cmocka_unit_test(test_flips),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,35 +1,57 @@
 #!/usr/bin/env python3
-"""bench.py MEMREPORT [RUNS]: times memreport's full HTML report against python3's bare
-pickle.load on the same files (median wall time, peak RSS), prints the ratios; first, what the
-capacity search (--budget) adds to the report of the largest corpus trace it plans from; last,
-the time the 88 MB sample's report takes to open and draw in headless Chromium
-(tests/browser/bench.sh: puppeteer-core, network off; goal under 2 s), when Chromium, node and
-node_modules are there.
+"""bench.py MEMREPORT [RUNS]: memreport against the floors, in one run, as ratios.
+
+For each input (88 MB, 1 GB, 4 GB) every command runs RUNS times (default 5; 3 on the 1 GB and
+4 GB files, and once but for the HTML report on the 4 GB one), each in a fresh process, and the
+median wall time and the largest peak RSS are printed against the floors measured in the same
+run: `cat` (reading the file), `opwalk 2` (../shared/tools/opwalk.c: the opcode walk with value
+stack and memo, building nothing) and python3's bare `pickle.load` (not on the 4 GB file: it
+needs about 18 GiB). Then a batch of 200 small runs (corpus folders under 256 KiB, copied)
+without a cache, -j 2, in runs per second; what the capacity search (--budget) adds to the
+report of the largest corpus trace it plans from; last, the time the 88 MB sample's report takes
+to open and draw in headless Chromium (tests/browser/bench.sh: puppeteer-core, network off;
+goal under 2 s), when Chromium, node and node_modules are there. The machine's load (`uptime`)
+is printed before and after: other work on the same cores moves every figure, so compare
+ratios within one run.
+
+MEMREPORT_THREADS=1 in the environment runs memreport on one thread (see README).
 
 Inputs (cached under build/bench/, never committed): the 88 MB corpus snapshot unpacked from
-../shared/corpus/gpt_large_trace/snapshot.pickle.xz, and a 1 GB one made from it with
-../shared/tools/scale_snapshot.py (trace repeated 12 times)."""
-import json, lzma, os, resource, shutil, statistics, subprocess, sys, time
+../shared/corpus/gpt_large_trace/snapshot.pickle.xz; 1 GB and 4 GB ones made from it with
+../shared/tools/scale_snapshot.py (the trace repeated 12 and 52 times over the same segments).
+BENCH_SIZES=88MB,1GB limits the inputs."""
+import glob, json, lzma, os, shutil, statistics, subprocess, sys, time
 
 SHARED = os.environ.get("MEMREPORT_SHARED", "../shared")
 OUT = "build/bench"
+SCALES = [("88MB", 1), ("1GB", 12), ("4GB", 52)]
 
 
-def ensure_inputs():
+def ensure_input(label, k):
     os.makedirs(OUT, exist_ok=True)
     small = os.path.join(OUT, "gpt_large_trace.pickle")
-    big = os.path.join(OUT, "gpt_large_x12.pickle")
     if not os.path.exists(small):
         with lzma.open(os.path.join(SHARED, "corpus/gpt_large_trace/snapshot.pickle.xz")) as f, \
                 open(small + ".part", "wb") as g:
             shutil.copyfileobj(f, g, 1 << 20)
         os.rename(small + ".part", small)
-    if not os.path.exists(big):
-        print("making the 1 GB snapshot (once; about a minute)...", flush=True)
+    if k == 1:
+        return small
+    path = os.path.join(OUT, f"gpt_large_x{k}.pickle")
+    if not os.path.exists(path):
+        print(f"making the {label} snapshot (once)...", flush=True)
         subprocess.run([sys.executable, os.path.join(SHARED, "tools/scale_snapshot.py"), small,
-                        big + ".part", "12"], check=True)
-        os.rename(big + ".part", big)
-    return [("88 MB", small), ("1 GB", big)]
+                        path + ".part", str(k)], check=True)
+        os.rename(path + ".part", path)
+    return path
+
+
+def ensure_opwalk():
+    src = os.path.join(SHARED, "tools/opwalk.c")
+    exe = "build/opwalk"
+    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
+        subprocess.run(["cc", "-O2", "-o", exe, src], check=True)
+    return exe
 
 
 def measure(cmd):
@@ -45,28 +67,80 @@ def measure(cmd):
     return float(out[1]), int(out[2])
 
 
+def timed(cmd, runs):
+    m = [measure(cmd) for _ in range(runs)]
+    return statistics.median(t for t, _ in m), max(r for _, r in m)
+
+
 def device_json(memreport, path):
     out = subprocess.run([memreport, "-q", path, "--format", "json", "-o", "-"],
                          capture_output=True, check=True).stdout
     return json.loads(out)["devices"][0]
 
 
-def consistency(memreport, small, big):
-    """The 1 GB snapshot repeats the trace 12 times over the same segments."""
+def consistency(memreport, small, big, k):
+    """A scaled snapshot repeats the trace k times over the same segments."""
     a, b = device_json(memreport, small), device_json(memreport, big)
-    same = [k for k in ("reserved_bytes", "allocated_bytes", "active_bytes", "requested_bytes",
-                        "inactive_split_bytes", "segments", "largest_free_block_bytes")
-            if a[k] != b[k]]
-    events_ok = b["trace_events"] == 12 * a["trace_events"]
+    same = [key for key in ("reserved_bytes", "allocated_bytes", "active_bytes",
+                            "requested_bytes", "inactive_split_bytes", "segments",
+                            "largest_free_block_bytes") if a[key] != b[key]]
+    events_ok = b["trace_events"] == k * a["trace_events"]
     peak = abs(b["peak_allocated_bytes"] - a["peak_allocated_bytes"]) / a["peak_allocated_bytes"]
-    print(f"consistency 1 GB vs 88 MB: layout {'equal' if not same else 'DIFFERS in ' + str(same)}, "
-          f"events x12 {'yes' if events_ok else 'NO'}, peak allocated within {peak * 100:.2f}%")
+    print(f"  consistency with 88 MB: layout {'equal' if not same else 'DIFFERS in ' + str(same)}, "
+          f"events x{k} {'yes' if events_ok else 'NO'}, peak allocated within {peak * 100:.2f}%, "
+          f"peaks_exact {b['peaks_exact']}")
+
+
+def bench_input(memreport, opwalk, label, path, runs):
+    size = os.path.getsize(path)
+    print(f"{label}: {size / 2**20:.0f} MiB", flush=True)
+    floors = {"cat": timed(["cat", path], runs), "opwalk 2": timed([opwalk, "2", path], runs)}
+    if size < (2 << 30):
+        floors["pickle.load"] = timed([sys.executable, "-c",
+                                       "import pickle,sys;pickle.load(open(sys.argv[1],'rb'))",
+                                       path], 1 if size > (512 << 20) else runs)
+    rep = os.path.join(OUT, "out")
+    cmds = [(f, [memreport, "-q", path, "--format", f, "-o", rep])
+            for f in ("html", "json", "md", "text")]
+    cmds.append(("simulate", [memreport, "simulate", path, "--alloc-conf",
+                              "expandable_segments:True", "-o", rep]))
+    cmds.append(("diff", [memreport, "diff", "-q", path, path, "-o", rep]))
+    names = list(floors)
+    print(f"  {'':12} {'seconds':>8} {'RSS MiB':>8} {'RSS/file':>8}" +
+          "".join(f" {'/' + n:>12}" for n in names) + f" {'/html':>7}")
+    for n, (t, r) in floors.items():
+        print(f"  {n:12} {t:8.3f} {r / 2**20:8.0f} {r / size:8.2f}")
+    html = None
+    for n, cmd in cmds:
+        t, r = timed(cmd, runs if n == "html" or size < (2 << 30) else 1)
+        html = html or t
+        print(f"  {'memreport ' + n if n == 'html' else '  ' + n:12} {t:8.3f} {r / 2**20:8.0f} "
+              f"{r / size:8.2f}" + "".join(f" {t / floors[f][0]:12.3f}" for f in names) +
+              f" {t / html:7.2f}", flush=True)
+
+
+def batch(memreport, runs):
+    """200 small runs (the corpus folders under 256 KiB, copied under other names), no cache."""
+    src = [d for d in sorted(glob.glob(os.path.join(SHARED, "corpus/*/")))
+           if sum(os.path.getsize(f) for f in glob.glob(d + "*")) < 256 << 10]
+    root = os.path.join(OUT, "batch200")
+    if not src:
+        print("batch: no small corpus runs")
+        return
+    if not os.path.isdir(os.path.join(root, "in", "run199")):
+        shutil.rmtree(root, ignore_errors=True)
+        for i in range(200):
+            shutil.copytree(src[i % len(src)], os.path.join(root, "in", f"run{i:03d}"))
+    shutil.rmtree(os.path.join(root, "out"), ignore_errors=True)
+    t, r = timed([memreport, "batch", "-q", os.path.join(root, "in"), "-o",
+                  os.path.join(root, "out"), "-j", "2"], runs)
+    print(f"batch of 200 small runs ({len(src)} corpus folders, copied), -j 2, no cache: "
+          f"{t:.3f} s, {200 / t:.0f} runs/s, peak RSS {r / 2**20:.0f} MiB")
 
 
 def capacity(memreport, runs):
     """The capacity search (--budget) on the largest corpus trace it plans from, against the
     report without it: the search must cost less than the report itself."""
-    import glob
     snaps = sorted(glob.glob(os.path.join(SHARED, "corpus/*/snapshot.pickle")),
                    key=os.path.getsize, reverse=True)
     for path in snaps:
@@ -77,10 +151,8 @@ def capacity(memreport, runs):
         if cap.get("method") != "scaled_replay":
             continue
         report = os.path.join(OUT, "capacity.html")
-        plain = statistics.median(measure([memreport, "-q", path, "-o", report])[0]
-                                  for _ in range(runs))
-        budget = statistics.median(measure([memreport, "-q", path, "--budget", "24GiB", "-o",
-                                            report])[0] for _ in range(runs))
+        plain = timed([memreport, "-q", path, "-o", report], runs)[0]
+        budget = timed([memreport, "-q", path, "--budget", "24GiB", "-o", report], runs)[0]
         search = max(budget - plain, 0.0)
         print(f"capacity search on {os.path.basename(os.path.dirname(path))} "
               f"({os.path.getsize(path) / 2**20:.1f} MiB, {cap['events_replayed']} events, "
@@ -90,31 +162,28 @@ def capacity(memreport, runs):
     print("capacity search: no corpus trace to plan from")
 
 
+def uptime():
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
 def main():
     memreport = sys.argv[1]
-    runs = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    print(f"machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}")
+    runs = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    sizes = os.environ.get("BENCH_SIZES", ",".join(label for label, _ in SCALES)).split(",")
+    print(f"machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M')}; {uptime()}")
+    opwalk = ensure_opwalk()
     capacity(memreport, runs)
-    inputs = ensure_inputs()
-    consistency(memreport, inputs[0][1], inputs[1][1])
-    for label, path in inputs:
-        size = os.path.getsize(path)
-        report = os.path.join(OUT, os.path.basename(path) + ".html")
-        mr = [measure([memreport, "-q", path, "-o", report]) for _ in range(runs)]
-        py_runs = runs if size < (512 << 20) else 1
-        py = [measure([sys.executable, "-c",
-                       "import pickle,sys;pickle.load(open(sys.argv[1],'rb'))", path])
-              for _ in range(py_runs)]
-        mr_t = statistics.median(t for t, _ in mr)
-        mr_rss = max(r for _, r in mr)
-        py_t = statistics.median(t for t, _ in py)
-        py_rss = max(r for _, r in py)
-        print(f"{label}: {size / 2**20:.0f} MiB, report {os.path.getsize(report) / 2**20:.2f} MiB")
-        print(f"  memreport html : {mr_t:6.2f} s  peak RSS {mr_rss / 2**20:7.0f} MiB "
-              f"({mr_rss / size:.2f}x the file)")
-        print(f"  python3 load   : {py_t:6.2f} s  peak RSS {py_rss / 2**20:7.0f} MiB")
-        print(f"  time ratio memreport/python3: {mr_t / py_t:.3f}")
-    browser(memreport, inputs[0][1])
+    batch(memreport, runs)
+    small = ensure_input("88MB", 1)
+    for label, k in SCALES:
+        if label not in sizes:
+            continue
+        path = ensure_input(label, k)
+        bench_input(memreport, opwalk, label, path, runs if k == 1 else min(runs, 3))
+        if k > 1:
+            consistency(memreport, small, path, k)
+    browser(memreport, small)
+    print(f"after: {uptime()}")
 
 
 def browser(memreport, path):
@@ -130,6 +199,7 @@ def browser(memreport, path):
     print(f"page in Chromium (88 MB sample): {r['bytes'] / 2**20:.2f} MiB, opens and draws in "
           f"{r['open_ms']} ms (timeline script {r['script_ms']} ms, {r['pieces']} rectangles; "
           f"goal {r['goal_ms']} ms, median of {r['runs']})")
+
 
 
 if __name__ == "__main__":

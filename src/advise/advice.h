@@ -114,9 +114,6 @@ typedef struct {
 	char divergence[48];     /* what differed there */
 } ad_replay;
 
-/* Replays far longer than this are left to `memreport simulate`: a report stays fast. */
-enum { AD_EXACT_REPLAY_EVENTS = 300000 };
-
 /* The moment a figure is from: the snapshot's, the trace's peak, the OOM's. */
 typedef enum { AD_MOMENT_SNAPSHOT, AD_MOMENT_PEAK, AD_MOMENT_OOM } ad_moment;
 const char *ad_moment_name(ad_moment m); /* "snapshot", "peak", "oom" */

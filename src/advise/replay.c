@@ -104,7 +104,7 @@ mr_status ad_replay_recorded(const ld_evidence *ev, an_result *an, ad_replay **r
 		int guessed[4] = {0};
 		for (size_t d = d0; d < an->device_count && d < d0 + 4; d++) {
 			const an_device *dv = &an->devices[d];
-			if (!dv->has_trace || dv->trace_events > AD_EXACT_REPLAY_EVENTS)
+			if (!dv->has_trace)
 				continue;
 			uint64_t limit = replay_limit(ev, dv, &guessed[n]);
 			jobs[n] = (replay_job){&ev->snap, dv->device, base, limit, {0}, {0}, MR_OK};
@@ -129,14 +129,16 @@ mr_status ad_replay_recorded(const ld_evidence *ev, an_result *an, ad_replay **r
 				st = mr_fail(err, jobs[i].st, "replay: %s", jobs[i].err.msg);
 			if (!jobs[i].st) {
 				fill_replay(&done[idx[i]], "recorded", r, jobs[i].limit);
-				/* A replay that reproduced a complete trace knows the block sizes
-				 * the backward walk could only estimate. */
-				if (r->matches_recording && !r->approximate && !dv->truncated) {
+				/* A replay that reproduced the trace knows the block sizes the
+				 * backward walk could only estimate: of a truncated trace, from the
+				 * state its window starts in, so exact within the window. */
+				if (r->matches_recording) {
 					dv->peak_allocated = r->peak_allocated;
 					dv->peak_reserved = r->peak_reserved;
 					dv->peak_allocated_event = r->peak_allocated_event;
 					dv->peak_reserved_event = r->peak_reserved_event;
 					dv->peak_exact = 1;
+					dv->peak_exact_limit = jobs[i].limit;
 				}
 			}
 			sim_result_free(&jobs[i].res);

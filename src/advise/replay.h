@@ -1,6 +1,7 @@
 /* replay.h: the recorded trace through the allocator model (sim/replay.h), for the report.
- * Replays far longer than AD_EXACT_REPLAY_EVENTS are left to `memreport simulate`: a report
- * stays fast. The jobs of one call run in parallel (base/pool.h).
+ * Every trace is replayed, whatever its length (0.1 us an event); a truncated one from the
+ * state its window starts in (sim/initial.h). The jobs of one call run in parallel
+ * (base/pool.h).
  *
  * Ownership: ad_replay_recorded allocates the per-device array it returns (free it with
  * free()); ad_replay_settings writes into the caller's ad_advice. */
@@ -13,8 +14,9 @@
 #include "load/load.h"
 
 /* Replays each device's trace under its recorded settings, before the diagnosis: *recorded
- * gets one ad_replay per device of an (conf "" when not run: no trace, or too long). Where the
- * replay reproduces a complete trace, the device's peaks in an become exact (peak_exact). */
+ * gets one ad_replay per device of an (conf "" when not run: no trace). Where the replay
+ * reproduces the trace, the device's peaks in an become exact (peak_exact): of a truncated
+ * trace, exact within its window. */
 mr_status ad_replay_recorded(const ld_evidence *ev, an_result *an, ad_replay **recorded,
                              mr_error *err);
 

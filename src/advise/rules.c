@@ -442,8 +442,12 @@ static void advise_evidence(ad_ctx *c)
 		    c, "trace_truncated", AD_WARNING,
 		    "The trace does not reach back to the start of the run (%zu events; %s was "
 		    "already reserved when it begins): the ring buffer wrapped or recording began "
-		    "late, so peaks from it are lower bounds.",
-		    dv->trace_events, ad_sz(b1, dv->initial_reserved));
+		    "late, so peaks from it are lower bounds%s.",
+		    dv->trace_events, ad_sz(b1, dv->initial_reserved),
+		    dv->peak_exact ? " for the run (the allocator replay reproduced the window "
+		                     "from the state reconstructed from the snapshot: they are "
+		                     "exact within it)"
+		                   : "");
 	if (!dv->has_trace) {
 		ad_note(
 		    c, "no_history", AD_INFO,

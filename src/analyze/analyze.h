@@ -78,7 +78,9 @@ typedef struct {
 	uint64_t blocks_before_window; /* live blocks the trace never saw allocated */
 	uint64_t initial_reserved, initial_allocated; /* reconstructed at the window's start */
 	uint64_t peak_allocated, peak_reserved;
-	int peak_exact; /* set by the allocator replay when it reproduced the whole trace */
+	int peak_exact; /* set by the allocator replay when it reproduced the trace (truncated:
+	                   exact within its window, the run may have peaked before it) */
+	uint64_t peak_exact_limit; /* the limit that replay ran under (0: none) */
 	size_t peak_allocated_event, peak_reserved_event;
 	uint64_t oom_events;
 	size_t last_oom_event; /* valid when oom_events > 0 */

@@ -32,11 +32,20 @@ static void *work(void *arg)
 	return NULL;
 }
 
+static size_t max_threads; /* 0: no cap; written once, before any pool runs */
+
+void mr_pool_set_max_threads(size_t max)
+{
+	max_threads = max;
+}
+
 void mr_pool_run(size_t count, size_t threads, mr_task_fn fn, void *ctx, void *(*worker_new)(void),
                  void (*worker_free)(void *))
 {
 	pool p = {count, 0, fn, ctx, worker_new, worker_free, PTHREAD_MUTEX_INITIALIZER};
 	size_t extra = MR_MIN(threads, count);
+	if (max_threads)
+		extra = MR_MIN(extra, max_threads);
 	extra = extra ? extra - 1 : 0; /* the calling thread is one */
 	pthread_t *th = extra ? mr_alloc_array(extra, sizeof *th) : NULL;
 	size_t started = 0;

@@ -19,4 +19,9 @@ typedef void (*mr_task_fn)(void *ctx, void *worker, size_t index);
 void mr_pool_run(size_t count, size_t threads, mr_task_fn fn, void *ctx, void *(*worker_new)(void),
                  void (*worker_free)(void *));
 
+/* Caps the threads every later mr_pool_run starts (0: no cap; 1: every task on the calling
+ * thread). Call it before any pool runs: main reads MEMREPORT_THREADS. Outputs are the same
+ * whatever the cap; tests compare them. */
+void mr_pool_set_max_threads(size_t max);
+
 #endif

@@ -12,6 +12,7 @@
 #include "base/buf.h"
 #include "base/error.h"
 #include "base/output.h"
+#include "base/pool.h"
 #include "cmd/options.h"
 #include "cmd/run_input.h"
 #include "cmd/say.h"
@@ -31,27 +32,52 @@ static int diff_usage_error(const char *msg)
 	return cmd_usage_error("memreport diff", msg, diff_usage);
 }
 
+typedef struct {
+	const cmd_run *side;
+	int device;
+	rp_report *run; /* built in place: the analysis points into it */
+	mr_error err;
+	mr_status st;
+} side_job;
+
+/* One side loaded, carried through the pipeline and checked for --device. */
+static void side_task(void *ctx, void *worker, size_t i)
+{
+	(void)worker;
+	side_job *j = &((side_job *)ctx)[i];
+	ld_evidence ev;
+	/* the loader names the file; discovery errors name it too */
+	if ((j->st = cmd_run_load(j->side, NULL, NULL, &ev, &j->err)) ||
+	    (j->st = rp_build(j->run, &ev, &(rp_params){j->device, 0}, &j->err)))
+		return;
+	if ((j->st = cmd_run_check_device(j->run, j->device, &j->err)))
+		rp_free(j->run);
+}
+
 /* Both sides found and kept off the output before either is decoded, then loaded and carried
- * through the pipeline; *loaded counts the reports made (the caller frees them). */
+ * through the pipeline at once (one after the other when either is standard input); the
+ * first side's error is the one returned, as a sequential load would. loaded[i]: runs[i] was
+ * made (the caller frees it). */
 static mr_status load_sides(const char *const *paths, const char *out_path, int device,
-                            rp_report runs[2], int *loaded, mr_error *err)
+                            rp_report runs[2], int loaded[2], mr_error *err)
 {
 	cmd_run sides[2] = {{0}, {0}};
 	mr_status st = MR_OK;
 	for (int i = 0; i < 2 && !st; i++)
 		if (!(st = cmd_run_find(&sides[i], paths + i, 1, err)))
 			st = cmd_run_guard(&sides[i], out_path, err);
-	for (*loaded = 0; !st && *loaded < 2; ++*loaded) {
-		ld_evidence ev;
-		/* the loader names the file; discovery errors name it too */
-		if ((st = cmd_run_load(&sides[*loaded], NULL, NULL, &ev, err)) ||
-		    (st = rp_build(&runs[*loaded], &ev, &(rp_params){device, 0}, err)))
-			break;
-		if ((st = cmd_run_check_device(&runs[*loaded], device, err))) {
-			rp_free(&runs[*loaded]);
-			break;
+	side_job jobs[2] = {{&sides[0], device, &runs[0], {0}, MR_OK},
+	                    {&sides[1], device, &runs[1], {0}, MR_OK}};
+	int stdin_side = strcmp(paths[0], "-") == 0 || strcmp(paths[1], "-") == 0;
+	if (!st)
+		mr_pool_run(2, stdin_side ? 1 : 2, side_task, jobs, NULL, NULL);
+	for (int i = 0; i < 2; i++)
+		loaded[i] = !st && !jobs[i].st;
+	for (int i = 0; i < 2 && !st; i++)
+		if (jobs[i].st) {
+			st = jobs[i].st;
+			*err = jobs[i].err;
 		}
-	}
 	cmd_run_free(&sides[0]);
 	cmd_run_free(&sides[1]);
 	return st;
@@ -61,7 +87,7 @@ static mr_status load_sides(const char *const *paths, const char *out_path, int 
 static int write_diff(const cmd_options *opt)
 {
 	const char *out_path = opt->output, *const *paths = opt->args;
-	int loaded = 0;
+	int loaded[2] = {0, 0};
 	rp_report runs[2];
 	df_result d = {0};
 	mr_buf buf = {0};
@@ -77,7 +103,7 @@ static int write_diff(const cmd_options *opt)
 		out_path = default_path;
 	}
 	if (!st)
-		st = load_sides(paths, out_path, opt->device, runs, &loaded, &err);
+		st = load_sides(paths, out_path, opt->device, runs, loaded, &err);
 	if (!st)
 		st = df_compute(&runs[0], &runs[1], opt->device, &d, &err);
 	rd_options ropt = {opt->device, opt->redact_paths};
@@ -96,8 +122,9 @@ static int write_diff(const cmd_options *opt)
 	} else if (default_path && !opt->quiet) {
 		cmd_say("wrote %s", default_path);
 	}
-	for (int i = 0; i < loaded; i++)
-		rp_free(&runs[i]);
+	for (int i = 0; i < 2; i++)
+		if (loaded[i])
+			rp_free(&runs[i]);
 	df_free(&d);
 	mr_buf_free(&buf);
 	free(default_path);

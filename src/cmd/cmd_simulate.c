@@ -19,6 +19,7 @@
 #include "base/escape.h"
 #include "base/mem.h"
 #include "base/output.h"
+#include "base/pool.h"
 #include "base/units.h"
 #include "base/version.h"
 #include "cmd/options.h"
@@ -282,6 +283,24 @@ static int check_device(const sim_args *a, const md_snapshot *snap)
 	return rc;
 }
 
+/* One replay of the command: the recorded settings' and the asked-for ones run in parallel. */
+typedef struct {
+	const md_snapshot *s;
+	int32_t device;
+	const sim_config *cfg;
+	uint64_t limit;
+	sim_result *out;
+	mr_error err;
+	mr_status st;
+} sim_job;
+
+static void sim_task(void *ctx, void *worker, size_t i)
+{
+	(void)worker;
+	sim_job *j = &((sim_job *)ctx)[i];
+	j->st = sim_replay(j->s, j->device, j->cfg, j->limit, j->out, &j->err);
+}
+
 int cmd_simulate(int argc, char **argv)
 {
 	sim_args a;
@@ -327,11 +346,16 @@ int cmd_simulate(int argc, char **argv)
 			device = run.snap.devices[i].id;
 	if (device < 0)
 		device = run.snap.device_count ? run.snap.devices[0].id : 0;
-	st = sim_replay(&run.snap, device, &recorded, a.limit, &rec, &err);
-	if (!st && !sim_config_equal(&recorded, &cfg)) {
-		st = sim_replay(&run.snap, device, &cfg, a.limit, &pred, &err);
+	sim_job jobs[2] = {{&run.snap, device, &recorded, a.limit, &rec, {0}, MR_OK},
+	                   {&run.snap, device, &cfg, a.limit, &pred, {0}, MR_OK}};
+	size_t n = sim_config_equal(&recorded, &cfg) ? 1 : 2;
+	mr_pool_run(n, n, sim_task, jobs, NULL, NULL);
+	if (n == 2)
 		prediction = &pred;
-	}
+	/* the recorded replay's error first, as if they had run one after the other */
+	st = jobs[0].st ? jobs[0].st : jobs[n - 1].st;
+	if (st)
+		err = jobs[0].st ? jobs[0].err : jobs[n - 1].err;
 	if (st) {
 		cmd_say("%s: %s", a.snapshot, err.msg);
 		rc = (int)st;

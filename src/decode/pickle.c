@@ -51,9 +51,18 @@ struct pk_decoder {
 	size_t memo_gets;
 	pk_dict_hook hook;
 	void *hook_ctx;
+	pk_list_hook list_hook;
+	void *list_hook_ctx;
 	pk_progress_fn progress;
 	void *progress_ctx;
 	uint32_t short_strs[PK_SHORT_SLOTS]; /* node id + 1 of a recent short string */
+	/* The newest dict, while it may still be retired (pickle.h): the memo entries stored
+	 * since it was made start at dict_memo; dict_pinned when something older than it came to
+	 * hold a value made after it (a BINPUT below dict_memo, an item added to an older
+	 * container), which only a hand-made pickle does. */
+	size_t last_dict, dict_memo, dict_sp; /* dict_sp: the stack's height when it was made */
+	int dict_valid, dict_pinned;
+	pk_val retired; /* the inline record of the dict retire() gave back last */
 };
 
 #define PK_INT_MIN (-((int64_t)1 << 60))
@@ -116,6 +125,12 @@ void pk_set_progress(pk_decoder *d, pk_progress_fn fn, void *ctx)
 {
 	d->progress = fn;
 	d->progress_ctx = ctx;
+}
+
+void pk_set_list_hook(pk_decoder *d, pk_list_hook hook, void *ctx)
+{
+	d->list_hook = hook;
+	d->list_hook_ctx = ctx;
 }
 
 pk_val pk_result(const pk_decoder *d)
@@ -280,6 +295,13 @@ static mr_status new_node(pk_run_state *r, pk_type type, size_t *out)
 	pk_node *n = &d->nodes[d->node_count];
 	memset(n, 0, sizeof *n);
 	n->type = (uint8_t)type;
+	if (type == PK_T_DICT) {
+		d->last_dict = d->node_count;
+		d->dict_memo = d->memo_count;
+		d->dict_sp = d->sp;
+		d->dict_valid = 1;
+		d->dict_pinned = 0;
+	}
 	*out = d->node_count++;
 	return MR_OK;
 }
@@ -423,6 +445,8 @@ static mr_status memo_put(pk_run_state *r, uint64_t idx)
 	}
 	if (d->memo[idx] == PK_INVALID)
 		d->memo_len++;
+	if (idx < d->dict_memo)
+		d->dict_pinned = 1;
 	d->memo[idx] = d->stack[d->sp - 1];
 	return MR_OK;
 }
@@ -464,6 +488,10 @@ static mr_status add_items(pk_run_state *r, size_t node_id, const pk_val *items,
 	pk_node *c = &d->nodes[node_id];
 	if (n == 0)
 		return MR_OK; /* also keeps memcpy away from a still-NULL slots array */
+	if (d->dict_valid && node_id < d->last_dict)
+		for (size_t i = 0; i < n; i++)
+			if ((items[i] & 7) == PK_TAG_REF && (items[i] >> 3) >= d->last_dict)
+				d->dict_pinned = 1;
 	if (n > UINT32_MAX - c->len)
 		return bad(r, "container too large");
 	size_t len = c->len, need_len = len + n;
@@ -505,6 +533,42 @@ static mr_status add_items(pk_run_state *r, size_t node_id, const pk_val *items,
 	return MR_OK;
 }
 
+static pk_val inline_record(const pk_node *n)
+{
+	return (n->v.u << 3) | PK_TAG_RECORD;
+}
+
+/* The dict node `id`, just made a record by the hook (its items already popped): when it is
+ * the newest dict and every node after it is a record too (its frames list), those nodes are
+ * given back and the stack and memo entries made since the dict hold the records inline
+ * (pickle.h). Only values made since the dict can name these nodes: older containers and memo
+ * entries that came to hold one pin it (dict_pinned). A dict with more than a few stack or
+ * memo entries to rewrite keeps its node: the work stays constant per dict. */
+static void retire(pk_decoder *d, size_t id)
+{
+	enum { MAX_REWRITE = 16 };
+	d->retired = mk_ref(id);
+	if (!d->dict_valid || d->dict_pinned || id != d->last_dict || d->node_count - id > 2 ||
+	    d->memo_count - d->dict_memo > MAX_REWRITE ||
+	    (d->sp > d->dict_sp && d->sp - d->dict_sp > MAX_REWRITE))
+		return;
+	for (size_t k = id; k < d->node_count; k++)
+		if (d->nodes[k].type != PK_T_RECORD || d->nodes[k].v.u >> PK_RECORD_BITS)
+			return;
+	for (size_t k = id; k < d->node_count; k++) {
+		pk_val ref = mk_ref(k), val = inline_record(&d->nodes[k]);
+		for (size_t m = d->dict_memo; m < d->memo_count; m++)
+			if (d->memo[m] == ref)
+				d->memo[m] = val;
+		for (size_t s = d->dict_sp; s < d->sp; s++)
+			if (d->stack[s] == ref)
+				d->stack[s] = val;
+	}
+	d->retired = inline_record(&d->nodes[id]);
+	d->node_count = id;
+	d->dict_valid = 0;
+}
+
 /* Gives the dict node its items stack[first..end): through the hook for a dict's first batch,
  * else appended. Pops the items. */
 static mr_status dict_set(pk_run_state *r, size_t node_id, size_t first, size_t end)
@@ -525,6 +589,7 @@ static mr_status dict_set(pk_run_state *r, size_t node_id, size_t first, size_t 
 			d->nodes[node_id].v.u = rec;
 			d->nodes[node_id].len = 0;
 			d->sp = first;
+			retire(d, node_id);
 			return MR_OK;
 		}
 	}
@@ -617,7 +682,7 @@ static inline __attribute__((always_inline)) mr_status op_build(pk_run_state *r,
 		if ((st = pop_mark(r, &mark)) || (st = new_node(r, PK_T_DICT, &id)) ||
 		    (st = dict_set(r, id, mark, d->sp)))
 			return st;
-		return push(r, mk_ref(id));
+		return push(r, id < d->node_count ? mk_ref(id) : d->retired);
 	case 'l':  /* LIST */
 	case 0x91: /* FROZENSET */
 		if ((st = pop_mark(r, &mark)) ||
@@ -640,6 +705,17 @@ static inline __attribute__((always_inline)) mr_status op_build(pk_run_state *r,
 		return build_tuple(r, d->sp - n);
 	}
 	}
+}
+
+/* Items stack[first..sp) appended to the list at stack[at]: the list hook may take them. */
+static mr_status append(pk_run_state *r, size_t at, size_t first)
+{
+	pk_decoder *d = r->d;
+	const pk_val *items = d->stack + first;
+	size_t n = d->sp - first;
+	if (d->list_hook && d->list_hook(d->list_hook_ctx, d, d->stack[at], items, n))
+		return MR_OK;
+	return add_items(r, d->stack[at] >> 3, items, n);
 }
 
 /* Items added to a dict, list or set below them on the stack. */
@@ -668,7 +744,7 @@ static inline __attribute__((always_inline)) mr_status op_add(pk_run_state *r, u
 			return bad(r, "needs a list and a value on the stack");
 		if (!container_at(r, d->sp - 2, PK_T_LIST))
 			return bad(r, "target is not a list");
-		st = add_items(r, d->stack[d->sp - 2] >> 3, d->stack + d->sp - 1, 1);
+		st = append(r, d->sp - 2, d->sp - 1);
 		d->sp--;
 		return st;
 	default: /* 'e' APPENDS, 0x90 ADDITEMS */
@@ -677,9 +753,10 @@ static inline __attribute__((always_inline)) mr_status op_add(pk_run_state *r, u
 		if (mark == 0 || !container_at(r, mark - 1, op == 'e' ? PK_T_LIST : PK_T_SET))
 			return bad(r,
 			           op == 'e' ? "no list below the MARK" : "no set below the MARK");
-		st = d->sp > mark
-		         ? add_items(r, d->stack[mark - 1] >> 3, d->stack + mark, d->sp - mark)
-		         : MR_OK;
+		st = d->sp <= mark ? MR_OK
+		     : op == 'e'
+		         ? append(r, mark - 1, mark)
+		         : add_items(r, d->stack[mark - 1] >> 3, d->stack + mark, d->sp - mark);
 		d->sp = mark;
 		return st;
 	}
@@ -943,6 +1020,7 @@ pk_type pk_typeof(const pk_decoder *d, pk_val v)
 {
 	switch (v & 7) {
 	case PK_TAG_INT: return PK_T_INT;
+	case PK_TAG_RECORD: return PK_T_RECORD;
 	case PK_TAG_CONST: return (v >> 3) == PK_NONE ? PK_T_NONE : PK_T_BOOL;
 	default: {
 		const pk_node *n = node_of(d, v);
@@ -1103,6 +1181,8 @@ int pk_convert(pk_decoder *d, pk_val v, uint64_t record)
 
 uint64_t pk_record(const pk_decoder *d, pk_val v)
 {
+	if ((v & 7) == PK_TAG_RECORD)
+		return v >> 3;
 	const pk_node *n = node_of(d, v);
 	return n && n->type == PK_T_RECORD ? n->v.u : 0;
 }

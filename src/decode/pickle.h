@@ -10,6 +10,11 @@
  * bytes, large integers, floats and containers live in nodes owned by the decoder. Memo
  * references share nodes (and can even make cycles): never walk it recursively.
  *
+ * A dict the hook turns into a record while it is the newest dict, with nothing after it but
+ * records (a trace entry and its frames list), gives its nodes back: the record is then stored
+ * inline in the value (PK_TAG_RECORD) wherever the stack and the memo held the dict, so the
+ * millions of trace entries of a large snapshot cost no node. Strings are never retired.
+ *
  * Ownership: everything reachable from pk_result() belongs to the pk_decoder and is released
  * by pk_free(). Strings are copied out of the input, so the input may be unmapped after
  * pk_run() returns. */
@@ -23,7 +28,9 @@
 
 typedef uint64_t pk_val;
 
-enum pk_tag { PK_TAG_INT = 0, PK_TAG_REF = 1, PK_TAG_CONST = 2 };
+enum pk_tag { PK_TAG_INT = 0, PK_TAG_REF = 1, PK_TAG_CONST = 2, PK_TAG_RECORD = 3 };
+/* Records are numbers below 2^PK_RECORD_BITS. */
+enum { PK_RECORD_BITS = 60 };
 enum pk_const { PK_NONE = 0, PK_TRUE = 1, PK_FALSE = 2 };
 
 typedef enum {
@@ -55,14 +62,22 @@ typedef struct pk_decoder pk_decoder;
 
 /* Called when a dict receives its first batch of items (SETITEMS, SETITEM or DICT). `items`
  * alternates keys and values, n is the number of words (2 per pair). Return 1 and set *record
- * to turn the dict into a PK_T_RECORD holding that number (its items are then dropped), 0 to
+ * to turn the dict into a PK_T_RECORD holding that number (below 2^PK_RECORD_BITS; its items
+ * are then dropped, and the values it held may be retired with it), 0 to
  * keep the dict, or -1 to stop decoding with the error set in err. */
 typedef int (*pk_dict_hook)(void *ctx, pk_decoder *d, const pk_val *items, size_t n,
                             uint64_t *record, mr_error *err);
 
+/* Called when items are appended to a list (APPEND, APPENDS), with the list's value: return 1
+ * to take them (the list does not store them: the hook keeps what it needs of them, and it
+ * answers for that list's items itself), 0 to let the list store them. */
+typedef int (*pk_list_hook)(void *ctx, const pk_decoder *d, pk_val list, const pk_val *items,
+                            size_t n);
+
 pk_decoder *pk_new(const pk_limits *limits); /* NULL limits: defaults; NULL on OOM */
 void pk_free(pk_decoder *d);
 void pk_set_dict_hook(pk_decoder *d, pk_dict_hook hook, void *ctx);
+void pk_set_list_hook(pk_decoder *d, pk_list_hook hook, void *ctx);
 
 /* Optional progress callback, called every few MiB with the bytes consumed so far. */
 typedef void (*pk_progress_fn)(void *ctx, size_t done, size_t total);

@@ -45,8 +45,8 @@ enum { SN_MAX_RECORD_KEYS = 64 };
 
 /* Records the builder leaves in the decoder: trace entries are numbered from 1; a frames list
  * already turned into a stack carries this bit and the stack id. */
-#define SN_STACK_RECORD ((uint64_t)1 << 62)
-#define SN_FRAME_RECORD ((uint64_t)1 << 61) /* a frame dict, with its index in frame_cache */
+#define SN_STACK_RECORD ((uint64_t)1 << 58) /* records fit PK_RECORD_BITS */
+#define SN_FRAME_RECORD ((uint64_t)1 << 57) /* a frame dict, with its index in frame_cache */
 
 typedef struct {
 	char text[32];
@@ -55,9 +55,20 @@ typedef struct {
 	int valid;
 } recent_str;
 
+/* A list whose first items were trace entries in order, taken by the list hook instead of
+ * being stored in it: entries first .. first + count - 1 of event_store (0-based), then
+ * whatever the list stores. A list of 12 M entries then costs no item storage. */
+enum { SN_LIST_RUNS = 64 };
+typedef struct {
+	uint32_t node; /* the list's node id */
+	int closed;    /* an append that did not continue the run: the list stores the rest */
+	size_t first, count;
+} list_run;
+
 /* A string node's interned id. A long string shared through the memo (one 1 MB user_metadata
  * or frame name listed by every trace entry) is hashed and compared once per node, not once per
- * use: that would cost its length times its uses. Nodes are never reused within a run. */
+ * use: that would cost its length times its uses. String nodes are never retired (pickle.h), so
+ * an id names one string for the whole run. */
 enum { SN_LONG_STR = 64 };
 typedef struct {
 	uint32_t node_plus1, id;
@@ -66,6 +77,9 @@ typedef struct {
 typedef struct {
 	md_snapshot *s;
 	pk_decoder *d;
+	list_run runs[SN_LIST_RUNS];
+	uint8_t run_of[SN_LIST_RUNS]; /* node id % SN_LIST_RUNS -> run index + 1 */
+	size_t run_count;
 	id_cache_entry keys[512];
 	node_string *long_strs; /* open addressing by node id */
 	size_t long_count, long_cap;
@@ -102,6 +116,10 @@ static key_id key_of(builder *b, pk_val k)
 			id = (key_id)i;
 			break;
 		}
+	/* only strings are cached: their nodes are never retired (pickle.h), so an id seen
+	 * here always names the same string */
+	if (pk_typeof(b->d, k) != PK_T_STR)
+		return id;
 	e->node = node;
 	e->value = (uint8_t)id;
 	e->used = 1;
@@ -127,7 +145,7 @@ static md_action action_of(builder *b, pk_val v)
 	/* Older docs spelled free as "free"; it meant a completed free. */
 	if (a == MD_ACT_UNKNOWN && pk_str_eq(b->d, v, "free"))
 		a = MD_ACT_FREE_COMPLETED;
-	if (e) {
+	if (e && pk_typeof(b->d, v) == PK_T_STR) {
 		e->node = node;
 		e->value = (uint8_t)a;
 		e->used = 1;
@@ -406,6 +424,49 @@ static int event_hook(void *ctx, pk_decoder *d, const pk_val *items, size_t n, u
 	return 1;
 }
 
+static list_run *run_find(builder *b, uint32_t node)
+{
+	uint8_t i = b->run_of[node % SN_LIST_RUNS];
+	return i && b->runs[i - 1].node == node ? &b->runs[i - 1] : NULL;
+}
+
+/* The list hook: appends of trace entries (records the dict hook made) that continue the
+ * list's run are counted, not stored. A record never changes once made, so reading it now is
+ * reading it at the end. */
+static int list_hook(void *ctx, const pk_decoder *d, pk_val list, const pk_val *items, size_t n)
+{
+	builder *b = ctx;
+	uint32_t node = pk_node_id(list);
+	if (node == UINT32_MAX)
+		return 0;
+	list_run *r = run_find(b, node);
+	if (r && r->closed)
+		return 0;
+	size_t next = r ? r->first + r->count : SIZE_MAX;
+	for (size_t k = 0; k < n; k++) {
+		uint64_t rec = pk_record(d, items[k]);
+		if (!rec || (rec & (SN_STACK_RECORD | SN_FRAME_RECORD)) ||
+		    (next != SIZE_MAX && rec - 1 != next + k)) {
+			if (r)
+				r->closed = 1;
+			return 0;
+		}
+		if (next == SIZE_MAX)
+			next = (size_t)rec - 1 - k;
+	}
+	if (!r) {
+		/* a new run: the list must hold nothing yet, and there must be room */
+		if (pk_len(d, list) || b->run_count == SN_LIST_RUNS ||
+		    b->run_of[node % SN_LIST_RUNS])
+			return 0;
+		r = &b->runs[b->run_count++];
+		*r = (list_run){node, 0, next, 0};
+		b->run_of[node % SN_LIST_RUNS] = (uint8_t)b->run_count;
+	}
+	r->count += n;
+	return 1;
+}
+
 /* ---- segments and blocks ---- */
 
 static int dict_u64(const pk_decoder *d, pk_val dict, const char *key, uint64_t *out)
@@ -617,6 +678,19 @@ typedef struct {
 	size_t first, count; /* event_store range, or first = SIZE_MAX when not contiguous */
 } trace_range;
 
+/* Entry i of a device's trace list (0: not a trace entry): its run first (list_hook), then
+ * the items it stores. */
+static uint64_t trace_rec(const builder *b, const list_run *r, const pk_val *items, size_t i)
+{
+	size_t pre = r ? r->count : 0;
+	return i < pre ? r->first + i + 1 : pk_record(b->d, items[i - pre]);
+}
+
+static size_t trace_len(const builder *b, const list_run *r, pk_val list)
+{
+	return (r ? r->count : 0) + pk_len(b->d, list);
+}
+
 static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_error *err)
 {
 	md_snapshot *s = b->s;
@@ -633,11 +707,12 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 	int contiguous = 1;
 	size_t total = 0;
 	for (size_t dev = 0; dev < nd; dev++) {
-		size_t n = pk_len(d, lists[dev]);
+		const list_run *run = run_find(b, pk_node_id(lists[dev]));
+		size_t n = trace_len(b, run, lists[dev]);
 		const pk_val *ev = pk_items(d, lists[dev]);
 		size_t first = SIZE_MAX, count = 0;
 		for (size_t i = 0; i < n; i++) {
-			uint64_t rec = pk_record(d, ev[i]);
+			uint64_t rec = trace_rec(b, run, ev, i);
 			if (rec & (SN_STACK_RECORD | SN_FRAME_RECORD))
 				rec = 0;
 			if (!rec) {
@@ -675,11 +750,12 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 		}
 		size_t k = 0;
 		for (size_t dev = 0; dev < nd; dev++) {
-			size_t n = pk_len(d, lists[dev]);
+			const list_run *run = run_find(b, pk_node_id(lists[dev]));
+			size_t n = trace_len(b, run, lists[dev]);
 			const pk_val *ev = pk_items(d, lists[dev]);
 			ranges[dev].first = k;
 			for (size_t i = 0; i < n; i++) {
-				uint64_t rec = pk_record(d, ev[i]);
+				uint64_t rec = trace_rec(b, run, ev, i);
 				if (rec && !(rec & (SN_STACK_RECORD | SN_FRAME_RECORD)))
 					store[k++] = s->event_store[rec - 1];
 			}
@@ -993,6 +1069,7 @@ mr_status sn_load(const uint8_t *data, size_t len, md_snapshot *out, pk_progress
 		goto done;
 	}
 	pk_set_dict_hook(b.d, event_hook, &b);
+	pk_set_list_hook(b.d, list_hook, &b);
 	if (progress)
 		pk_set_progress(b.d, progress, progress_ctx);
 	if (dc_sniff(data, len) != DC_PICKLE) {

@@ -341,9 +341,11 @@ void hr_timelines(hr_ctx *c)
 		    "</figcaption>",
 		    dv->device, dv->trace_events, dv->timeline_count,
 		    hr_bytes(pa, dv->peak_allocated), hr_bytes(pr, dv->peak_reserved),
-		    dv->truncated ? " (the trace does not reach back to the start: both are "
-		                    "lower bounds)"
-		                  : "");
+		    !dv->truncated   ? ""
+		    : dv->peak_exact ? " (the trace does not reach back to the start: both are "
+		                       "exact within its window, lower bounds for the run)"
+		                     : " (the trace does not reach back to the start: both are "
+		                       "lower bounds)");
 		mr_status st = st_render(c->s, dv, c->b, c->err);
 		if (st) {
 			c->st = st;

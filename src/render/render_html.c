@@ -225,7 +225,9 @@ static void moment_cards(hr_ctx *c, const an_moments *m, size_t k, const char *w
 /* The trace's peaks, each at its own event, and the overhead between them. */
 static void peak_cards(hr_ctx *c, const an_device *dv)
 {
-	const char *bound = dv->truncated ? "over the trace, a lower bound" : "over the trace";
+	const char *bound = !dv->truncated   ? "over the trace"
+	                    : dv->peak_exact ? "exact in the trace's window, a lower bound"
+	                                     : "over the trace, a lower bound";
 	char pct[16];
 	snprintf(pct, sizeof pct, "%.1f%%", an_overhead_at_peak(dv) * 100.0);
 	mr_buf_puts(c->b, "<p class=at>The peaks <span class=muted>(the trace's highest, each at "
@@ -585,9 +587,12 @@ static void notes(hr_ctx *c)
 			    "<li>Device %d: <b>the trace is truncated</b>: it does not reach back "
 			    "to an empty allocator (%s reserved and %s allocated before its first "
 			    "event; the ring buffer of <code>max_entries</code> overflowed or "
-			    "recording started late), so the peaks shown are lower bounds.</li>",
+			    "recording started late), so the peaks shown are lower bounds%s.</li>",
 			    dv->device, hr_bytes(b1, dv->initial_reserved),
-			    hr_bytes(b2, dv->initial_allocated));
+			    hr_bytes(b2, dv->initial_allocated),
+			    dv->peak_exact ? " for the run; the allocator replay reproduced the "
+			                     "window from that state, so they are exact within it"
+			                   : "");
 		const an_pool *p = &dv->pool[AN_POOL_ALL];
 		if (p->pending_free)
 			mr_buf_printf(

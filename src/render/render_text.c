@@ -179,7 +179,10 @@ static void device(mr_buf *b, const an_device *dv, const an_moments *m)
 	mr_buf_printf(b, "  %-26s %12.1f%%  (peak reserved - peak allocated, of peak reserved)\n",
 	              "overhead at the peak", an_overhead_at_peak(dv) * 100.0);
 	mr_buf_printf(b, "  %-26s %12zu%s\n", "trace events", dv->trace_events,
-	              dv->truncated ? "  (truncated: peaks are lower bounds)" : "");
+	              !dv->truncated   ? ""
+	              : dv->peak_exact ? "  (truncated: peaks exact within the window, "
+	                                 "lower bounds for the run)"
+	                               : "  (truncated: peaks are lower bounds)");
 	if (m && m->peak != AN_NO_MOMENT && m->peak != m->snapshot)
 		moment_lines(b, m, m->peak);
 	if (m && m->oom != AN_NO_MOMENT && m->oom != m->snapshot)

@@ -24,8 +24,8 @@
 typedef struct {
 	ld_evidence ev; /* the inputs */
 	an_result an;   /* per device of the snapshot (empty without one) */
-	/* Per device of `an`: the recorded settings replayed (conf "" when not run: no trace, or
-	 * more than AD_EXACT_REPLAY_EVENTS events). NULL without a snapshot. */
+	/* Per device of `an`: the recorded settings replayed (conf "" when not run: no
+	 * trace). NULL without a snapshot. */
 	ad_replay *recorded;
 	/* Per device of `an`: its allocations as trace intervals and the state at its marked
 	 * moments (analyze/moments.h), read once the replay has settled the peak. NULL without a
