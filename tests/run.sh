@@ -5,8 +5,8 @@
 # node_modules), "ok N - ... # SKIP why". A skip is counted apart, never as passed nor failed.
 # Samples come from tests/corpus, unpacked first into build/corpus (tests/unpack_corpus.sh), and
 # from $MEMREPORT_SHARED (default ../shared). The browser tests, which mostly wait on
-# Chromium, and make install/deb/wheel run beside the others, in a second lane whose lines are
-# printed last.
+# Chromium, make install/deb/wheel, the golden outputs, threads.sh and the hostile inputs run
+# beside the others, in a second lane whose lines are printed last.
 set -u
 build=$1
 bin=$2
@@ -44,7 +44,10 @@ if ! sh tests/unpack_corpus.sh; then
 fi
 (sh tests/browser.sh "$bin" >"$work/browser" 2>&1
 	[ -f tests/browser/run.sh ] && sh tests/browser/run.sh "$bin" >>"$work/browser" 2>&1
-	sh tests/install.sh "$bin" >"$work/install" 2>&1) &
+	sh tests/install.sh "$bin" >"$work/install" 2>&1
+	for s in golden threads hostile; do
+		sh "tests/$s.sh" "$bin" >"$work/$s" 2>&1
+	done) &
 lane=$!
 
 for t in "$build"/tests/test_*; do
@@ -66,16 +69,14 @@ for t in "$build"/tests/test_*; do
 	fi
 	count "$(basename "$t")" "$p" "$f" "$s"
 done
-# the command line; every saved fuzz input, replayed; hostile inputs through the command line;
-# work that grows linearly with the input; sharded batches and their merge; golden outputs;
+# the command line; every saved fuzz input, replayed; work that grows linearly with the input; sharded batches and their merge; golden outputs;
 # the interactive page's data block against its reference; the stage order of
 # docs/architecture.md; functions of at most 120 lines; memreport.capture against a stand-in
 # torch; what memreport concludes about every real run; the capacity plan against the batch
 # sizes that were really tried
-for s in "sh tests/cli.sh $bin" "sh tests/fuzz/replay.sh $build" "sh tests/hostile.sh $bin" \
-	"sh tests/scaling.sh $bin" "sh tests/cli_shard.sh $bin" "sh tests/golden.sh $bin" \
-	"sh tests/page_data.sh $bin" "sh tools/check_layers.sh" "sh tools/check_functions.sh" \
-	"sh tests/capture.sh $bin" "sh tests/threads.sh $bin" "python3 tests/diagnosis.py $bin" \
+for s in "sh tests/cli.sh $bin" "sh tests/fuzz/replay.sh $build" "sh tests/scaling.sh $bin" \
+	"sh tests/cli_shard.sh $bin" "sh tests/page_data.sh $bin" "sh tools/check_layers.sh" \
+	"sh tools/check_functions.sh" "sh tests/capture.sh $bin" "python3 tests/diagnosis.py $bin" \
 	"python3 tests/capacity.py $bin"; do
 	$s >"$work/out" 2>&1
 	name=${s#sh }
@@ -92,10 +93,13 @@ if command -v clang-format >/dev/null 2>&1; then
 	fi
 fi
 # the second lane: Chromium on the reports (tests/browser.sh, tests/browser/run.sh); make
-# install, make deb, make wheel
+# install, make deb, make wheel; the golden outputs, one thread against several, hostile inputs
 wait "$lane"
 tap tests/browser.sh "$work/browser"
 tap tests/install.sh "$work/install"
+for s in golden threads hostile; do
+	tap "tests/$s.sh" "$work/$s"
+done
 if [ "$skipped" -ne 0 ]; then
 	echo "(skipped: checks whose samples or tools are absent here; README.md, Building and testing)"
 fi
