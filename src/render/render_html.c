@@ -676,8 +676,19 @@ static mr_status data_block(hr_ctx *c, mr_buf *data)
 	for (;;) {
 		data->len = 0;
 		mr_status st = rd_page_data(c->run, c->view, c->opt, budget, &bands, data, c->err);
-		if (st || data->len <= RP_DATA_MAX || budget < 2000)
+		if (st || data->len <= RP_DATA_MAX)
 			return st;
+		if (budget < 2000) {
+			/* what is left (series, moments, stacks) is too large still: the page keeps
+			 * its static figures, which need no script */
+			hr_left_out(
+			    c,
+			    "The interactive timeline: its data would take %zu bytes, more than "
+			    "the %d this page allows; the figures below are drawn without it.",
+			    data->len, RP_DATA_MAX);
+			data->len = 0;
+			return MR_OK;
+		}
 		budget = (size_t)((double)budget * 0.9 * RP_DATA_MAX / (double)data->len);
 		hr_left_out(c,
 		            "Allocations drawn as bands of their own: at most %zu per page (the "
