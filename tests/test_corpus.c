@@ -146,7 +146,7 @@ static void check_peaks(const char *name, const char *what, const char *stats, c
 static void check_sample(const char *dir, const char *name, void *ctx)
 {
 	tally *t = ctx;
-	char snap[2048], path[2048];
+	char snap[2100], path[2100]; /* dir (at most 2047 bytes) and a file name */
 	int oom = 0;
 	snprintf(snap, sizeof snap, "%s/snapshot.pickle", dir);
 	if (!tu_exists(snap)) {
