@@ -238,6 +238,53 @@ def s_varlen_tight(out, facts):
     run_oom(out, facts, body)
 
 
+# a third set (as build/h3/heldout3.py)
+def s_infer_no_nograd_oom(out, facts):
+    """torchvision ViT-B/16 in eval() for inference, but without no_grad/inference_mode: one batch of
+    512 images under 6 GiB keeps every activation for a backward that never comes."""
+    torch = R._torch()
+    import torchvision
+    cap(6, facts)
+    start_history(facts=facts)
+    m = torchvision.models.vit_b_16().cuda().eval()
+    model_facts(m, facts)
+    facts["settings"] = dict(kind="inference", no_grad=False, batch=512)
+    x = torch.randn(512, 3, 224, 224)
+    run_oom(out, facts, lambda: m(x.cuda()).argmax(-1))
+
+
+def s_lightning_predict_oom(out, facts):
+    """Lightning Trainer.predict of a 6-layer transformer encoder (width 1024) with batches of 256 x
+    512 under 4 GiB (predict runs under inference_mode)."""
+    torch = R._torch()
+    import lightning as L
+    import torch.nn as nn
+    cap(4, facts)
+    start_history(facts=facts)
+
+    class Enc(L.LightningModule):
+        def __init__(s):
+            super().__init__()
+            s.emb = nn.Embedding(32000, 1024)
+            layer = nn.TransformerEncoderLayer(1024, 16, 4096, batch_first=True)
+            s.enc = nn.TransformerEncoder(layer, 6, enable_nested_tensor=False)
+
+        def forward(s, x):
+            return s.enc(s.emb(x)).mean(1)
+
+        def predict_step(s, batch, i):
+            return s(batch[0]).cpu()
+
+    data = torch.utils.data.TensorDataset(torch.randint(32000, (1024, 512)))
+    loader = torch.utils.data.DataLoader(data, batch_size=256)
+    tr = L.Trainer(accelerator="gpu", devices=1, logger=False, enable_progress_bar=False,
+                   enable_model_summary=False)
+    model = Enc()
+    model_facts(model, facts)
+    facts["settings"] = dict(kind="inference", framework="lightning Trainer.predict", batch=256, seq=512)
+    run_oom(out, facts, lambda: tr.predict(model, loader))
+
+
 R.SCENARIOS.clear()
 R.SCENARIOS.update({
     "roberta_fp32_oom": dict(fn=s_roberta_fp32_oom, group="solo"),
@@ -248,6 +295,8 @@ R.SCENARIOS.update({
     "adam_state_oom": dict(fn=s_adam_state_oom, group="solo"),
     "gpt2_beam_oom": dict(fn=s_gpt2_beam_oom, group="solo"),
     "varlen_tight": dict(fn=s_varlen_tight, group="solo"),
+    "infer_no_nograd_oom": dict(fn=s_infer_no_nograd_oom, group="solo"),
+    "lightning_predict_oom": dict(fn=s_lightning_predict_oom, group="solo"),
 })
 R.__file__ = os.path.abspath(__file__)
 

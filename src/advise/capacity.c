@@ -255,6 +255,19 @@ static void advise_forward_only(ad_ctx *c, const uint64_t *cat)
 		    "samples per forward: half as many frees about %s.",
 		    ad_sz(b1, acts), ad_sz(b2, live), ad_pct(acts, live), ad_sz(b3, acts / 2));
 	advise_microbatch(c, AD_PRIO_CAPACITY, why);
+	if (kind == AN_RUN_UNKNOWN)
+		/* a forward that died before the trace could tell: inference without no_grad (a
+		 * common mistake) looks the same as inference with it, or a first training forward
+		 */
+		ad_suggest(
+		    c, "no_grad_eval", AD_PRIO_CAPACITY + 20,
+		    "If no backward follows: run the forward under torch.inference_mode()",
+		    "with torch.inference_mode():  # or torch.no_grad()\n    out = model(x)",
+		    "The trace cannot tell whether this forward records an autograd graph. "
+		    "Without no_grad every layer keeps its activations (%s now) for a backward; "
+		    "under inference_mode they are freed as the forward goes. If it is on "
+		    "already, or a backward follows, this does not apply.",
+		    ad_sz(b1, acts));
 	if (!ad_technique_on(c, AN_TECH_AUTOCAST))
 		ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY + 30, "Run the model in bf16",
 		           "model.to(torch.bfloat16)  # or with torch.autocast(\"cuda\", "

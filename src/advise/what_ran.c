@@ -11,6 +11,8 @@ static const char *evidence_words(an_kind_evidence e)
 	case AN_KIND_OPTIMIZER: return "the optimizer ran";
 	case AN_KIND_TECHNIQUE: return "a training technique is on";
 	case AN_KIND_FRAMEWORK: return "a framework's training step is on the stack";
+	case AN_KIND_FRAMEWORK_NO_GRAD:
+		return "a framework's prediction or evaluation loop, which runs without gradients";
 	case AN_KIND_GENERATE: return "generate()";
 	case AN_KIND_NO_GRAPH: return "its forwards free their activations as they go: no_grad";
 	case AN_KIND_GRAPH_NO_BACKWARD:

@@ -247,6 +247,7 @@ enum {
 #define F_OPTIM F(26)       /* torch/optim/ */
 #define F_LIBRARY F(27)     /* an_library_file */
 #define F_ALLOCATOR F(28)   /* CUDACachingAllocator, memory_snapshot.cpp */
+#define F_EVAL_LOOP F(29)   /* Lightning's loops/prediction_loop.py, loops/evaluation_loop.py */
 #define TEXT_READ ((uint64_t)1 << 63)
 
 static uint64_t name_bits(const char *name)
@@ -307,6 +308,10 @@ static uint64_t file_bits(const char *file)
 	    {F_FUNCTIONAL, "torch/nn/functional.py"},
 	    {F_CUDA_MEMORY, "torch/cuda/memory.py"},
 	    {F_OPTIM, "torch/optim/"},
+	    {F_EVAL_LOOP, "lightning/pytorch/loops/prediction_loop.py"},
+	    {F_EVAL_LOOP, "lightning/pytorch/loops/evaluation_loop.py"},
+	    {F_EVAL_LOOP, "pytorch_lightning/loops/prediction_loop.py"},
+	    {F_EVAL_LOOP, "pytorch_lightning/loops/evaluation_loop.py"},
 	};
 	uint64_t b = (hidden_file(file) ? F_HIDDEN : 0) | (python_file(file) ? F_PYTHON : 0) |
 	             (an_torch_internal(file) ? F_TORCH : 0) |
@@ -401,6 +406,8 @@ static uint32_t markers(const char *name, uint64_t b)
 			f |= AN_SF_HF_TRAINER;
 			if (strcmp(name, "training_step") == 0 || strcmp(name, "compute_loss") == 0)
 				f |= AN_SF_TRAIN_STEP;
+			if (strcmp(name, "prediction_step") == 0)
+				f |= AN_SF_NO_GRAD_LOOP;
 		}
 		if (b & F_HF_CACHE)
 			f |= AN_SF_KV_CACHE;
@@ -409,6 +416,8 @@ static uint32_t markers(const char *name, uint64_t b)
 		f |= AN_SF_LIGHTNING;
 		if ((b & N_TRAINING_STEP) || (b & F_LOOPS_OPT))
 			f |= AN_SF_TRAIN_STEP;
+		if (b & F_EVAL_LOOP)
+			f |= AN_SF_NO_GRAD_LOOP;
 	}
 	static const struct {
 		uint64_t bit;

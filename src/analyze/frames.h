@@ -53,6 +53,9 @@ enum {
 	AN_SF_ENGINE_THREAD = 1u << 20, /* no user code above it: a thread of autograd's engine */
 	AN_SF_IN_OPTIMIZER = 1u << 21,  /* a torch/optim frame anywhere (a step, a zero_grad) */
 	AN_SF_ZERO_GRAD = 1u << 22,     /* zero_grad() of an optimizer or a module */
+	AN_SF_NO_GRAD_LOOP = 1u << 23,  /* a framework's prediction or evaluation loop, which runs
+	                                   without gradients (Lightning's predict, validate and
+	                                   test; the Trainer's prediction_step) */
 };
 
 typedef struct {

@@ -693,6 +693,10 @@ static void decide_kind(an_structure *out, const phases *ph)
 		return;
 	}
 	out->kind = AN_RUN_INFERENCE;
+	if (f & AN_SF_NO_GRAD_LOOP) {
+		out->evidence = AN_KIND_FRAMEWORK_NO_GRAD;
+		return;
+	}
 	if (f & AN_SF_GENERATE) {
 		out->evidence = AN_KIND_GENERATE;
 		return;

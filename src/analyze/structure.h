@@ -28,6 +28,8 @@ typedef enum {
 	AN_KIND_OPTIMIZER,         /* the optimizer ran */
 	AN_KIND_TECHNIQUE,         /* a training technique is on (checkpointing, FSDP, DDP) */
 	AN_KIND_FRAMEWORK,         /* a framework's training step is on the stack */
+	AN_KIND_FRAMEWORK_NO_GRAD, /* a framework's prediction or evaluation loop, without a
+	                              training step, backward or optimizer */
 	AN_KIND_GENERATE,          /* text generation */
 	AN_KIND_NO_GRAPH,          /* forwards free their activations as they go (no_grad) */
 	AN_KIND_GRAPH_NO_BACKWARD, /* forwards keep their graphs, and no backward ever runs */
