@@ -1,11 +1,10 @@
 /* capacity.c: what shrinks live memory, for this kind of run. */
 #include "advise/capacity.h"
 
-#include "advise/growth.h"
-
 #include <stdio.h>
 #include <string.h>
 
+#include "advise/growth.h"
 #include "base/units.h"
 
 static int cat_of(const ad_ctx *c, uint32_t stack)
