@@ -427,7 +427,7 @@ mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr
 		if ((st = live_sites(s, dv, err)))
 			break;
 		snapshot_categories(s, info, dv, &older);
-		if ((st = an_structure_read(s, md, info, dv->initial_allocated,
+		if ((st = an_structure_read(s, md, info, out->frame_kinds, dv->initial_allocated,
 		                            dv->pool[AN_POOL_PRIVATE].segments, &dv->run, err)))
 			break;
 		if (!dv->has_trace)

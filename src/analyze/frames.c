@@ -555,20 +555,6 @@ an_stack_info *an_classify_stacks(const md_snapshot *s)
 	return info;
 }
 
-int an_shown_python_frames(const md_snapshot *s, uint8_t *out)
-{
-	text_cache tc = {s,
-	                 mr_alloc_array(s->strings.count ? s->strings.count : 1, sizeof *tc.bits)};
-	if (!tc.bits)
-		return -1;
-	for (size_t i = 0; i < s->frame_count; i++) {
-		uint64_t b = frame_bits(&tc, &s->frames[i]);
-		out[i] = frame_shown(b) && (b & F_PYTHON);
-	}
-	free(tc.bits);
-	return 0;
-}
-
 uint8_t *an_frame_kinds(const md_snapshot *s)
 {
 	text_cache tc = {s,

@@ -79,10 +79,6 @@ int an_stack_category(const an_stack_info *info, uint32_t stack, int no_frames);
 
 /* PyTorch's own viewer hides these frames (unwinding, interpreter, dispatcher plumbing). */
 int an_frame_hidden(const md_snapshot *s, const md_frame *f);
-/* Whether each frame of s (s->frame_count of them) is a Python frame the viewer shows, into
- * out, each name and file read once however many frames share it. Returns -1 when memory
- * runs out. */
-int an_shown_python_frames(const md_snapshot *s, uint8_t *out);
 /* A file of torch itself (or functorch, triton), by path. */
 int an_torch_internal(const char *filename);
 /* A file of an installed package (site-packages, dist-packages), of torch, or of Python's

@@ -47,7 +47,7 @@ typedef struct {
 	const md_snapshot *s;
 	const md_device *md;
 	const an_stack_info *info;
-	uint8_t *frame_py; /* per frame: a Python frame the viewer shows */
+	const uint8_t *kinds; /* per frame: AN_FK_* (an_frame_kinds) */
 	int trace_has_python;
 } sctx;
 
@@ -86,7 +86,8 @@ static const md_frame *chain_next(chain *ch)
 	while (ch->k > ch->lo) {
 		ch->k--;
 		uint32_t idx = ch->st->first + ch->k;
-		if (ch->c->frame_py[idx])
+		if ((ch->c->kinds[idx] & (AN_FK_SHOWN | AN_FK_PYTHON)) ==
+		    (AN_FK_SHOWN | AN_FK_PYTHON))
 			return &ch->c->s->frames[idx];
 	}
 	return NULL;
@@ -779,24 +780,17 @@ static mr_status read_casts(const sctx *c, an_structure *out, mr_error *err)
 }
 
 mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_stack_info *info,
-                            uint64_t initial_allocated, size_t private_segments, an_structure *out,
-                            mr_error *err)
+                            const uint8_t *kinds, uint64_t initial_allocated,
+                            size_t private_segments, an_structure *out, mr_error *err)
 {
 	memset(out, 0, sizeof *out);
-	sctx c = {s, md, info, NULL, 0};
+	sctx c = {s, md, info, kinds, 0};
 	phases ph = {0};
 	mr_status st = MR_OK;
 	if (!md || !md->event_count) {
 		out->evidence = AN_KIND_NO_TRACE;
 		techniques(out, private_segments);
 		return MR_OK;
-	}
-	c.frame_py = mr_alloc_array(s->frame_count ? s->frame_count : 1, 1);
-	if (!c.frame_py)
-		return mr_oom(err);
-	if (an_shown_python_frames(s, c.frame_py) != 0) {
-		st = mr_oom(err);
-		goto done;
 	}
 	for (size_t i = 0; i < md->event_count; i++) {
 		uint32_t stk = md->events[i].stack;
@@ -825,7 +819,6 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 		st = read_growth(&c, initial_allocated, out, err);
 done:
 	free(ph.fwd_starts);
-	free(c.frame_py);
 	if (st)
 		an_structure_free(out);
 	return st;

@@ -117,12 +117,13 @@ typedef struct {
 	size_t releases_before_oom;
 } an_structure;
 
-/* Reads the structure of device md's trace. info classifies s's stacks (an_classify_stacks);
- * initial_allocated is the allocated bytes when the trace window begins; private_segments is
- * how many segments of the device sit in private pools (CUDA graphs). */
+/* Reads the structure of device md's trace. info classifies s's stacks (an_classify_stacks),
+ * kinds its frames (an_frame_kinds); initial_allocated is the allocated bytes when the trace window
+ * begins; private_segments is how many segments of the device sit in private pools (CUDA graphs).
+ */
 mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_stack_info *info,
-                            uint64_t initial_allocated, size_t private_segments, an_structure *out,
-                            mr_error *err);
+                            const uint8_t *kinds, uint64_t initial_allocated,
+                            size_t private_segments, an_structure *out, mr_error *err);
 void an_structure_free(an_structure *st);
 
 /* The iteration that event `event` belongs to (0-based), or SIZE_MAX before the first. */
