@@ -309,8 +309,7 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)
 		size_t before = c->a->rec_count;
 		if (state_big)
 			advise_state(c, cat);
-		for (size_t i = before; i < c->a->rec_count; i++)
-			c->rec_priority[i] += 5;
+		ad_rank_later(c, before, 5);
 		return;
 	}
 	if (ad_pct(state, live) >= AD_DOMINANT_PERCENT) {

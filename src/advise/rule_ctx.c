@@ -102,3 +102,9 @@ int ad_framework(const ad_ctx *c, uint32_t fw)
 {
 	return c->run && (c->run->frameworks & fw) != 0;
 }
+
+void ad_rank_later(ad_ctx *c, size_t since, int by)
+{
+	for (size_t i = since; i < c->a->rec_count; i++)
+		c->rec_priority[i] += by;
+}

@@ -46,6 +46,9 @@ void ad_suggest_text(ad_ctx *c, const char *id, int priority, const char *title,
                      ad_text *t);
 void ad_suggest(ad_ctx *c, const char *id, int priority, const char *title, const char *change,
                 const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* Ranks the recommendations added since the count `since` (a->rec_count before a rule ran) `by`
+ * later: a rule whose levers come after another's. */
+void ad_rank_later(ad_ctx *c, size_t since, int by);
 /* The recommendation with this id, or NULL. */
 ad_recommendation *ad_find_rec(ad_ctx *c, const char *id);
 int ad_has_finding(const ad_ctx *c, const char *id);

@@ -211,8 +211,7 @@ static void advise_oom(ad_ctx *c)
 		/* what shrinks live memory helps too, after the allocator fix */
 		size_t before = c->a->rec_count;
 		ad_rule_capacity(c, cat, 0);
-		for (size_t i = before; i < c->a->rec_count; i++)
-			c->rec_priority[i] += 100;
+		ad_rank_later(c, before, 100);
 		return;
 	}
 	out->cause = outside == AD_OUTSIDE_UNCLEAR ? AD_CAUSE_UNKNOWN : AD_CAUSE_CAPACITY;
