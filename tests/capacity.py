@@ -136,9 +136,16 @@ for root in ROOTS:
         if doc is None:
             report(False, "%s: %s" % (name, err))
             continue
-        if cap is None or cap.get("method") == "none":
-            report(cap is None or cap.get("reason"), "%s: no plan, with a reason: %s" %
-                   (name, (cap or {}).get("reason")))
+        if cap is None:
+            # no budget from the evidence only where what filled the device was not this run's
+            cause = (doc.get("oom") or {}).get("cause")
+            report(cause in ("other_processes", "non_pytorch_memory", "unknown"),
+                   "%s: no budget only when memory outside this run filled the device (%s)" %
+                   (name, cause))
+            continue
+        if cap.get("method") == "none":
+            report(bool(cap.get("reason")), "%s: no plan, with a reason: %s" %
+                   (name, cap.get("reason")))
             continue
         died += 1
         ub = cap.get("upper_bound_factor")
