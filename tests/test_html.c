@@ -14,6 +14,7 @@
 #include "base/escape.h"
 #include "base/sha256.h"
 #include "render/html_util.h"
+#include "render/page_data.h"
 #include "render/png_map.h"
 #include "analyze/frames.h"
 #include "render/redact.h"
@@ -22,6 +23,7 @@
 #include "render/render_md.h"
 #include "render/render_text.h"
 #include "report/report.h"
+#include "report/view.h"
 #include "base/error.h"
 #include "base/buf.h"
 
@@ -192,6 +194,74 @@ static size_t count_of(const char *text, const char *what)
 	for (const char *p = strstr(text, what); p; p = strstr(p + 1, what))
 		n++;
 	return n;
+}
+
+/* The largest "moment":N of the marks, -1 when none has one; *marks gets how many there are. */
+static long long largest_mark_moment(const char *block, size_t *marks)
+{
+	long long top = -1;
+	*marks = 0;
+	for (const char *p = strstr(block, "{\"kind\":"); p; p = strstr(p + 1, "{\"kind\":")) {
+		const char *m = strstr(p, "\"moment\":");
+		assert_non_null(m);
+		long long v = strtoll(m + 9, NULL, 10);
+		top = v > top ? v : top;
+		(*marks)++;
+	}
+	return top;
+}
+
+/* The page's data block under a smaller limit: fewer moments at iteration ends first, every
+ * mark and the focus still pointing at a moment the block holds; under a tiny one, nothing. */
+static void test_page_data_fits(void **state)
+{
+	(void)state;
+	char path[2048];
+	const char *paths[] = {tu_snapshot("leak_val_fixed", path, sizeof path)};
+	rp_report run;
+	rp_view view;
+	rd_options opt = {.device = -1};
+	mr_error err = {0};
+	mr_buf all = {0}, part = {0}, none = {0};
+	pd_fit fit;
+	assert_int_equal(tu_load(paths, 1, &run), 0);
+	assert_int_equal(rp_view_init(&view, &run, -1, &err), MR_OK);
+	assert_int_equal(rd_page_data(&run, &view, &opt, SIZE_MAX, &fit, &all, &err), MR_OK);
+	/* the sample has 12 moments at iteration ends and fits whole */
+	assert_int_equal(fit.iteration_moments, 12);
+	assert_int_equal(fit.iteration_moments_all, 12);
+	assert_int_equal(fit.band_budget, PD_BAND_BUDGET);
+	size_t all_bands = fit.bands, marks_all, marks_part;
+	assert_int_equal(count_of(all.data, "\"kinds\":[\"iteration\"]"), 12);
+	assert_int_equal(largest_mark_moment(all.data, &marks_all) + 1,
+	                 (long long)count_of(all.data, "{\"event\":"));
+
+	/* the least it can write: no iteration moments, no bands; too large for 100 bytes */
+	assert_int_equal(rd_page_data(&run, &view, &opt, 100, &fit, &none, &err), MR_OK);
+	assert_int_equal(none.len, 0);
+	size_t least = fit.left_out_bytes;
+	assert_true(least > 100 && least < all.len);
+
+	size_t max = least + (all.len - least) / 2;
+	assert_int_equal(rd_page_data(&run, &view, &opt, max, &fit, &part, &err), MR_OK);
+	assert_true(part.len > 0 && part.len <= max);
+	assert_true(fit.iteration_moments < 12);
+	assert_int_equal(fit.iteration_moments_all, 12);
+	assert_true(fit.bands <= all_bands && fit.bands <= fit.band_budget);
+	assert_int_equal(count_of(part.data, "\"kinds\":[\"iteration\"]"), fit.iteration_moments);
+	/* the same marks, pointing only at moments that are written */
+	long long top = largest_mark_moment(part.data, &marks_part);
+	size_t moments = count_of(part.data, "{\"event\":");
+	assert_int_equal(marks_part, marks_all);
+	assert_true(top < (long long)moments);
+	long long focus = -1;
+	assert_int_equal(tu_json_int(strstr(part.data, "\"focus\":"), "moment", &focus), 1);
+	assert_true(focus >= 0 && focus < (long long)moments);
+	mr_buf_free(&all);
+	mr_buf_free(&part);
+	mr_buf_free(&none);
+	rp_view_free(&view);
+	rp_free(&run);
 }
 
 static void assert_not_live(const char *report, const char *what)
@@ -502,6 +572,7 @@ int main(void)
 	    cmocka_unit_test(test_corpus_html),
 	    cmocka_unit_test(test_corpus_html_shared),
 	    cmocka_unit_test(test_many_segments),
+	    cmocka_unit_test(test_page_data_fits),
 	    cmocka_unit_test(test_hostile_strings),
 	    cmocka_unit_test(test_redact_paths),
 	    cmocka_unit_test(test_redact_paths_third_party),

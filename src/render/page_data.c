@@ -236,14 +236,19 @@ typedef struct {
 	int truncated;
 } pd_series;
 
-/* Per point, the largest running sum of delta over its events. */
+/* Per point (k events each), the largest running sum of delta over its events. */
 static void point_max(const int64_t *delta, size_t n, size_t k, int64_t start, int64_t *out)
 {
 	int64_t v = start;
-	for (size_t i = 0; i < n; i++) {
-		v += delta[i];
-		if (i % k == 0 || v > out[i / k])
-			out[i / k] = v;
+	for (size_t i = 0, p = 0; i < n; p++) {
+		size_t end = MR_MIN(n, i + k);
+		v += delta[i++];
+		int64_t top = v;
+		for (; i < end; i++) {
+			v += delta[i];
+			top = v > top ? v : top;
+		}
+		out[p] = top;
 	}
 }
 
@@ -318,9 +323,8 @@ static void int_array(mr_buf *b, const int64_t *v, size_t n)
 	mr_buf_putc(b, ']');
 }
 
-static void series_json(mr_buf *b, const md_device *md, const pd_series *ps)
+static void series_json(mr_buf *b, const md_device *md, const pd_series *ps, int timed)
 {
-	int timed = uses_time(md);
 	mr_buf_printf(b, ",\"series\":{\"events_per_point\":%zu,\"x\":[", ps->k);
 	for (size_t i = 0; i < ps->points; i++)
 		mr_buf_printf(b, "%s%zu", i ? "," : "", i * ps->k);
@@ -352,14 +356,55 @@ static long long event_x(size_t event)
 	return event == AN_NO_MOMENT ? -1 : (long long)event;
 }
 
-static void marks_json(mr_buf *b, const an_moments *m)
+/* Which moments the block holds: all but some of those that mark only an iteration end. */
+typedef struct {
+	size_t band_budget;       /* bands per page */
+	size_t iteration_moments; /* moments marking only an iteration end (SIZE_MAX: all) */
+} pd_limits;
+
+static int iteration_only(const an_moment *mo)
+{
+	return mo->kinds == 1u << AN_MARK_ITERATION;
+}
+
+/* Whether the r-th (from 0) of n iteration-only moments is written when `keep` of them are:
+ * evenly spaced, the last and then the first kept longest. */
+static int kept_iteration(size_t r, size_t n, size_t keep)
+{
+	if (keep >= n)
+		return 1;
+	if (keep <= 1)
+		return keep && r == n - 1;
+	for (size_t j = 0; j < keep; j++)
+		if ((2 * j * (n - 1) + keep - 1) / (2 * (keep - 1)) == r)
+			return 1;
+	return 0;
+}
+
+/* The block's index of moment id: AN_NO_MOMENT when it is not written (or id is none). */
+static size_t page_moment(const an_moments *m, size_t keep, size_t id)
+{
+	size_t n = 0, page = 0, r = 0;
+	if (id >= m->moment_count)
+		return AN_NO_MOMENT;
+	for (size_t i = 0; i < m->moment_count; i++)
+		n += (size_t)iteration_only(&m->moments[i]);
+	for (size_t i = 0;; i++) {
+		int in = !iteration_only(&m->moments[i]) || kept_iteration(r++, n, keep);
+		if (i == id)
+			return in ? page : AN_NO_MOMENT;
+		page += (size_t)in;
+	}
+}
+
+static void marks_json(mr_buf *b, const an_moments *m, size_t keep)
 {
 	mr_buf_puts(b, ",\"marks\":[");
 	for (size_t i = 0; i < m->mark_count; i++) {
 		const an_mark *mk = &m->marks[i];
 		mr_buf_printf(b, "%s{\"kind\":\"%s\",\"event\":%zu,\"x\":%zu,\"moment\":%lld",
 		              i ? "," : "", an_mark_name(mk->kind), mk->event, mk->event,
-		              event_x(mk->moment));
+		              event_x(page_moment(m, keep, mk->moment)));
 		if (mk->kind == AN_MARK_PEAK || mk->kind == AN_MARK_OOM)
 			mr_buf_printf(b, ",\"bytes\":%" PRIu64, mk->bytes);
 		if (mk->kind == AN_MARK_ITERATION)
@@ -394,12 +439,26 @@ static void segments_json(mr_buf *b, pd_tables *t, const an_moment *mo)
 	mr_buf_putc(b, ']');
 }
 
-static void moments_json(mr_buf *b, pd_tables *t, const an_moments *m)
+/* The written size of what a page's limits can leave out: bands, iteration-only moments. */
+typedef struct {
+	size_t bands, band_bytes;
+	size_t iteration_moments, iteration_bytes, iteration_all;
+} pd_sizes;
+
+static void moments_json(mr_buf *b, pd_tables *t, const an_moments *m, size_t keep, pd_sizes *sz)
 {
+	size_t all = 0;
+	for (size_t i = 0; i < m->moment_count; i++)
+		all += (size_t)iteration_only(&m->moments[i]);
+	sz->iteration_all += all;
 	mr_buf_puts(b, ",\"moments\":[");
-	for (size_t i = 0; i < m->moment_count; i++) {
+	for (size_t i = 0, r = 0, w = 0; i < m->moment_count; i++) {
 		const an_moment *mo = &m->moments[i];
-		mr_buf_printf(b, "%s{\"event\":%lld,\"x\":%lld,\"kinds\":[", i ? "," : "",
+		size_t at = b->len;
+		int iter = iteration_only(mo);
+		if (iter && !kept_iteration(r++, all, keep))
+			continue;
+		mr_buf_printf(b, "%s{\"event\":%lld,\"x\":%lld,\"kinds\":[", w++ ? "," : "",
 		              event_x(mo->event),
 		              mo->event == AN_NO_MOMENT ? 0 : event_x(mo->event));
 		for (int k = 0, n = 0; k <= AN_MARK_SNAPSHOT; k++)
@@ -408,6 +467,10 @@ static void moments_json(mr_buf *b, pd_tables *t, const an_moments *m)
 		mr_buf_printf(b, "],\"source\":\"%s\"", mo->from_snapshot ? "snapshot" : "trace");
 		segments_json(b, t, mo);
 		mr_buf_putc(b, '}');
+		if (iter) {
+			sz->iteration_moments++;
+			sz->iteration_bytes += b->len - at;
+		}
 	}
 	mr_buf_putc(b, ']');
 }
@@ -434,7 +497,7 @@ static void bands_json(mr_buf *b, pd_tables *t, const an_allocs *al, const uint8
 }
 
 static mr_status device_json(mr_buf *b, pd_tables *t, const rp_report *run, const an_device *dv,
-                             size_t budget, size_t *bands, mr_error *err)
+                             const pd_limits *lim, size_t budget, pd_sizes *sz, mr_error *err)
 {
 	const md_device *md = md_find_device(&run->ev.snap, dv->device);
 	const an_allocs *al = rp_allocs(run, dv);
@@ -447,8 +510,9 @@ static mr_status device_json(mr_buf *b, pd_tables *t, const rp_report *run, cons
 		goto oom;
 	if (n && (st = read_series(&run->ev.snap, md, dv, al, chosen, &ps, err)))
 		goto done;
+	int timed = n && uses_time(md);
 	mr_buf_printf(b, "{\"device\":%d,\"x_unit\":\"event\",\"t0_us\":", dv->device);
-	if (n && uses_time(md))
+	if (timed)
 		mr_buf_printf(b, "%" PRId64, md->events[0].time_us);
 	else
 		mr_buf_puts(b, "null");
@@ -456,8 +520,10 @@ static mr_status device_json(mr_buf *b, pd_tables *t, const rp_report *run, cons
 	              n ? n - 1 : 0, ps.truncated ? "true" : "false", al->count);
 	uint64_t min_bytes = UINT64_MAX;
 	if (n) {
-		series_json(b, md, &ps);
+		series_json(b, md, &ps, timed);
+		size_t at = b->len;
 		bands_json(b, t, al, chosen, &min_bytes, &nb);
+		sz->band_bytes += b->len - at;
 	} else {
 		mr_buf_puts(b, ",\"series\":null,\"bands\":[]");
 	}
@@ -465,10 +531,10 @@ static mr_status device_json(mr_buf *b, pd_tables *t, const rp_report *run, cons
 		mr_buf_printf(b, ",\"band_min_bytes\":%" PRIu64, min_bytes);
 	else
 		mr_buf_puts(b, ",\"band_min_bytes\":null");
-	marks_json(b, m);
-	moments_json(b, t, m);
+	marks_json(b, m, lim->iteration_moments);
+	moments_json(b, t, m, lim->iteration_moments, sz);
 	mr_buf_putc(b, '}');
-	*bands += nb;
+	sz->bands += nb;
 	goto done;
 oom:
 	st = mr_oom(err);
@@ -486,7 +552,7 @@ static int on_page(const rp_report *run, const an_device *dv)
 }
 
 /* The moment the verdict speaks of, on the diagnosed device (else the first one shown). */
-static void focus_json(mr_buf *b, const rp_report *run, const rp_view *view)
+static void focus_json(mr_buf *b, const rp_report *run, const rp_view *view, size_t keep)
 {
 	const an_device *dv = NULL;
 	for (size_t i = 0; i < view->device_count; i++) {
@@ -504,21 +570,19 @@ static void focus_json(mr_buf *b, const rp_report *run, const rp_view *view)
 		mr_buf_puts(b, ",\"focus\":null");
 		return;
 	}
-	mr_buf_printf(b, ",\"focus\":{\"device\":%d,\"moment\":%zu}", dv->device,
-	              rp_verdict_moment(run, dv));
+	mr_buf_printf(b, ",\"focus\":{\"device\":%d,\"moment\":%lld}", dv->device,
+	              event_x(page_moment(rp_moments(run, dv), keep, rp_verdict_moment(run, dv))));
 }
 
-mr_status rd_page_data(const rp_report *run, const rp_view *view, const rd_options *opt,
-                       size_t band_budget, size_t *bands_written, mr_buf *out, mr_error *err)
+/* One block under lim; *sz gets the sizes of what lim can leave out. */
+static mr_status write_block(const rp_report *run, const rp_view *view, const rd_options *opt,
+                             const pd_limits *lim, pd_sizes *sz, mr_buf *out, mr_error *err)
 {
-	if (bands_written)
-		*bands_written = 0;
-	if (!run->ev.has_snapshot || !run->moments)
-		return MR_OK;
 	const md_snapshot *s = &run->ev.snap;
 	pd_tables t = {.s = s, .kinds = run->an.frame_kinds, .opt = opt};
 	mr_status st = MR_OK;
-	size_t traced = 0, bands = 0;
+	size_t traced = 0;
+	memset(sz, 0, sizeof *sz);
 	md_init(&t.tab);
 	t.of_stack = mr_alloc_array(s->stack_count ? s->stack_count : 1, sizeof *t.of_stack);
 	t.of_name = mr_alloc_array(s->strings.count ? s->strings.count : 1, sizeof *t.of_name);
@@ -529,16 +593,16 @@ mr_status rd_page_data(const rp_report *run, const rp_view *view, const rd_optio
 	}
 	for (size_t i = 0; i < view->device_count; i++)
 		traced += on_page(run, view->devices[i]) && view->devices[i]->has_trace;
-	size_t budget = (band_budget ? band_budget : PD_BAND_BUDGET) / MR_MAX(traced, 1);
+	size_t budget = lim->band_budget / MR_MAX(traced, 1);
 	mr_buf_puts(out, "<script type=\"application/json\" id=\"memreport-data\">"
 	                 "{\"schema\":\"memreport-page/1\"");
-	focus_json(out, run, view);
+	focus_json(out, run, view, lim->iteration_moments);
 	mr_buf_puts(out, ",\"devices\":[");
 	for (size_t i = 0, k = 0; i < view->device_count && !st; i++) {
 		if (!on_page(run, view->devices[i]))
 			continue;
 		mr_buf_puts(out, k++ ? "," : "");
-		st = device_json(out, &t, run, view->devices[i], budget, &bands, err);
+		st = device_json(out, &t, run, view->devices[i], lim, budget, sz, err);
 	}
 	mr_buf_puts(out, "],\"strings\":[");
 	mr_buf_append(out, t.str_json.data, t.str_json.len);
@@ -550,8 +614,68 @@ mr_status rd_page_data(const rp_report *run, const rp_view *view, const rd_optio
 	if (!st && (t.failed || t.str_json.failed || t.frame_json.failed || t.stack_json.failed ||
 	            out->failed))
 		st = mr_oom(err);
-	if (bands_written)
-		*bands_written = bands;
 	tables_free(&t);
+	return st;
+}
+
+/* The next, smaller limits for a block of len bytes written under lim (sizes sz). The first
+ * time: moments at iteration ends until what bands do not take is under half of max, then
+ * the bands that fit the rest, from their bytes each; later, fewer bands in proportion, and
+ * once there are none, half the moments. Returns 0 when nothing is left to leave out. */
+static int smaller(pd_limits *lim, const pd_sizes *sz, size_t len, size_t max, int first)
+{
+	if (!lim->band_budget && !sz->iteration_moments)
+		return 0;
+	if (!first) {
+		if (lim->band_budget)
+			lim->band_budget =
+			    (size_t)((double)lim->band_budget * 0.9 * (double)max / (double)len);
+		else
+			lim->iteration_moments = sz->iteration_moments / 2;
+		return 1;
+	}
+	size_t rest = len - MR_MIN(sz->band_bytes, len); /* what fewer bands do not shrink */
+	if (rest > max / 2 && sz->iteration_moments) {
+		size_t each = MR_MAX(sz->iteration_bytes / sz->iteration_moments, 1);
+		size_t drop = MR_MIN((rest - max / 2) / each + 1, sz->iteration_moments);
+		lim->iteration_moments = sz->iteration_moments - drop;
+		rest -= MR_MIN(drop * each, rest);
+	}
+	size_t room = max - max / 20, each = sz->bands ? MR_MAX(sz->band_bytes / sz->bands, 1) : 1;
+	room = room > rest ? room - rest : 0;
+	lim->band_budget = MR_MIN(lim->band_budget, room / each);
+	return 1;
+}
+
+mr_status rd_page_data(const rp_report *run, const rp_view *view, const rd_options *opt,
+                       size_t max_bytes, pd_fit *fit, mr_buf *out, mr_error *err)
+{
+	pd_limits lim = {PD_BAND_BUDGET, SIZE_MAX};
+	pd_sizes sz = {0};
+	pd_fit f = {0, PD_BAND_BUDGET, 0, 0, 0};
+	size_t start = out->len;
+	mr_status st = MR_OK;
+	if (!run->ev.has_snapshot || !run->moments)
+		goto done;
+	for (int tries = 0;; tries++) {
+		out->len = start;
+		if ((st = write_block(run, view, opt, &lim, &sz, out, err)))
+			break;
+		size_t len = out->len - start;
+		if (len <= max_bytes)
+			break;
+		if (tries == 8 || !smaller(&lim, &sz, len, max_bytes, !tries)) {
+			f.left_out_bytes = len;
+			out->len = start;
+			break;
+		}
+	}
+	f.bands = sz.bands;
+	f.band_budget = lim.band_budget;
+	f.iteration_moments = sz.iteration_moments;
+	f.iteration_moments_all = sz.iteration_all;
+done:
+	if (fit)
+		*fit = f;
 	return st;
 }

@@ -25,10 +25,20 @@ enum {
 	PD_MAX_FRAMES = 48, /* frames kept per stack, innermost first */
 };
 
+/* What rd_page_data wrote, against what the run has. */
+typedef struct {
+	size_t bands;                 /* bands written (every device) */
+	size_t band_budget;           /* bands per page they were chosen under */
+	size_t iteration_moments;     /* moments marking only an iteration end, written */
+	size_t iteration_moments_all; /* ... that the analysis has */
+	size_t left_out_bytes; /* nothing written: the smallest block tried had this many bytes */
+} pd_fit;
+
 /* Appends the whole <script> element for the devices of view (nothing when the run has no
- * snapshot). band_budget: bands per page (0: PD_BAND_BUDGET); *bands_written gets how many
- * were written (may be NULL). */
+ * snapshot), at most max_bytes long: past it, fewer moments at iteration ends (evenly spaced,
+ * the first and the last kept longest), then fewer bands; when even the least is too large,
+ * nothing (fit->left_out_bytes says how large). *fit (may be NULL) says what was kept. */
 mr_status rd_page_data(const rp_report *run, const rp_view *view, const rd_options *opt,
-                       size_t band_budget, size_t *bands_written, mr_buf *out, mr_error *err);
+                       size_t max_bytes, pd_fit *fit, mr_buf *out, mr_error *err);
 
 #endif

@@ -669,32 +669,35 @@ static void header(hr_ctx *c)
 
 /* ---- the page ---- */
 
-/* The interactive page's data block, its bands lowered until it fits RP_DATA_MAX. */
+/* The interactive page's data block, at most RP_DATA_MAX bytes; the notes say what it left out. */
 static mr_status data_block(hr_ctx *c, mr_buf *data)
 {
-	size_t budget = PD_BAND_BUDGET, bands = 0;
-	for (;;) {
-		data->len = 0;
-		mr_status st = rd_page_data(c->run, c->view, c->opt, budget, &bands, data, c->err);
-		if (st || data->len <= RP_DATA_MAX)
-			return st;
-		if (budget < 2000) {
-			/* what is left (series, moments, stacks) is too large still: the page keeps
-			 * its static figures, which need no script */
-			hr_left_out(
-			    c,
-			    "The interactive timeline: its data would take %zu bytes, more than "
-			    "the %d this page allows; the figures below are drawn without it.",
-			    data->len, RP_DATA_MAX);
-			data->len = 0;
-			return MR_OK;
-		}
-		budget = (size_t)((double)budget * 0.9 * RP_DATA_MAX / (double)data->len);
+	pd_fit fit;
+	mr_status st = rd_page_data(c->run, c->view, c->opt, RP_DATA_MAX, &fit, data, c->err);
+	if (st)
+		return st;
+	if (fit.left_out_bytes) {
+		/* what is left (series, moments, stacks) is too large still: the page keeps its
+		 * static figures, which need no script */
+		hr_left_out(
+		    c,
+		    "The interactive timeline: its data would take %zu bytes, more than the %d "
+		    "this page allows; the figures below are drawn without it.",
+		    fit.left_out_bytes, RP_DATA_MAX);
+		return MR_OK;
+	}
+	if (fit.iteration_moments < fit.iteration_moments_all)
+		hr_left_out(
+		    c,
+		    "Segments at iteration ends: %zu of the %zu moments the analysis has, evenly "
+		    "spaced (the page's data would pass %d bytes).",
+		    fit.iteration_moments, fit.iteration_moments_all, RP_DATA_MAX);
+	if (fit.band_budget < PD_BAND_BUDGET)
 		hr_left_out(c,
 		            "Allocations drawn as bands of their own: at most %zu per page (the "
 		            "smaller ones are in the merged band).",
-		            budget);
-	}
+		            fit.band_budget);
+	return MR_OK;
 }
 
 mr_status rd_render_html(const rp_report *run, const rd_options *opt, mr_buf *out, mr_error *err)
