@@ -72,7 +72,7 @@ static void map_row(hr_ctx *c, const hr_layout *l, size_t rank, const md_segment
 	hr_stream_label(stream, seg->stream);
 	mr_buf png = {0};
 	mr_status st =
-	    pm_segment_png(l->blocks, seg, scale, HR_MAP_WIDTH, HR_MAP_HEIGHT, &png, c->err);
+	    pm_segment_png(l->blocks, seg, scale, HR_MAP_WIDTH, HR_MAP_PNG_ROWS, &png, c->err);
 	if (st) {
 		c->st = st;
 		mr_buf_free(&png);
@@ -164,7 +164,7 @@ static void map_groups(hr_ctx *c, const hr_layout *l, const size_t *order, size_
 			                                    : (uint64_t)1 << (gr->key + 1)));
 		mr_buf png = {0};
 		mr_status st = pm_totals_png(&gr->totals, (double)gr->bytes / (double)top,
-		                             HR_MAP_WIDTH, HR_MAP_HEIGHT, &png, c->err);
+		                             HR_MAP_WIDTH, HR_MAP_PNG_ROWS, &png, c->err);
 		if (st) {
 			c->st = st;
 			mr_buf_free(&png);

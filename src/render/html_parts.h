@@ -31,7 +31,8 @@ enum {
 	HR_MAX_FINDINGS = 50,
 	HR_MAX_SETTINGS = 32,
 	HR_MAP_WIDTH = 640,
-	HR_MAP_HEIGHT = 14,
+	HR_MAP_HEIGHT = 14,  /* drawn height (CSS px); every row of a map is the same */
+	HR_MAP_PNG_ROWS = 1, /* so the PNG holds one row and is stretched, pixelated */
 };
 
 typedef struct {
