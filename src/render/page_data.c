@@ -356,11 +356,21 @@ static long long event_x(size_t event)
 	return event == AN_NO_MOMENT ? -1 : (long long)event;
 }
 
-/* Which moments the block holds: all but some of those that mark only an iteration end. */
+/* What the block holds of what it can leave out to fit its limit (SIZE_MAX: all). */
 typedef struct {
 	size_t band_budget;       /* bands per page */
-	size_t iteration_moments; /* moments marking only an iteration end (SIZE_MAX: all) */
+	size_t iteration_moments; /* moments marking only an iteration end */
+	size_t iteration_marks;   /* iteration marks without a moment in the block */
 } pd_limits;
+
+/* The written count and bytes of one thing the limits bound, and how many there were. */
+typedef struct {
+	size_t count, bytes, all;
+} pd_part;
+
+typedef struct {
+	pd_part bands, moments, marks;
+} pd_sizes;
 
 static int iteration_only(const an_moment *mo)
 {
@@ -371,12 +381,16 @@ static int iteration_only(const an_moment *mo)
  * evenly spaced, the last and then the first kept longest. */
 static int kept_iteration(size_t r, size_t n, size_t keep)
 {
+	typedef unsigned __int128 u128;
 	if (keep >= n)
 		return 1;
 	if (keep <= 1)
 		return keep && r == n - 1;
-	for (size_t j = 0; j < keep; j++)
-		if ((2 * j * (n - 1) + keep - 1) / (2 * (keep - 1)) == r)
+	/* the j-th kept is (2j(n-1) + keep-1) div 2(keep-1), rising by more than 1 a step: the
+	 * j that could give r is within one of r(keep-1)/(n-1) */
+	size_t j0 = (size_t)((u128)r * (keep - 1) / (n - 1));
+	for (size_t j = j0 ? j0 - 1 : 0; j <= j0 + 1 && j < keep; j++)
+		if ((2 * (u128)j * (n - 1) + keep - 1) / (2 * (u128)(keep - 1)) == r)
 			return 1;
 	return 0;
 }
@@ -397,19 +411,33 @@ static size_t page_moment(const an_moments *m, size_t keep, size_t id)
 	}
 }
 
-static void marks_json(mr_buf *b, const an_moments *m, size_t keep)
+/* Marks: the iteration ends without a moment in the block are what lim can thin. */
+static void marks_json(mr_buf *b, const an_moments *m, const pd_limits *lim, pd_sizes *sz)
 {
+	size_t all = 0;
+	for (size_t i = 0; i < m->mark_count; i++)
+		all += m->marks[i].kind == AN_MARK_ITERATION &&
+		       page_moment(m, lim->iteration_moments, m->marks[i].moment) == AN_NO_MOMENT;
+	sz->marks.all += all;
 	mr_buf_puts(b, ",\"marks\":[");
-	for (size_t i = 0; i < m->mark_count; i++) {
+	for (size_t i = 0, r = 0, w = 0; i < m->mark_count; i++) {
 		const an_mark *mk = &m->marks[i];
+		size_t moment = page_moment(m, lim->iteration_moments, mk->moment), at = b->len;
+		int thin = mk->kind == AN_MARK_ITERATION && moment == AN_NO_MOMENT;
+		if (thin && !kept_iteration(r++, all, lim->iteration_marks))
+			continue;
 		mr_buf_printf(b, "%s{\"kind\":\"%s\",\"event\":%zu,\"x\":%zu,\"moment\":%lld",
-		              i ? "," : "", an_mark_name(mk->kind), mk->event, mk->event,
-		              event_x(page_moment(m, keep, mk->moment)));
+		              w++ ? "," : "", an_mark_name(mk->kind), mk->event, mk->event,
+		              event_x(moment));
 		if (mk->kind == AN_MARK_PEAK || mk->kind == AN_MARK_OOM)
 			mr_buf_printf(b, ",\"bytes\":%" PRIu64, mk->bytes);
 		if (mk->kind == AN_MARK_ITERATION)
 			mr_buf_printf(b, ",\"n\":%zu", mk->n);
 		mr_buf_putc(b, '}');
+		if (thin) {
+			sz->marks.count++;
+			sz->marks.bytes += b->len - at;
+		}
 	}
 	mr_buf_putc(b, ']');
 }
@@ -439,18 +467,12 @@ static void segments_json(mr_buf *b, pd_tables *t, const an_moment *mo)
 	mr_buf_putc(b, ']');
 }
 
-/* The written size of what a page's limits can leave out: bands, iteration-only moments. */
-typedef struct {
-	size_t bands, band_bytes;
-	size_t iteration_moments, iteration_bytes, iteration_all;
-} pd_sizes;
-
 static void moments_json(mr_buf *b, pd_tables *t, const an_moments *m, size_t keep, pd_sizes *sz)
 {
 	size_t all = 0;
 	for (size_t i = 0; i < m->moment_count; i++)
 		all += (size_t)iteration_only(&m->moments[i]);
-	sz->iteration_all += all;
+	sz->moments.all += all;
 	mr_buf_puts(b, ",\"moments\":[");
 	for (size_t i = 0, r = 0, w = 0; i < m->moment_count; i++) {
 		const an_moment *mo = &m->moments[i];
@@ -468,8 +490,8 @@ static void moments_json(mr_buf *b, pd_tables *t, const an_moments *m, size_t ke
 		segments_json(b, t, mo);
 		mr_buf_putc(b, '}');
 		if (iter) {
-			sz->iteration_moments++;
-			sz->iteration_bytes += b->len - at;
+			sz->moments.count++;
+			sz->moments.bytes += b->len - at;
 		}
 	}
 	mr_buf_putc(b, ']');
@@ -523,7 +545,7 @@ static mr_status device_json(mr_buf *b, pd_tables *t, const rp_report *run, cons
 		series_json(b, md, &ps, timed);
 		size_t at = b->len;
 		bands_json(b, t, al, chosen, &min_bytes, &nb);
-		sz->band_bytes += b->len - at;
+		sz->bands.bytes += b->len - at;
 	} else {
 		mr_buf_puts(b, ",\"series\":null,\"bands\":[]");
 	}
@@ -531,10 +553,10 @@ static mr_status device_json(mr_buf *b, pd_tables *t, const rp_report *run, cons
 		mr_buf_printf(b, ",\"band_min_bytes\":%" PRIu64, min_bytes);
 	else
 		mr_buf_puts(b, ",\"band_min_bytes\":null");
-	marks_json(b, m, lim->iteration_moments);
+	marks_json(b, m, lim, sz);
 	moments_json(b, t, m, lim->iteration_moments, sz);
 	mr_buf_putc(b, '}');
-	sz->bands += nb;
+	sz->bands.count += nb;
 	goto done;
 oom:
 	st = mr_oom(err);
@@ -618,30 +640,44 @@ static mr_status write_block(const rp_report *run, const rp_view *view, const rd
 	return st;
 }
 
+/* Lowers the limit of part p so that about `over` of its bytes go, keeping at least `least`. */
+static void leave_out(size_t *limit, const pd_part *p, size_t least, size_t *over)
+{
+	if (!*over || p->count <= least)
+		return;
+	size_t each = MR_MAX(p->bytes / p->count, 1);
+	size_t drop = MR_MIN(*over / each + 1, p->count - least);
+	*limit = p->count - drop;
+	*over -= MR_MIN(drop * each, *over);
+}
+
 /* The next, smaller limits for a block of len bytes written under lim (sizes sz). The first
- * time: moments at iteration ends until what bands do not take is under half of max, then
- * the bands that fit the rest, from their bytes each; later, fewer bands in proportion, and
- * once there are none, half the moments. Returns 0 when nothing is left to leave out. */
+ * time: iteration moments, then iteration marks without one (PD_MIN_MARKS of them stay),
+ * until what bands do not take is under half of max; then the bands that fit the rest, from their
+ * bytes each. Later: fewer bands in proportion; once there are none, half the marks, then half the
+ * moments. Returns 0 when nothing is left to leave out. */
 static int smaller(pd_limits *lim, const pd_sizes *sz, size_t len, size_t max, int first)
 {
-	if (!lim->band_budget && !sz->iteration_moments)
+	if (!lim->band_budget && !sz->marks.count && !sz->moments.count)
 		return 0;
 	if (!first) {
 		if (lim->band_budget)
 			lim->band_budget =
 			    (size_t)((double)lim->band_budget * 0.9 * (double)max / (double)len);
+		else if (sz->marks.count)
+			lim->iteration_marks = sz->marks.count / 2;
 		else
-			lim->iteration_moments = sz->iteration_moments / 2;
+			lim->iteration_moments = sz->moments.count / 2;
 		return 1;
 	}
-	size_t rest = len - MR_MIN(sz->band_bytes, len); /* what fewer bands do not shrink */
-	if (rest > max / 2 && sz->iteration_moments) {
-		size_t each = MR_MAX(sz->iteration_bytes / sz->iteration_moments, 1);
-		size_t drop = MR_MIN((rest - max / 2) / each + 1, sz->iteration_moments);
-		lim->iteration_moments = sz->iteration_moments - drop;
-		rest -= MR_MIN(drop * each, rest);
-	}
-	size_t room = max - max / 20, each = sz->bands ? MR_MAX(sz->band_bytes / sz->bands, 1) : 1;
+	size_t rest = len - MR_MIN(sz->bands.bytes, len); /* what fewer bands do not shrink */
+	size_t over = rest > max / 2 ? rest - max / 2 : 0;
+	rest -= over;
+	leave_out(&lim->iteration_moments, &sz->moments, 0, &over);
+	leave_out(&lim->iteration_marks, &sz->marks, PD_MIN_MARKS, &over);
+	rest += over;
+	size_t room = max - max / 20,
+	       each = MR_MAX(sz->bands.bytes / MR_MAX(sz->bands.count, 1), 1);
 	room = room > rest ? room - rest : 0;
 	lim->band_budget = MR_MIN(lim->band_budget, room / each);
 	return 1;
@@ -650,11 +686,12 @@ static int smaller(pd_limits *lim, const pd_sizes *sz, size_t len, size_t max, i
 mr_status rd_page_data(const rp_report *run, const rp_view *view, const rd_options *opt,
                        size_t max_bytes, pd_fit *fit, mr_buf *out, mr_error *err)
 {
-	pd_limits lim = {PD_BAND_BUDGET, SIZE_MAX};
-	pd_sizes sz = {0};
-	pd_fit f = {0, PD_BAND_BUDGET, 0, 0, 0};
+	pd_limits lim = {PD_BAND_BUDGET, SIZE_MAX, SIZE_MAX};
+	pd_sizes sz = {{0}, {0}, {0}};
+	pd_fit f = {0};
 	size_t start = out->len;
 	mr_status st = MR_OK;
+	f.band_budget = PD_BAND_BUDGET;
 	if (!run->ev.has_snapshot || !run->moments)
 		goto done;
 	for (int tries = 0;; tries++) {
@@ -664,16 +701,18 @@ mr_status rd_page_data(const rp_report *run, const rp_view *view, const rd_optio
 		size_t len = out->len - start;
 		if (len <= max_bytes)
 			break;
-		if (tries == 8 || !smaller(&lim, &sz, len, max_bytes, !tries)) {
+		if (tries == 12 || !smaller(&lim, &sz, len, max_bytes, !tries)) {
 			f.left_out_bytes = len;
 			out->len = start;
 			break;
 		}
 	}
-	f.bands = sz.bands;
+	f.bands = sz.bands.count;
 	f.band_budget = lim.band_budget;
-	f.iteration_moments = sz.iteration_moments;
-	f.iteration_moments_all = sz.iteration_all;
+	f.iteration_moments = sz.moments.count;
+	f.iteration_moments_all = sz.moments.all;
+	f.iteration_marks = sz.marks.count;
+	f.iteration_marks_all = sz.marks.all;
 done:
 	if (fit)
 		*fit = f;

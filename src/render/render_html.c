@@ -692,6 +692,11 @@ static mr_status data_block(hr_ctx *c, mr_buf *data)
 		    "Segments at iteration ends: %zu of the %zu moments the analysis has, evenly "
 		    "spaced (the page's data would pass %d bytes).",
 		    fit.iteration_moments, fit.iteration_moments_all, RP_DATA_MAX);
+	if (fit.iteration_marks < fit.iteration_marks_all)
+		hr_left_out(c,
+		            "Iteration ends marked on the timeline: %zu of %zu, evenly spaced (the "
+		            "page's data would pass %d bytes).",
+		            fit.iteration_marks, fit.iteration_marks_all, RP_DATA_MAX);
 	if (fit.band_budget < PD_BAND_BUDGET)
 		hr_left_out(c,
 		            "Allocations drawn as bands of their own: at most %zu per page (the "
