@@ -139,29 +139,41 @@ static int older_cmp(const void *a, const void *b)
 }
 
 /* The stacking order: the older ones (latest freed lowest... live at the end first), then the
- * trace's own in alloc order. */
+ * trace's own in alloc order. In place: the list becomes out->items, so that the millions of
+ * allocations of a long trace are never held twice; only the older ones are copied aside. */
 static mr_status order(walk *w, size_t n, an_allocs *out, mr_error *err)
 {
-	older_key *keys = mr_alloc_array(w->count ? w->count : 1, sizeof *keys);
-	out->items = mr_alloc_array(w->count ? w->count : 1, sizeof *out->items);
-	if (!keys || !out->items) {
-		free(keys);
-		return mr_oom(err);
-	}
 	size_t k = 0;
 	for (size_t i = 0; i < w->count; i++)
+		k += w->list[i].start == AN_NO_EVENT;
+	older_key *keys = mr_alloc_array(k ? k : 1, sizeof *keys);
+	an_alloc *older = mr_alloc_array(k ? k : 1, sizeof *older);
+	int no_items = !w->list && MR_GROW(w->list, w->cap, 1); /* an empty run gets one too */
+	if (!keys || !older || no_items) {
+		free(keys);
+		free(older);
+		return mr_oom(err);
+	}
+	for (size_t i = 0, j = 0; i < w->count; i++)
 		if (w->list[i].start == AN_NO_EVENT)
-			keys[k++] =
+			keys[j++] =
 			    (older_key){w->list[i].end == AN_NO_EVENT ? n : w->list[i].end, i};
 	qsort(keys, k, sizeof *keys, older_cmp);
 	for (size_t i = 0; i < k; i++)
-		out->items[i] = w->list[keys[i].index];
-	out->older = k;
-	for (size_t i = 0; i < w->count; i++)
+		older[i] = w->list[keys[i].index];
+	/* the trace's own slide to the end, last first, so none is overwritten before it moves */
+	for (size_t i = w->count, to = w->count; i-- > 0;)
 		if (w->list[i].start != AN_NO_EVENT)
-			out->items[k++] = w->list[i];
-	out->count = k;
+			w->list[--to] = w->list[i];
+	if (k)
+		memcpy(w->list, older, k * sizeof *older);
+	out->items = w->list;
+	out->count = w->count;
+	out->older = k;
+	w->list = NULL;
+	w->count = w->cap = 0;
 	free(keys);
+	free(older);
 	return MR_OK;
 }
 
