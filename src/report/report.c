@@ -7,28 +7,72 @@
 #include "advise/replay.h"
 #include "advise/rules.h"
 #include "base/mem.h"
+#include "base/pool.h"
 
-/* The allocations and moments of every analysed device. */
-static mr_status read_moments(rp_report *r, mr_error *err)
+/* The allocations of every analysed device. */
+static mr_status read_allocs(rp_report *r, mr_error *err)
 {
 	const md_snapshot *s = &r->ev.snap;
 	size_t n = r->an.device_count;
 	r->allocs = mr_alloc_array(n ? n : 1, sizeof *r->allocs);
-	r->moments = mr_alloc_array(n ? n : 1, sizeof *r->moments);
-	if (!r->allocs || !r->moments)
+	if (!r->allocs)
 		return mr_oom(err);
 	for (size_t d = 0; d < n; d++) {
 		const an_device *dv = &r->an.devices[d];
-		const md_device *md = md_find_device(s, dv->device);
-		mr_status st =
-		    an_allocs_read(s, md, dv->segment_first, dv->segment_count, r->an.stack_info,
-		                   r->an.frame_kinds, &r->allocs[d], err);
-		if (!st)
-			st = an_moments_read(s, md, dv, r->an.frame_kinds, &r->allocs[d],
-			                     &r->moments[d], err);
+		mr_status st = an_allocs_read(s, md_find_device(s, dv->device), dv->segment_first,
+		                              dv->segment_count, r->an.stack_info,
+		                              r->an.frame_kinds, &r->allocs[d], err);
 		if (st)
 			return st;
 	}
+	return MR_OK;
+}
+
+/* The moments of every analysed device: after the replay, which settles their peaks. */
+static mr_status read_moments(rp_report *r, mr_error *err)
+{
+	const md_snapshot *s = &r->ev.snap;
+	size_t n = r->an.device_count;
+	r->moments = mr_alloc_array(n ? n : 1, sizeof *r->moments);
+	if (!r->moments)
+		return mr_oom(err);
+	for (size_t d = 0; d < n; d++) {
+		const an_device *dv = &r->an.devices[d];
+		mr_status st =
+		    an_moments_read(s, md_find_device(s, dv->device), dv, r->an.frame_kinds,
+		                    &r->allocs[d], &r->moments[d], err);
+		if (st)
+			return st;
+	}
+	return MR_OK;
+}
+
+/* The replay of the recorded settings and the reading of the allocations need only the
+ * analysis, not each other (the replay writes the devices' peaks, which the allocations do
+ * not read): they run side by side. */
+typedef struct {
+	rp_report *r;
+	mr_status st[2];
+	mr_error err[2];
+} side_by_side;
+
+static void replay_or_allocs(void *ctx, void *worker, size_t i)
+{
+	side_by_side *t = ctx;
+	(void)worker;
+	t->st[i] = i == 0 ? ad_replay_recorded(&t->r->ev, &t->r->an, &t->r->recorded, &t->err[0])
+	                  : read_allocs(t->r, &t->err[1]);
+}
+
+static mr_status replay_and_allocs(rp_report *r, mr_error *err)
+{
+	side_by_side t = {r, {MR_OK, MR_OK}, {{0}, {0}}};
+	mr_pool_run(2, 2, replay_or_allocs, &t, NULL, NULL);
+	for (int i = 0; i < 2; i++)
+		if (t.st[i]) {
+			*err = t.err[i];
+			return t.st[i];
+		}
 	return MR_OK;
 }
 
@@ -68,8 +112,7 @@ mr_status rp_build(rp_report *out, ld_evidence *ev, const rp_params *params, mr_
 	memset(ev, 0, sizeof *ev);
 	if (out->ev.has_snapshot &&
 	    ((st = an_analyze(&out->ev.snap, 0, &out->an, err)) ||
-	     (st = ad_replay_recorded(&out->ev, &out->an, &out->recorded, err)) ||
-	     (st = read_moments(out, err))))
+	     (st = replay_and_allocs(out, err)) || (st = read_moments(out, err))))
 		goto done;
 	if ((st = ad_advise(&out->ev, &out->an, params->device, params->budget, &out->advice, err)))
 		goto done;
