@@ -658,10 +658,10 @@ static void leave_out(size_t *limit, const pd_part *p, size_t least, size_t *ove
  * moments. Returns 0 when nothing is left to leave out. */
 static int smaller(pd_limits *lim, const pd_sizes *sz, size_t len, size_t max, int first)
 {
-	if (!lim->band_budget && !sz->marks.count && !sz->moments.count)
+	if (!sz->bands.count && !sz->marks.count && !sz->moments.count)
 		return 0;
 	if (!first) {
-		if (lim->band_budget)
+		if (sz->bands.count)
 			lim->band_budget =
 			    (size_t)((double)lim->band_budget * 0.9 * (double)max / (double)len);
 		else if (sz->marks.count)
@@ -671,11 +671,10 @@ static int smaller(pd_limits *lim, const pd_sizes *sz, size_t len, size_t max, i
 		return 1;
 	}
 	size_t rest = len - MR_MIN(sz->bands.bytes, len); /* what fewer bands do not shrink */
-	size_t over = rest > max / 2 ? rest - max / 2 : 0;
-	rest -= over;
+	size_t over = rest > max / 2 ? rest - max / 2 : 0, want = over;
 	leave_out(&lim->iteration_moments, &sz->moments, 0, &over);
 	leave_out(&lim->iteration_marks, &sz->marks, PD_MIN_MARKS, &over);
-	rest += over;
+	rest -= want - over;
 	size_t room = max - max / 20,
 	       each = MR_MAX(sz->bands.bytes / MR_MAX(sz->bands.count, 1), 1);
 	room = room > rest ? room - rest : 0;
