@@ -274,6 +274,33 @@ static void test_evidence_findings(void **state)
 	rp_free(&run);
 }
 
+/* Retries the allocator survived, counted by PyTorch's own statistics (memory_stats.json:
+ * num_alloc_retries less num_ooms): how much they freed is said only where a trace shows the
+ * flushes. */
+static void test_retries_evidence(void **state)
+{
+	(void)state;
+	rp_report run;
+	char want[64];
+	long long retries =
+	    tu_corpus_int("adam_state_oom", "memory_stats.json", "num_alloc_retries") -
+	    tu_corpus_int("adam_state_oom", "memory_stats.json", "num_ooms");
+	assert_true(retries > 0);
+	snprintf(want, sizeof want, "failed %lld time", retries);
+	assert_int_equal(load_sample("adam_state_oom", "memory_stats.json", &run), 0);
+	const ad_finding *f = find(&run, "allocator_retries");
+	assert_non_null(f);
+	assert_non_null(strstr(f->message, want));
+	assert_null(strstr(f->message, "seen in the trace"));
+	assert_non_null(strstr(f->message, "how much is not known"));
+	rp_free(&run);
+	assert_int_equal(load_sample("retries_survived", NULL, &run), 0);
+	f = find(&run, "allocator_retries");
+	assert_non_null(f);
+	assert_non_null(strstr(f->message, "seen in the trace"));
+	rp_free(&run);
+}
+
 /* A ring buffer that wrapped (tests/corpus README: gen_small_oom_b96 kept 3000 entries; the
  * shared gpt_large_trace 1 000 000): the report says the trace is truncated. */
 static void check_truncated(const char *sample)
@@ -477,6 +504,7 @@ int main(void)
 	    cmocka_unit_test(test_no_growth),
 	    cmocka_unit_test(test_no_growth_shared),
 	    cmocka_unit_test(test_evidence_findings),
+	    cmocka_unit_test(test_retries_evidence),
 	    cmocka_unit_test(test_trace_truncated),
 	    cmocka_unit_test(test_trace_truncated_shared),
 	    cmocka_unit_test(test_logs),

@@ -1,6 +1,7 @@
 /* growth.c: growth across real iterations, and segments released and taken again. */
 #include "advise/growth.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "base/units.h"
@@ -121,13 +122,22 @@ void ad_rule_releases(ad_ctx *c)
 	size_t retries = r ? r->retry_releases : 0;
 	if (from_text > (long)retries)
 		retries = (size_t)from_text;
+	/* what was freed is known only from the trace's own flushes; the counters of
+	 * memory_stats() or memory_summary() cover the whole process */
+	char seen[96];
+	if (r && r->retry_releases)
+		snprintf(seen, sizeof seen, "%s seen in the trace", ad_sz(b1, r->retry_bytes));
+	else
+		snprintf(seen, sizeof seen, "from the allocator's statistics; %s",
+		         r ? "the trace holds none of these flushes"
+		           : "with no trace, how much is not known");
 	if (retries)
 		ad_note(c, "allocator_retries", AD_WARNING,
 		        "cudaMalloc failed %zu time%s and the allocator freed its cached segments "
-		        "(%s seen in the trace) to retry: the run lives at the edge of its memory, "
-		        "and each flush synchronises the device. Blocks cached for other sizes "
-		        "(shapes that vary) are what it had to give back.",
-		        retries, retries == 1 ? "" : "s", ad_sz(b1, r ? r->retry_bytes : 0));
+		        "(%s) to retry: the run lives at the edge of its memory, and each flush "
+		        "synchronises the device. Blocks cached for other sizes (shapes that vary) "
+		        "are what it had to give back.",
+		        retries, retries == 1 ? "" : "s", seen);
 	if (!r || r->empty_cache_releases < 2 ||
 	    (r->start_count && r->empty_cache_releases * 2 < r->start_count))
 		return;
