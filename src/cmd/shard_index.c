@@ -519,41 +519,57 @@ static void free_list(char **list, size_t n)
 	free(list);
 }
 
-/* A list of strings: ["a", "b"]. */
-static int str_list(cursor *c, char ***out, size_t *count)
+/* A JSON array: item(c, ctx) reads each element. Returns 0, or -1 with c->failed set. */
+static int array_of(cursor *c, int (*item)(cursor *c, void *ctx), void *ctx)
 {
-	size_t cap = 0;
-	*out = NULL;
-	*count = 0;
 	if (expect(c, '['))
 		return -1;
 	if (peek(c) == ']') {
 		c->pos++;
 		return 0;
 	}
-	while (!c->failed) {
-		char *s;
-		if (str(c, &s, 0))
-			break;
-		if (MR_GROW(*out, cap, *count + 1)) {
-			free(s);
-			c->failed = mr_oom(c->err) != MR_OK;
-			break;
-		}
-		(*out)[(*count)++] = s;
-		if (peek(c) == ',') {
-			c->pos++;
-			continue;
-		}
-		expect(c, ']');
-		break;
+	for (;;) {
+		if (item(c, ctx))
+			return c->failed ? -1 : fail_at(c, "an element of the list");
+		if (peek(c) != ',')
+			return expect(c, ']');
+		c->pos++;
 	}
-	if (!c->failed)
-		return 0;
-	free_list(*out, *count); /* nothing half-read is kept */
-	*out = NULL;
-	*count = 0;
-	return -1;
+}
+
+typedef struct {
+	char **list;
+	size_t count, cap;
+} str_acc;
+
+static int str_item(cursor *c, void *ctx)
+{
+	str_acc *a = ctx;
+	char *s;
+	if (str(c, &s, 0))
+		return -1;
+	if (MR_GROW(a->list, a->cap, a->count + 1)) {
+		free(s);
+		c->failed = mr_oom(c->err) != MR_OK;
+		return -1;
+	}
+	a->list[a->count++] = s;
+	return 0;
+}
+
+/* A list of strings: ["a", "b"]. Nothing half-read is kept. */
+static int str_list(cursor *c, char ***out, size_t *count)
+{
+	str_acc a = {NULL, 0, 0};
+	int rc = array_of(c, str_item, &a);
+	if (rc) {
+		free_list(a.list, a.count);
+		a.list = NULL;
+		a.count = 0;
+	}
+	*out = a.list;
+	*count = a.count;
+	return rc;
 }
 
 static int shape(cursor *c, sx_doc *d)
@@ -663,45 +679,43 @@ static int one_row(cursor *c, sx_row *r)
 	return 0;
 }
 
+typedef struct {
+	sx_doc *d;
+	size_t cap;
+} run_acc;
+
+static int run_item(cursor *c, void *ctx)
+{
+	run_acc *a = ctx;
+	sx_doc *d = a->d;
+	if (MR_GROW(d->rows, a->cap, d->row_count + 1)) {
+		c->failed = mr_oom(c->err) != MR_OK;
+		return -1;
+	}
+	sx_row *r = &d->rows[d->row_count];
+	int bad = one_row(c, r);
+	d->row_count++; /* a partial row is freed with the doc */
+	if (bad)
+		return -1;
+	if (r->position >= d->runs_total ||
+	    (d->row_count > 1 && r->position <= d->rows[d->row_count - 2].position))
+		return fail_at(c, "runs in increasing position below runs_total");
+	if (sx_shard_of(r->key, d->count) != d->index)
+		return fail_at(c, "a run whose key belongs to this shard");
+	char *colon;
+	errno = 0;
+	unsigned long long input_no = strtoull(r->key, &colon, 10);
+	if (errno || r->key[0] < '0' || r->key[0] > '9' || *colon != ':' ||
+	    input_no >= d->input_count || strcmp(colon + 1, r->run.group) != 0)
+		return fail_at(c, "a key that is the run's input number and group");
+	r->run.input_no = (size_t)input_no;
+	return 0;
+}
+
 static int runs(cursor *c, sx_doc *d)
 {
-	size_t cap = 0;
-	if (expect(c, '['))
-		return -1;
-	if (peek(c) == ']') {
-		c->pos++;
-		return 0;
-	}
-	while (!c->failed) {
-		if (MR_GROW(d->rows, cap, d->row_count + 1)) {
-			c->failed = mr_oom(c->err) != MR_OK;
-			break;
-		}
-		sx_row *r = &d->rows[d->row_count];
-		int bad = one_row(c, r);
-		d->row_count++; /* a partial row is freed with the doc */
-		if (bad)
-			break;
-		if (r->position >= d->runs_total ||
-		    (d->row_count > 1 && r->position <= d->rows[d->row_count - 2].position))
-			return fail_at(c, "runs in increasing position below runs_total");
-		if (sx_shard_of(r->key, d->count) != d->index)
-			return fail_at(c, "a run whose key belongs to this shard");
-		char *colon;
-		errno = 0;
-		unsigned long long input_no = strtoull(r->key, &colon, 10);
-		if (errno || r->key[0] < '0' || r->key[0] > '9' || *colon != ':' ||
-		    input_no >= d->input_count || strcmp(colon + 1, r->run.group) != 0)
-			return fail_at(c, "a key that is the run's input number and group");
-		r->run.input_no = (size_t)input_no;
-		if (peek(c) == ',') {
-			c->pos++;
-			continue;
-		}
-		expect(c, ']');
-		break;
-	}
-	return c->failed ? -1 : 0;
+	run_acc a = {d, 0};
+	return array_of(c, run_item, &a);
 }
 
 mr_status sx_parse(const char *file, const char *data, size_t len, sx_doc *d, mr_error *err)
