@@ -301,6 +301,33 @@ static void test_retries_evidence(void **state)
 	rp_free(&run);
 }
 
+/* A cap the snapshot does not record: hf_trainer_oom ran under 10 GiB (facts.json cap_bytes),
+ * and its replay with expandable segments reserves more than that, so the report must not say
+ * the setting avoids the OOM: it fitted only under the higher cap the replays assumed. */
+static void test_replay_under_unknown_cap(void **state)
+{
+	(void)state;
+	rp_report run;
+	long long cap = tu_corpus_int("hf_trainer_oom", "facts.json", "cap_bytes");
+	assert_int_equal(load_sample("hf_trainer_oom", NULL, &run), 0);
+	const ad_replay *exp = NULL;
+	for (size_t i = 1; i < run.advice.replay_count; i++)
+		if (strcmp(run.advice.replays[i].conf, "expandable_segments:True") == 0)
+			exp = &run.advice.replays[i];
+	assert_non_null(exp);
+	assert_true(run.advice.replays[0].matches);
+	assert_true(run.advice.replays[0].peak_reserved <= (uint64_t)cap);
+	assert_true(exp->peak_reserved > (uint64_t)cap); /* under the real cap it fails */
+	const ad_recommendation *r = NULL;
+	for (size_t i = 0; i < run.advice.rec_count; i++)
+		if (strcmp(run.advice.recs[i].id, "expandable_segments") == 0)
+			r = &run.advice.recs[i];
+	assert_non_null(r);
+	assert_null(strstr(r->reason, "no OOM,"));
+	assert_non_null(strstr(r->reason, "whether it fits is not known"));
+	rp_free(&run);
+}
+
 /* A ring buffer that wrapped (tests/corpus README: gen_small_oom_b96 kept 3000 entries; the
  * shared gpt_large_trace 1 000 000): the report says the trace is truncated. */
 static void check_truncated(const char *sample)
@@ -505,6 +532,7 @@ int main(void)
 	    cmocka_unit_test(test_no_growth_shared),
 	    cmocka_unit_test(test_evidence_findings),
 	    cmocka_unit_test(test_retries_evidence),
+	    cmocka_unit_test(test_replay_under_unknown_cap),
 	    cmocka_unit_test(test_trace_truncated),
 	    cmocka_unit_test(test_trace_truncated_shared),
 	    cmocka_unit_test(test_logs),

@@ -181,17 +181,34 @@ static size_t settings_jobs(const ld_evidence *ev, const an_device *dv, const ad
 }
 
 /* Each tested recommendation quotes its replay in its reason. */
-static mr_status quote_replays(ad_advice *a, const size_t rec_at[4], mr_error *err)
+/* Each setting's replay, quoted in the reason of the recommendation it tests. With a cap the
+ * snapshot does not record (guessed), the recording allows any from what its own replay
+ * reserved: a setting that reserves more than that fitted only under the cap assumed. */
+static mr_status quote_replays(ad_advice *a, const size_t rec_at[4], int guessed, mr_error *err)
 {
+	const ad_replay *recorded = &a->replays[0];
 	for (size_t i = 1; i < a->replay_count; i++) {
 		const ad_replay *rp = &a->replays[i];
-		char quote[256], b1[32], b2[32];
+		char quote[448], b1[32], b2[32], b3[32];
 		mr_format_bytes(b1, sizeof b1, rp->peak_reserved);
-		mr_format_bytes(b2, sizeof b2, a->replays[0].peak_reserved);
-		snprintf(quote, sizeof quote,
-		         " Replayed with %s: %s, peak reserved %s (recorded: %s%s).", rp->conf,
-		         rp->oom ? "still out of memory" : "no OOM", b1,
-		         a->replays[0].oom ? "out of memory at " : "", b2);
+		mr_format_bytes(b2, sizeof b2, recorded->peak_reserved);
+		mr_format_bytes(b3, sizeof b3, rp->limit);
+		if (!rp->oom && guessed && rp->peak_reserved > recorded->peak_reserved)
+			snprintf(quote, sizeof quote,
+			         " Replayed with %s: no OOM under the cap these replays assume "
+			         "(%s), peak "
+			         "reserved %s (recorded: %s%s); but the snapshot does not record "
+			         "the cap, "
+			         "and the recording allows one as low as %s, below that peak: "
+			         "whether it "
+			         "fits is not known.",
+			         rp->conf, b3, b1, recorded->oom ? "out of memory at " : "", b2,
+			         b2);
+		else
+			snprintf(quote, sizeof quote,
+			         " Replayed with %s: %s, peak reserved %s (recorded: %s%s).",
+			         rp->conf, rp->oom ? "still out of memory" : "no OOM", b1,
+			         recorded->oom ? "out of memory at " : "", b2);
 		if (ad_append_reason(&a->recs[rec_at[i]], quote))
 			return mr_oom(err);
 	}
@@ -277,7 +294,7 @@ mr_status ad_replay_settings(const ld_evidence *ev, const an_result *an, const a
 		    "(%s), so no prediction for other settings is shown.",
 		    a->replays[0].divergence_event, a->replays[0].divergence);
 		a->replay_count = 1;
-	} else if (!st && !(st = quote_replays(a, rec_at, err))) {
+	} else if (!st && !(st = quote_replays(a, rec_at, guessed, err))) {
 		st = drop_worse(a, rec_at, err);
 	}
 	for (size_t i = 0; i < n; i++)
