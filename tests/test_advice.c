@@ -328,6 +328,32 @@ static void test_replay_under_unknown_cap(void **state)
 	rp_free(&run);
 }
 
+/* A trace without one allocation (Yiyi-philosophy's 1.3b snapshot: one free_completed event,
+ * 1.79 GiB inactive of 7.09 GiB reserved, per third_party/SOURCES.md) shows no peak: its
+ * "overhead at the peak" would be the snapshot itself, so no fragmentation advice, no healthy
+ * verdict, and the history is asked for. */
+static void test_trace_without_allocations(void **state)
+{
+	(void)state;
+	char path[2048];
+	snprintf(path, sizeof path,
+	         "%s/third_party/snapshots/Yiyi-philosophy__LLM-inference__1.3b_snapshot.pickle",
+	         tu_shared());
+	if (!tu_exists(path))
+		tu_skip("%s is absent", path);
+	rp_report run;
+	assert_int_equal(load2(path, NULL, &run), 0);
+	assert_int_equal(run.an.devices[0].trace_events, 1);
+	assert_int_equal(run.an.devices[0].trace_allocs, 0);
+	assert_null(find(&run, "high_fragmentation"));
+	assert_null(find(&run, "trace_truncated"));
+	assert_non_null(find(&run, "no_history"));
+	assert_int_equal(rank_of(&run, "expandable_segments"), 0);
+	assert_int_equal(rank_of(&run, "record_history"), 1);
+	assert_null(strstr(run.advice.verdict, "Healthy"));
+	rp_free(&run);
+}
+
 /* A ring buffer that wrapped (tests/corpus README: gen_small_oom_b96 kept 3000 entries; the
  * shared gpt_large_trace 1 000 000): the report says the trace is truncated. */
 static void check_truncated(const char *sample)
@@ -533,6 +559,7 @@ int main(void)
 	    cmocka_unit_test(test_evidence_findings),
 	    cmocka_unit_test(test_retries_evidence),
 	    cmocka_unit_test(test_replay_under_unknown_cap),
+	    cmocka_unit_test(test_trace_without_allocations),
 	    cmocka_unit_test(test_trace_truncated),
 	    cmocka_unit_test(test_trace_truncated_shared),
 	    cmocka_unit_test(test_logs),

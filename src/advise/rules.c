@@ -399,8 +399,8 @@ static void advise_peak_overhead(ad_ctx *c)
 {
 	const an_device *dv = c->dv;
 	char b1[32], b2[32], b3[32];
-	if (!dv->has_trace || dv->peak_reserved == 0 || dv->peak_allocated >= dv->peak_reserved)
-		return;
+	if (!dv->trace_allocs || dv->peak_reserved == 0 || dv->peak_allocated >= dv->peak_reserved)
+		return; /* without an allocation in the trace, its "peak" is the snapshot itself */
 	uint64_t over = dv->peak_reserved - dv->peak_allocated;
 	if (ad_pct(over, dv->peak_reserved) < HIGH_FRAG_PERCENT || over < HIGH_FRAG_MIN_BYTES)
 		return;
@@ -436,7 +436,7 @@ static void advise_evidence(ad_ctx *c)
 		    "or pool is destroyed.",
 		    ad_sz(b1, priv->reserved), (unsigned long long)priv->segments,
 		    ad_sz(b2, priv->allocated));
-	if (dv->has_trace && dv->truncated)
+	if (dv->trace_allocs && dv->truncated)
 		ad_note(
 		    c, "trace_truncated", AD_WARNING,
 		    "The trace does not reach back to the start of the run (%zu events; %s was "
@@ -447,12 +447,20 @@ static void advise_evidence(ad_ctx *c)
 		                     "from the state reconstructed from the snapshot: they are "
 		                     "exact within it)"
 		                   : "");
-	if (!dv->has_trace) {
-		ad_note(
-		    c, "no_history", AD_INFO,
-		    "No allocation history was recorded: the snapshot has segments and blocks but "
-		    "no trace%s, so there are no peaks, no timeline and no growth analysis.",
-		    s->has_history ? "" : " and no stacks");
+	if (!dv->trace_allocs) {
+		if (dv->has_trace)
+			ad_note(
+			    c, "no_history", AD_INFO,
+			    "No allocation history was recorded: the trace holds %zu event%s and "
+			    "no allocation (recording began after the work, or stopped before it), "
+			    "so there are no peaks, no timeline and no growth analysis.",
+			    dv->trace_events, dv->trace_events == 1 ? "" : "s");
+		else
+			ad_note(c, "no_history", AD_INFO,
+			        "No allocation history was recorded: the snapshot has segments and "
+			        "blocks but no trace%s, so there are no peaks, no timeline and no "
+			        "growth analysis.",
+			        s->has_history ? "" : " and no stacks");
 		ad_suggest(c, "record_history", 50, "Record allocation history next time",
 		           "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
 		           "# ... run until the problem shows ...\n"

@@ -199,7 +199,7 @@ static ad_moment healthy_verdict(mr_buf *b, const ad_advice *a, const an_device 
 		              sz(b1, dv->peak_allocated), sz(b2, dv->peak_reserved));
 		return AD_MOMENT_PEAK;
 	}
-	if (dv->has_trace) {
+	if (dv->trace_allocs) {
 		mr_buf_printf(
 		    b,
 		    "Healthy: peak %s allocated in %s reserved (%d%% overhead at the peak); "
@@ -211,8 +211,9 @@ static ad_moment healthy_verdict(mr_buf *b, const ad_advice *a, const an_device 
 	}
 	const an_pool *all = &dv->pool[AN_POOL_ALL];
 	mr_buf_printf(b,
-	              "No out-of-memory error: %s reserved, %s allocated, largest free block "
-	              "%s. No allocation history was recorded.",
+	              "No out-of-memory error is in the evidence, but no allocation history was "
+	              "recorded that would show one: %s reserved, %s allocated, largest free "
+	              "block %s.",
 	              sz(b1, all->reserved), sz(b2, all->allocated), sz(b3, all->largest_free));
 	return AD_MOMENT_SNAPSHOT;
 }

@@ -421,6 +421,8 @@ mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr
 		dv->fragmentation = an_fragmentation(all);
 		dv->trace_events = md->event_count;
 		dv->has_trace = md->event_count > 0;
+		for (size_t i = 0; i < md->event_count; i++)
+			dv->trace_allocs += md->events[i].action == MD_ACT_ALLOC;
 		am_free(&older);
 		if (dv->has_trace && (st = replay(s, all, dv, md, max_points, &older, err)))
 			break;

@@ -74,7 +74,8 @@ typedef struct {
 	/* From the trace. */
 	int has_trace; /* at least one event */
 	size_t trace_events;
-	int truncated; /* 1 when the trace does not reach back to an empty allocator */
+	size_t trace_allocs; /* alloc events: none, and the trace shows no peak, OOM nor growth */
+	int truncated;       /* 1 when the trace does not reach back to an empty allocator */
 	uint64_t blocks_before_window; /* live blocks the trace never saw allocated */
 	uint64_t initial_reserved, initial_allocated; /* reconstructed at the window's start */
 	uint64_t peak_allocated, peak_reserved;
