@@ -1,7 +1,8 @@
 #!/bin/sh
 # threads.sh BINARY: outputs are byte-identical whether memreport runs on one thread
-# (MEMREPORT_THREADS=1) or on as many as it likes (the replays of a report, simulate's two
-# replays, diff's two loads, a batch's runs).
+# (MEMREPORT_THREADS=1) or on as many as it likes (the replays of a report, the allocations
+# read beside them, the devices' allocations and moments, simulate's two replays, diff's two
+# loads, a batch's runs).
 #
 # Every snapshot of the project's corpus (build/corpus, tests/samples.sh) and the shared one
 # (with the 1 M-event gpt_large_trace, unpacked into build/) in JSON (the formats render the
@@ -47,4 +48,8 @@ for s in $snaps; do
 	[ -n "$last" ] && same "diff $name" diff -q "$last" "$s" --format json
 	last=$s
 done
+# two devices: their allocations and moments are read side by side
+multi=tests/fixtures/eras/multi_device.pickle
+same "two devices json" -q "$multi" --format json
+same "two devices html" -q "$multi" --format html
 same "batch of the project's corpus" batch -q "$samples_project" -j 2

@@ -9,42 +9,63 @@
 #include "base/mem.h"
 #include "base/pool.h"
 
-/* The allocations of every analysed device. */
-static mr_status read_allocs(rp_report *r, mr_error *err)
+/* Per device, its allocations (what = 0) or, after the replay that settles its peak, its
+ * moments (what = 1): the devices' are independent, so they are read side by side. */
+typedef struct {
+	rp_report *r;
+	int what;
+	mr_status *st;
+	mr_error *err;
+} per_device;
+
+static void device_task(void *ctx, void *worker, size_t d)
 {
-	const md_snapshot *s = &r->ev.snap;
-	size_t n = r->an.device_count;
-	r->allocs = mr_alloc_array(n ? n : 1, sizeof *r->allocs);
-	if (!r->allocs)
-		return mr_oom(err);
-	for (size_t d = 0; d < n; d++) {
-		const an_device *dv = &r->an.devices[d];
-		mr_status st = an_allocs_read(s, md_find_device(s, dv->device), dv->segment_first,
-		                              dv->segment_count, r->an.stack_info,
-		                              r->an.frame_kinds, &r->allocs[d], err);
-		if (st)
-			return st;
-	}
-	return MR_OK;
+	per_device *t = ctx;
+	const md_snapshot *s = &t->r->ev.snap;
+	const an_result *an = &t->r->an;
+	const an_device *dv = &an->devices[d];
+	const md_device *md = md_find_device(s, dv->device);
+	(void)worker;
+	t->st[d] = t->what == 0
+	               ? an_allocs_read(s, md, dv->segment_first, dv->segment_count, an->stack_info,
+	                                an->frame_kinds, &t->r->allocs[d], &t->err[d])
+	               : an_moments_read(s, md, dv, an->frame_kinds, &t->r->allocs[d],
+	                                 &t->r->moments[d], &t->err[d]);
 }
 
-/* The moments of every analysed device: after the replay, which settles their peaks. */
+static mr_status each_device(rp_report *r, int what, mr_error *err)
+{
+	size_t n = r->an.device_count;
+	mr_status st = MR_OK;
+	if (what == 0)
+		r->allocs = mr_alloc_array(n ? n : 1, sizeof *r->allocs);
+	else
+		r->moments = mr_alloc_array(n ? n : 1, sizeof *r->moments);
+	per_device t = {r, what, mr_alloc_array(n ? n : 1, sizeof *t.st),
+	                mr_alloc_array(n ? n : 1, sizeof *t.err)};
+	if (!(what == 0 ? (void *)r->allocs : (void *)r->moments) || !t.st || !t.err) {
+		st = mr_oom(err);
+		goto done;
+	}
+	mr_pool_run(n, n, device_task, &t, NULL, NULL);
+	for (size_t d = 0; d < n && !st; d++)
+		if ((st = t.st[d]))
+			*err =
+			    t.err[d]; /* the first device's failure, as one thread would meet it */
+done:
+	free(t.st);
+	free(t.err);
+	return st;
+}
+
+static mr_status read_allocs(rp_report *r, mr_error *err)
+{
+	return each_device(r, 0, err);
+}
+
 static mr_status read_moments(rp_report *r, mr_error *err)
 {
-	const md_snapshot *s = &r->ev.snap;
-	size_t n = r->an.device_count;
-	r->moments = mr_alloc_array(n ? n : 1, sizeof *r->moments);
-	if (!r->moments)
-		return mr_oom(err);
-	for (size_t d = 0; d < n; d++) {
-		const an_device *dv = &r->an.devices[d];
-		mr_status st =
-		    an_moments_read(s, md_find_device(s, dv->device), dv, r->an.frame_kinds,
-		                    &r->allocs[d], &r->moments[d], err);
-		if (st)
-			return st;
-	}
-	return MR_OK;
+	return each_device(r, 1, err);
 }
 
 /* The replay of the recorded settings and the reading of the allocations need only the
