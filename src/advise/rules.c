@@ -160,6 +160,37 @@ static void explain_limit(ad_text *t, const ev_oom *msg)
 	}
 }
 
+/* A forward that an earlier OOM ended, whose tensors are still live at this one while the
+ * model runs again (a retry inside the except block, or the exception kept): that memory is the
+ * first thing to give back. Returns whether it explains a quarter of live memory. */
+static int advise_failed_attempt(ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	uint64_t held = r ? r->held_from_failed : 0;
+	uint64_t live = c->dv->pool[AN_POOL_ALL].allocated;
+	char b1[32], b2[32];
+	if (held < 64 * MR_MIB || held * 4 < live)
+		return 0;
+	ad_note(c, "oom_attempt_held", AD_CRITICAL,
+	        "An earlier out-of-memory error (trace event %zu) ended a forward pass, and the "
+	        "model was called again; %s that the failed forward allocated is still live at "
+	        "this OOM, %d%% of the %s live: the failed attempt is still referenced. Retrying "
+	        "inside the except block does that (the exception's traceback holds the frames of "
+	        "the failed forward and their tensors), and so does keeping the exception.",
+	        r->handled_oom_event, ad_sz(b1, held), ad_pct(held, live), ad_sz(b2, live));
+	ad_suggest(c, "release_failed_attempt", AD_PRIO_FIRST,
+	           "Let go of the failed attempt before retrying",
+	           "except torch.OutOfMemoryError:\n    failed = True  # nothing else here\n"
+	           "if failed:  # outside the except block: its tensors are unreferenced now\n"
+	           "    optimizer.zero_grad(set_to_none=True); gc.collect()\n"
+	           "    ...  # retry with the smaller batch",
+	           "The retry has %s more room once the failed forward's tensors are freed: "
+	           "leave the except block before retrying, and keep no reference to the "
+	           "exception, its traceback or the attempt's outputs.",
+	           ad_sz(b1, held));
+	return 1;
+}
+
 /* The failed allocation, read from the layout it met. */
 static void advise_oom(ad_ctx *c)
 {
@@ -240,6 +271,7 @@ static void advise_oom(ad_ctx *c)
 			explain_limit(&t, c->msg);
 		ad_note_text(c, "oom_capacity", AD_CRITICAL, &t);
 	}
+	advise_failed_attempt(c);
 	/* a leak that filled the memory: the growth rule says what to change, not the batch */
 	if (!ad_leak_explains(c)) {
 		ad_rule_logits(c);

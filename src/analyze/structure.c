@@ -273,6 +273,7 @@ typedef struct {
 	size_t marks[2];
 	size_t mark_count;
 	uint32_t prev_stack;
+	uint32_t first_stack; /* the span's first allocation */
 } span_state;
 
 /* Adds up what the span kept, as a whole (when it finished) and over its finished layers (all
@@ -349,20 +350,89 @@ static void count_phase(an_structure *out, phases *ph, int phase, int p, size_t 
 	}
 }
 
+/* Whether two stacks end in the same innermost frames (the same op of the same layer), whatever
+ * called them: the model's first allocation again, from another line of the loop. */
+static int same_innermost(const sctx *c, uint32_t a, uint32_t b)
+{
+	enum { INNER = 4 };
+	if (a >= c->s->stack_count || b >= c->s->stack_count)
+		return 0;
+	const md_stack *x = &c->s->stacks[a], *y = &c->s->stacks[b];
+	if (!x->count || !y->count)
+		return 0;
+	for (size_t k = 0; k < INNER && k < x->count && k < y->count; k++) {
+		const md_frame *f = &c->s->frames[x->first + k], *g = &c->s->frames[y->first + k];
+		if (f->name != g->name || f->filename != g->filename || f->line != g->line)
+			return 0;
+	}
+	return 1;
+}
+
+/* A forward cut short by a handled OOM: what it allocated that was still live then, and whether
+ * the model was called again from its first allocation (a retry). */
+typedef struct {
+	am_map held; /* address -> bytes, of the failed forward's live allocations */
+	size_t oom_event;
+	uint32_t first_stack; /* the failed forward's first allocation */
+	int armed, retried;
+} failed_fwd;
+
+static int hold_failed(failed_fwd *ff, const span_state *sp, size_t i)
+{
+	am_free(&ff->held);
+	ff->armed = 1;
+	ff->retried = 0;
+	ff->oom_event = i;
+	ff->first_stack = sp->first_stack;
+	for (size_t r = 0; r < sp->count; r++)
+		if (!sp->allocs[r].freed && am_put(&ff->held, sp->allocs[r].addr, sp->allocs[r].size))
+			return -1;
+	return 0;
+}
+
+static size_t last_oom_event(const md_device *md)
+{
+	for (size_t i = md->event_count; i-- > 0;)
+		if (md->events[i].action == MD_ACT_OOM)
+			return i;
+	return SIZE_MAX;
+}
+
 /* One pass: backward phases, forward spans and how much of what they allocate they keep. */
 static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_error *err)
 {
 	const md_event *ev = c->md->events;
 	span_state sp = {.prev_stack = UINT32_MAX};
+	failed_fwd ff = {0};
 	int phase = PH_NONE, since_forward = 1; /* a backward or step since the last forward */
 	size_t since_step = 0;                  /* backward passes since the last step */
+	size_t last_oom = last_oom_event(c->md);
 	mr_status st = MR_OK;
-	uint64_t idx;
+	uint64_t idx, bytes;
 	for (size_t i = 0; i < c->md->event_count; i++) {
 		const md_event *e = &ev[i];
 		if (e->action == MD_ACT_FREE_REQUESTED) {
 			if (am_take(&sp.where, e->addr, &idx))
 				sp.allocs[idx].freed = 1;
+			if (ff.armed)
+				am_take(&ff.held, e->addr, &bytes);
+			continue;
+		}
+		if (i == last_oom && ff.armed) {
+			if (ff.retried)
+				for (size_t k = 0; k < ff.held.cap; k++)
+					if (ff.held.keys[k])
+						out->held_from_failed += ff.held.vals[k];
+			out->handled_oom_event = ff.oom_event;
+			ff.armed = 0;
+		}
+		if (e->action == MD_ACT_OOM && phase == PH_FORWARD) {
+			/* the forward died here: it did not finish, whatever runs next */
+			out->forwards_cut++;
+			if (i < last_oom && hold_failed(&ff, &sp, i))
+				goto oom;
+			close_span(&sp, 0, ph);
+			phase = PH_NONE;
 			continue;
 		}
 		int p = e->action == MD_ACT_ALLOC ? phase_of(c, e->stack) : PH_NONE;
@@ -374,6 +444,8 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 		if (p == PH_FORWARD && phase != PH_FORWARD) {
 			out->maybe_accumulating |= since_step && !out->optimizer_phases;
 			out->forward_spans++;
+			sp.first_stack = e->stack;
+			ff.retried |= ff.armed && same_innermost(c, e->stack, ff.first_stack);
 			if (since_forward &&
 			    MR_GROW(ph->fwd_starts, ph->fwd_start_cap, ph->fwd_start_count + 1))
 				goto oom;
@@ -394,6 +466,7 @@ oom:
 done:
 	free(sp.allocs);
 	am_free(&sp.where);
+	am_free(&ff.held);
 	return st;
 }
 
@@ -713,7 +786,7 @@ static void decide_kind(an_structure *out, const phases *ph)
 	}
 	if (no_graph) {
 		out->evidence = AN_KIND_NO_GRAPH;
-	} else if (graph && out->forward_spans >= 2) {
+	} else if (graph && out->forward_spans >= 2 && out->forward_spans > out->forwards_cut) {
 		/* an evaluation loop that keeps its graphs and a training step that adds up the
 		 * losses of its microbatches before one backward look the same until the backward
 		 */
