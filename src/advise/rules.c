@@ -275,6 +275,7 @@ static void advise_oom(ad_ctx *c)
 	/* a leak that filled the memory: the growth rule says what to change, not the batch */
 	if (!ad_leak_explains(c)) {
 		ad_rule_logits(c);
+		ad_rule_attention(c);
 		ad_rule_capacity(c, cat, 1);
 	}
 	if (outside == AD_OUTSIDE_UNCLEAR)
