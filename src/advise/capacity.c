@@ -525,3 +525,50 @@ int ad_rule_attention(ad_ctx *c)
 	                &t);
 	return 1;
 }
+
+/* ---- predictions gathered on the device ---- */
+
+int ad_rule_gathered_predictions(ad_ctx *c)
+{
+	const an_device *dv = c->dv;
+	const md_device *md = md_find_device(c->s, dv->device);
+	uint64_t held = 0, blocks = 0, req = 0;
+	uint64_t budget = c->a->oom.limit ? c->a->oom.limit : dv->pool[AN_POOL_ALL].reserved;
+	char b1[32], b2[32], b3[32];
+	for (size_t i = 0; i < dv->site_count; i++) {
+		uint32_t st = dv->sites[i].stack;
+		if (st < c->s->stack_count && (c->info[st].flags & AN_SF_GATHER_PREDS)) {
+			held += dv->sites[i].bytes;
+			blocks += dv->sites[i].count;
+		}
+	}
+	if (md && dv->oom.present && dv->oom.event < md->event_count) {
+		uint32_t st = md->events[dv->oom.event].stack;
+		if (st < c->s->stack_count && (c->info[st].flags & AN_SF_GATHER_PREDS))
+			req = dv->oom.requested;
+	}
+	if (!budget || (held + req) * 4 < budget)
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "The Trainer's evaluation loop keeps every eval batch's predictions (the "
+	               "model's logits) on the GPU and concatenates them until the loop ends: %s "
+	               "in %llu blocks",
+	               ad_sz(b1, held), (unsigned long long)blocks);
+	if (req)
+		ad_text_printf(&t, ", and the failing %s request is their next concatenation",
+		               ad_sz(b2, req));
+	ad_text_printf(&t,
+	               " (%d%% of %s). They grow with the eval set, not the batch: a smaller "
+	               "per_device_eval_batch_size does not help. eval_accumulation_steps moves "
+	               "them to the CPU every k steps; preprocess_logits_for_metrics keeps only "
+	               "what the metric needs.",
+	               ad_pct(held + req, budget), ad_sz(b3, budget));
+	ad_suggest_text(c, "release_references", AD_PRIO_TARGETED,
+	                "Move the gathered eval predictions off the GPU",
+	                "TrainingArguments(eval_accumulation_steps=4)  # and/or "
+	                "Trainer(preprocess_logits_for_metrics=lambda logits, labels: "
+	                "logits.argmax(-1))",
+	                &t);
+	return 1;
+}

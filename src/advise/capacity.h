@@ -31,4 +31,9 @@ int ad_rule_logits(ad_ctx *c);
  * (scaled_dot_product_attention) never stores. Returns 1 when it fired. */
 int ad_rule_attention(ad_ctx *c);
 
+/* The Trainer's evaluation loop concatenates every eval batch's predictions on the device
+ * (no eval_accumulation_steps), and they with the failing request are a quarter of the budget:
+ * move them to the CPU as it goes. Returns 1 when it fired. */
+int ad_rule_gathered_predictions(ad_ctx *c);
+
 #endif

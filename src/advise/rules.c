@@ -274,6 +274,7 @@ static void advise_oom(ad_ctx *c)
 	advise_failed_attempt(c);
 	/* a leak that filled the memory: the growth rule says what to change, not the batch */
 	if (!ad_leak_explains(c)) {
+		ad_rule_gathered_predictions(c);
 		ad_rule_logits(c);
 		ad_rule_attention(c);
 		ad_rule_capacity(c, cat, 1);
