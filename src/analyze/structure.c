@@ -417,6 +417,12 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 				sp.allocs[idx].freed = 1;
 			if (ff.armed)
 				am_take(&ff.held, e->addr, &bytes);
+			/* zero_grad() freeing gradients ends a step, even one whose optimizer
+			 * allocates nothing (SGD once its momentum exists): the next backward is
+			 * not accumulating into them */
+			if (e->stack < c->s->stack_count &&
+			    (c->info[e->stack].flags & AN_SF_ZERO_GRAD))
+				since_step = 0;
 			continue;
 		}
 		if (i == last_oom && ff.armed) {
