@@ -169,28 +169,30 @@ static void advise_state(ad_ctx *c, const uint64_t *cat)
 	/* autocast's copies show float32 weights; without them the trace cannot tell float32
 	 * weights from half-precision ones (a model loaded in bf16 is never copied) */
 	if (ad_technique_on(c, AN_TECH_AUTOCAST))
-		ad_suggest(c, "mixed_precision", one_gpu ? AD_PRIO_CAPACITY : AD_PRIO_CAPACITY + 20,
-		           "Keep weights, gradients or optimizer state in lower precision",
-		           "bf16 parameters/gradients, or an 8-bit optimizer (e.g. "
-		           "bitsandbytes.optim.Adam8bit)",
-		           "fp32 parameters and gradients take 4 bytes per value and Adam keeps two "
-		           "more fp32 values: bf16 weights and gradients halve %s, an 8-bit "
-		           "optimizer quarters %s.",
-		           ad_sz(b1, cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS]),
-		           ad_sz(b2, cat[AN_CAT_OPTIMIZER]));
+		ad_suggest(
+		    c, "mixed_precision", one_gpu ? AD_PRIO_CAPACITY : AD_PRIO_CAPACITY + 20,
+		    "Keep weights, gradients or optimizer state in lower precision",
+		    "bf16 parameters/gradients, or an 8-bit optimizer (e.g. "
+		    "bitsandbytes.optim.Adam8bit)",
+		    "fp32 parameters and gradients take 4 bytes per value and Adam keeps two "
+		    "more fp32 values: bf16 weights and gradients halve %s, an 8-bit "
+		    "optimizer quarters %s.",
+		    ad_sz(b1, cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS]),
+		    ad_sz(b2, cat[AN_CAT_OPTIMIZER]));
 	else
-		ad_suggest(c, "mixed_precision", one_gpu ? AD_PRIO_CAPACITY : AD_PRIO_CAPACITY + 20,
-		           "Keep optimizer state in 8 bits (and weights in bf16, if they are "
-		           "float32)",
-		           "an 8-bit optimizer (e.g. bitsandbytes.optim.AdamW8bit); bf16 "
-		           "parameters/gradients if they are float32",
-		           "An 8-bit optimizer keeps a quarter of float32 state, half of bf16 state "
-		           "(%s now). The trace does not show the weights' dtype (no autocast "
-		           "copies of them were seen): if they are float32, bf16 weights and "
-		           "gradients halve %s; if they are bf16 already, only the optimizer's "
-		           "state and offloading are left.",
-		           ad_sz(b2, cat[AN_CAT_OPTIMIZER]),
-		           ad_sz(b1, cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS]));
+		ad_suggest(
+		    c, "mixed_precision", one_gpu ? AD_PRIO_CAPACITY : AD_PRIO_CAPACITY + 20,
+		    "Keep optimizer state in 8 bits (and weights in bf16, if they are "
+		    "float32)",
+		    "an 8-bit optimizer (e.g. bitsandbytes.optim.AdamW8bit); bf16 "
+		    "parameters/gradients if they are float32",
+		    "An 8-bit optimizer keeps a quarter of float32 state, half of bf16 state "
+		    "(%s now). The trace does not show the weights' dtype (no autocast "
+		    "copies of them were seen): if they are float32, bf16 weights and "
+		    "gradients halve %s; if they are bf16 already, only the optimizer's "
+		    "state and offloading are left.",
+		    ad_sz(b2, cat[AN_CAT_OPTIMIZER]),
+		    ad_sz(b1, cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS]));
 	ad_suggest(c, "reduce_microbatch", AD_PRIO_CAPACITY + 30,
 	           "A smaller batch will not help much here", NULL,
 	           "Activations are only %s of %s live (%d%%): halving the batch frees at most "
@@ -482,7 +484,8 @@ static int explicit_attention(const ad_ctx *c, uint32_t stack, int *eager)
 	for (size_t k = 0; k < st->count; k++) {
 		const md_frame *fr = &s->frames[st->first + k];
 		const char *name = md_str(s, fr->name), *file = md_str(s, fr->filename);
-		if (k == 0 && strcmp(name, "softmax") == 0 && strstr(file, "torch/nn/functional.py"))
+		if (k == 0 && strcmp(name, "softmax") == 0 &&
+		    strstr(file, "torch/nn/functional.py"))
 			return 1;
 		if (strcmp(name, "eager_attention_forward") == 0 && strstr(file, "transformers/")) {
 			*eager = 1;
@@ -516,7 +519,8 @@ int ad_rule_attention(ad_ctx *c)
 	               eager ? "Hugging Face's eager attention (eager_attention_forward)"
 	                     : "F.softmax inside the model; if these are attention "
 	                       "probabilities, that");
-	ad_suggest_text(c, "fused_attention", bytes * 4 >= live ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 5,
+	ad_suggest_text(c, "fused_attention",
+	                bytes * 4 >= live ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 5,
 	                "Use fused attention instead of softmax(q @ k^T) @ v",
 	                eager ? "from_pretrained(..., attn_implementation=\"sdpa\")  # or "
 	                        "\"flash_attention_2\"; config._attn_implementation = \"sdpa\""

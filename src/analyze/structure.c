@@ -386,7 +386,8 @@ static int hold_failed(failed_fwd *ff, const span_state *sp, size_t i)
 	ff->oom_event = i;
 	ff->first_stack = sp->first_stack;
 	for (size_t r = 0; r < sp->count; r++)
-		if (!sp->allocs[r].freed && am_put(&ff->held, sp->allocs[r].addr, sp->allocs[r].size))
+		if (!sp->allocs[r].freed &&
+		    am_put(&ff->held, sp->allocs[r].addr, sp->allocs[r].size))
 			return -1;
 	return 0;
 }
