@@ -325,6 +325,127 @@ def s_convnext_resize_oom(out, facts):
     run_oom(out, facts, body)
 
 
+# checks of the rules the set above led to, recorded after them
+def s_oom_retry_outside_except(out, facts):
+    """oom_retry_in_except done right: the except block only sets a flag; outside it the gradients are
+    dropped, gc.collect() runs, and the step is retried with half the microbatch (8 x 2048 under 6 GiB).
+    The snapshot is taken at the end (or at a second OOM)."""
+    torch = R._torch()
+    import gc
+    cap(6, facts)
+    start_history(facts=facts)
+    torch.manual_seed(0)
+    model = R.gpt()
+    model_facts(model, facts)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    T = 2048
+    facts["settings"] = dict(kind="training", framework="plain PyTorch", amp="bf16 autocast",
+                             optimizer="torch.optim.AdamW", seq_len=T, microbatch_first=16, microbatch_retry=8,
+                             retry="after the except block, gc.collect() first")
+    facts["ooms"] = []
+
+    def obs(device, alloc, device_alloc, device_free):
+        torch.cuda.memory._dump_snapshot(os.path.join(out, "oom_snapshot.pickle"))
+        facts["oom_observer"] = dict(device=device, alloc=alloc, device_alloc=device_alloc,
+                                     device_free=device_free)
+        facts["oom_observer_stats"] = R.stats_subset(torch.cuda.memory_stats())
+        facts["ooms"].append(dict(alloc=alloc, allocated=torch.cuda.memory_allocated()))
+    torch._C._cuda_attach_out_of_memory_observer(obs)
+
+    def train(B):
+        for s in range(2):
+            loss = R.gpt_step(model, opt, B, T)
+            steplog(facts, step=s, B=B, loss=float(loss))
+
+    B = 16
+    try:
+        failed = False
+        try:
+            train(B)
+        except torch.OutOfMemoryError:
+            failed = True
+        if failed:
+            B //= 2
+            log(f"out of memory; retrying with microbatch {B}")
+            opt.zero_grad(set_to_none=True)
+            gc.collect()
+            train(B)
+        facts["oom"] = False
+        if os.path.exists(os.path.join(out, "oom_snapshot.pickle")):
+            os.rename(os.path.join(out, "oom_snapshot.pickle"), os.path.join(out, "first_oom_snapshot.pickle"))
+        dump(out, facts)
+        write_log(out)
+    except torch.OutOfMemoryError as e:
+        facts["oom"] = True
+        facts["oom_message"] = str(e)
+        write_log(out, traceback.format_exc())
+        with open(os.path.join(out, "oom_message.txt"), "w") as f:
+            f.write(str(e) + "\n")
+        R.save_state(out, facts)
+
+
+def s_bert_eager_attn_oom(out, facts):
+    """HF BERT (8 layers, width 768) sequence classifier with attn_implementation="eager", float32 (no
+    autocast), AdamW, microbatch 16 x 512 under 6 GiB."""
+    torch = R._torch()
+    from transformers import BertConfig, BertForSequenceClassification
+    cap(6, facts)
+    start_history(facts=facts)
+    cfg = BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=8, num_attention_heads=12,
+                     intermediate_size=3072, max_position_embeddings=512, num_labels=2, attn_implementation="eager")
+    m = BertForSequenceClassification(cfg).cuda().train()
+    model_facts(m, facts)
+    hf_cfg_facts(m, facts)
+    opt = torch.optim.AdamW(m.parameters(), lr=2e-5)
+    B, T = 16, 512
+    facts["settings"] = dict(kind="training", framework="transformers (own loop)", amp=None,
+                             optimizer="torch.optim.AdamW", microbatch=B, seq_len=T, attn_implementation="eager")
+
+    def body():
+        for s in range(2):
+            x = torch.randint(30522, (B, T), device="cuda")
+            y = torch.randint(2, (B,), device="cuda")
+            loss = m(input_ids=x, attention_mask=torch.ones_like(x), labels=y).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            steplog(facts, step=s, loss=float(loss))
+    run_oom(out, facts, body)
+
+
+def s_peft_lora_oom(out, facts):
+    """PEFT LoRA (r=16 on q_proj, v_proj) on HF Llama of 852.6 M params in bfloat16, bf16 autocast,
+    AdamW, microbatch 8 x 2048 under 6 GiB (falls back to nothing if peft is missing)."""
+    torch = R._torch()
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError:
+        facts["skipped"] = "peft not installed"
+        return
+    cap(6, facts)
+    start_history(facts=facts)
+    cfg, cls = _llama_1b()
+    torch.set_default_dtype(torch.bfloat16)
+    with torch.device("cuda"):
+        m = cls(cfg)
+    torch.set_default_dtype(torch.float32)
+    m = get_peft_model(m, LoraConfig(r=16, lora_alpha=32, target_modules=["q_proj", "v_proj"],
+                                     lora_dropout=0.05, task_type="CAUSAL_LM"))
+    for n, p in m.named_parameters():
+        if p.requires_grad:
+            p.data = p.data.float()
+    m.train()
+    model_facts(m, facts)
+    trainable = [p for p in m.parameters() if p.requires_grad]
+    facts["trainable_params"] = sum(p.numel() for p in trainable)
+    opt = torch.optim.AdamW(trainable, lr=1e-4)
+    B, T = 8, 2048
+    facts["settings"] = dict(kind="training", framework="peft LoRA on transformers, own loop",
+                             amp="bf16 autocast", base_dtype="bfloat16 (frozen)", adapters="rank 16, float32",
+                             optimizer="torch.optim.AdamW (adapters only)", microbatch=B, seq_len=T)
+    run_oom(out, facts, lambda: R.hf_lm_steps(m, opt, 2, B, T, 32000, facts))
+
+
 R.SCENARIOS.clear()
 R.SCENARIOS.update({
     "bf16_adamw_state_oom": dict(fn=s_bf16_adamw_state_oom, group="solo"),
@@ -335,6 +456,9 @@ R.SCENARIOS.update({
     "lora_frozen_oom": dict(fn=s_lora_frozen_oom, group="solo"),
     "oom_retry_in_except": dict(fn=s_oom_retry_in_except, group="solo"),
     "convnext_resize_oom": dict(fn=s_convnext_resize_oom, group="solo"),
+    "oom_retry_outside_except": dict(fn=s_oom_retry_outside_except, group="solo"),
+    "bert_eager_attn_oom": dict(fn=s_bert_eager_attn_oom, group="solo"),
+    "peft_lora_oom": dict(fn=s_peft_lora_oom, group="solo"),
 })
 R.__file__ = os.path.abspath(__file__)
 
