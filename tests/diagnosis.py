@@ -178,6 +178,50 @@ TABLE += [
                                  never=FORWARD_ONLY_NEVER, log=True)),
     ("lightning_predict_oom", dict(cause="capacity", kind="inference", first="reduce_microbatch",
                                    never=FORWARD_ONLY_NEVER + ["no_grad_eval"], log=True)),
+    # a fourth held-out set (tools/record_heldout4.py)
+    ("bf16_adamw_state_oom", dict(cause="capacity", kind="training",
+                                  first=("mixed_precision", "cpu_offload"),
+                                  change_has={"mixed_precision": "8-bit"},
+                                  no_techniques=["autocast"],
+                                  not_first=["reduce_microbatch", "fsdp"], never=["no_grad_eval"],
+                                  no_finds=["memory_growth"], log=True)),
+    ("trainer_eval_logits_oom", dict(cause="capacity", first="release_references",
+                                     change_has={"release_references": "eval_accumulation_steps"},
+                                     techniques=["autocast"],
+                                     never=["activation_checkpointing", "gradient_accumulation",
+                                            "mixed_precision", "expandable_segments"], log=True)),
+    ("manual_attn_expandable_oom", dict(cause="capacity", kind="training",
+                                        first=("fused_attention",) + CAPACITY_ACTS,
+                                        has=["fused_attention"], techniques=["autocast"],
+                                        change_has={"fused_attention": "scaled_dot_product"},
+                                        never=["expandable_segments", "mixed_precision", "fsdp",
+                                               "no_grad_eval"], log=True)),
+    ("hf_eager_attn_oom", dict(cause="capacity", kind="training",
+                               first=("fused_attention",) + CAPACITY_ACTS,
+                               has=["fused_attention"], techniques=["autocast"],
+                               change_has={"fused_attention": "attn_implementation"},
+                               never=["mixed_precision", "fsdp", "no_grad_eval"],
+                               no_finds=["oom_fragmentation"], log=True)),
+    ("lora_frozen_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
+                             has=["disable_kv_cache"],
+                             never=["fsdp", "cpu_offload", "no_grad_eval"], log=True)),
+    ("oom_retry_in_except", dict(cause="capacity", kind="training", first="release_failed_attempt",
+                                 finds=["oom_attempt_held"],
+                                 never=["no_grad_eval", "expandable_segments"], log=True)),
+    ("convnext_resize_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
+                                 techniques=["autocast"], never=["mixed_precision"],
+                                 no_finds=["memory_growth", "evidence_disagrees"], log=True)),
+    # checks of the rules above, recorded after them
+    ("oom_retry_outside_except", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
+                                      no_finds=["oom_attempt_held"],
+                                      never=["release_failed_attempt", "no_grad_eval"], log=True)),
+    ("bert_eager_attn_oom", dict(cause="capacity", kind="training", first="fused_attention",
+                                 change_has={"fused_attention": "attn_implementation"},
+                                 no_techniques=["autocast"], never=["fsdp", "no_grad_eval"],
+                                 log=True)),
+    ("peft_lora_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
+                           has=["disable_kv_cache"],
+                           never=["fsdp", "cpu_offload", "no_grad_eval"], log=True)),
     ("llama_s1024_16g_b2", dict(cause=None, kind="training", no_finds=["memory_growth"])),
     ("gpt8_s256_8g_b4", dict(cause=None, kind="training", no_finds=["memory_growth"])),
     ("resnet50_10g_b16", dict(cause=None, kind="training", no_finds=["memory_growth"])),
@@ -253,6 +297,9 @@ def check(label, doc, want):
     for t in want.get("techniques", []):
         if t not in tech:
             problems.append("technique %s missing (%s)" % (t, tech))
+    for t in want.get("no_techniques", []):
+        if t in tech:
+            problems.append("technique %s claimed (%s)" % (t, tech))
     first = recs[0] if recs else ""
     if "first" in want:
         ok = want["first"]

@@ -87,10 +87,10 @@ static const ar_run *find_run(const ar_set *set, const char *name)
 
 static int run_batch(const char **args, size_t n)
 {
-	char *argv[64];
+	char *argv[192];
 	int argc = 0;
 	argv[argc++] = (char *)"batch";
-	for (size_t i = 0; i < n && argc < 63; i++)
+	for (size_t i = 0; i < n && argc < 191; i++)
 		argv[argc++] = (char *)args[i];
 	argv[argc] = NULL;
 	return cmd_batch(argc, argv);
@@ -508,7 +508,7 @@ static void test_batch_corpus(void **state)
 	snprintf(out, sizeof out, "%s/out", tmp);
 	snprintf(out2, sizeof out2, "%s/out2", tmp);
 	snprintf(cache, sizeof cache, "%s/cache", tmp);
-	const char *args[80];
+	const char *args[160];
 	size_t a = 0;
 	for (size_t i = 0; i < n; i++)
 		args[a++] = inputs[i];

@@ -146,6 +146,9 @@ static size_t line_of(const char *text, const char *needle)
 {
 	const char *p = strstr(text, needle);
 	assert_non_null(p);
+	/* the last one: a log where the program caught an OOM and died of the next holds two */
+	for (const char *q = p; (q = strstr(q + 1, needle)) != NULL;)
+		p = q;
 	size_t line = 1;
 	for (const char *q = text; q < p; q++)
 		line += *q == '\n';
@@ -301,8 +304,12 @@ static void corpus_oom_one(const char *dir, const char *name, int *count)
 		snprintf(path, sizeof path, "%s/%s", dir, files[f]);
 		parse_file(path, &t);
 		assert_int_equal(t.summary_count, 0);
-		assert_int_equal(t.oom_count, 1);
-		const ev_oom *o = &t.ooms[0];
+		/* the OOM the run died of: the last (a handled one may come before it in the log)
+		 */
+		if (f == 0)
+			assert_int_equal(t.oom_count, 1);
+		assert_true(t.oom_count >= 1);
+		const ev_oom *o = &t.ooms[t.oom_count - 1];
 		assert_int_equal(o->era, EV_OOM_ERA_CURRENT);
 		assert_string_equal(o->backend, "CUDA");
 		assert_int_equal(o->device, 0);

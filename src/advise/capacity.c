@@ -166,15 +166,33 @@ static void advise_state(ad_ctx *c, const uint64_t *cat)
 		    "Optimizer state alone is %s. Keeping it (and the parameters) in host "
 		    "memory frees that much on the GPU, at the cost of transfers every step.",
 		    ad_sz(b1, cat[AN_CAT_OPTIMIZER]));
-	ad_suggest(c, "mixed_precision", one_gpu ? AD_PRIO_CAPACITY : AD_PRIO_CAPACITY + 20,
-	           "Keep weights, gradients or optimizer state in lower precision",
-	           "bf16 parameters/gradients, or an 8-bit optimizer (e.g. "
-	           "bitsandbytes.optim.Adam8bit)",
-	           "fp32 parameters and gradients take 4 bytes per value and Adam keeps two more "
-	           "fp32 values: bf16 weights and gradients halve %s, an 8-bit optimizer "
-	           "quarters %s.",
-	           ad_sz(b1, cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS]),
-	           ad_sz(b2, cat[AN_CAT_OPTIMIZER]));
+	/* autocast's copies show float32 weights; without them the trace cannot tell float32
+	 * weights from half-precision ones (a model loaded in bf16 is never copied) */
+	if (ad_technique_on(c, AN_TECH_AUTOCAST))
+		ad_suggest(
+		    c, "mixed_precision", one_gpu ? AD_PRIO_CAPACITY : AD_PRIO_CAPACITY + 20,
+		    "Keep weights, gradients or optimizer state in lower precision",
+		    "bf16 parameters/gradients, or an 8-bit optimizer (e.g. "
+		    "bitsandbytes.optim.Adam8bit)",
+		    "fp32 parameters and gradients take 4 bytes per value and Adam keeps two "
+		    "more fp32 values: bf16 weights and gradients halve %s, an 8-bit "
+		    "optimizer quarters %s.",
+		    ad_sz(b1, cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS]),
+		    ad_sz(b2, cat[AN_CAT_OPTIMIZER]));
+	else
+		ad_suggest(
+		    c, "mixed_precision", one_gpu ? AD_PRIO_CAPACITY : AD_PRIO_CAPACITY + 20,
+		    "Keep optimizer state in 8 bits (and weights in bf16, if they are "
+		    "float32)",
+		    "an 8-bit optimizer (e.g. bitsandbytes.optim.AdamW8bit); bf16 "
+		    "parameters/gradients if they are float32",
+		    "An 8-bit optimizer keeps a quarter of float32 state, half of bf16 state "
+		    "(%s now). The trace does not show the weights' dtype (no autocast "
+		    "copies of them were seen): if they are float32, bf16 weights and "
+		    "gradients halve %s; if they are bf16 already, only the optimizer's "
+		    "state and offloading are left.",
+		    ad_sz(b2, cat[AN_CAT_OPTIMIZER]),
+		    ad_sz(b1, cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS]));
 	ad_suggest(c, "reduce_microbatch", AD_PRIO_CAPACITY + 30,
 	           "A smaller batch will not help much here", NULL,
 	           "Activations are only %s of %s live (%d%%): halving the batch frees at most "
@@ -213,12 +231,14 @@ static void advise_training(ad_ctx *c, const uint64_t *cat)
 	if (!ad_technique_on(c, AN_TECH_AUTOCAST)) /* else the activations are in bf16 already */
 		ad_suggest(
 		    c, "mixed_precision", AD_PRIO_CAPACITY + 30,
-		    "Run the forward pass in bf16 autocast",
+		    "If the model runs in float32: run the forward pass in bf16 autocast",
 		    ad_framework(c, AN_FW_LIGHTNING)
 		        ? "Trainer(precision=\"bf16-mixed\")"
 		        : "with torch.autocast(\"cuda\", dtype=torch.bfloat16): loss = model(x)",
-		    "bf16 activations take half the bytes of fp32 ones (%s now), unless the "
-		    "model already runs in autocast.",
+		    "bf16 activations take half the bytes of fp32 ones (%s now). The trace shows "
+		    "no autocast copies of the weights, but not their dtype either: a model whose "
+		    "weights are bf16 already, or whose float32 weights are few (adapters on a "
+		    "half-precision model), gains nothing from this.",
 		    ad_sz(b1, acts));
 }
 
@@ -268,11 +288,13 @@ static void advise_forward_only(ad_ctx *c, const uint64_t *cat)
 		    "already, or a backward follows, this does not apply.",
 		    ad_sz(b1, acts));
 	if (!ad_technique_on(c, AN_TECH_AUTOCAST))
-		ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY + 30, "Run the model in bf16",
+		ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY + 30,
+		           "If the model runs in float32: run it in bf16",
 		           "model.to(torch.bfloat16)  # or with torch.autocast(\"cuda\", "
 		           "dtype=torch.bfloat16)",
 		           "bf16 weights and activations take half the bytes of fp32 ones (%s of "
-		           "activations now), unless the model already runs in bf16.",
+		           "activations now). The trace shows no autocast copies of the weights, "
+		           "but not their dtype: if they are bf16 already, this does not apply.",
 		           ad_sz(b1, acts));
 }
 
@@ -441,6 +463,116 @@ int ad_rule_logits(ad_ctx *c)
 	                "Compute the loss in chunks, or keep the logits in bf16",
 	                "for i in range(0, T, k): loss += F.cross_entropy(head(h[:, i:i+k])"
 	                ".flatten(0, 1).float(), y[:, i:i+k].flatten(), reduction=\"sum\")",
+	                &t);
+	return 1;
+}
+
+/* ---- attention computed explicitly ---- */
+
+/* Whether a stack's allocation is attention's probabilities (or its other B x H x T x T
+ * tensors) computed explicitly: made by F.softmax itself inside a module call and outside a
+ * loss, or anywhere inside Hugging Face's eager attention. *eager says which. */
+static int explicit_attention(const ad_ctx *c, uint32_t stack, int *eager)
+{
+	const md_snapshot *s = c->s;
+	if (stack >= s->stack_count)
+		return 0;
+	uint32_t f = c->info[stack].flags;
+	if (!(f & AN_SF_MODULE_CALL) || (f & AN_SF_LOSS))
+		return 0;
+	const md_stack *st = &s->stacks[stack];
+	for (size_t k = 0; k < st->count; k++) {
+		const md_frame *fr = &s->frames[st->first + k];
+		const char *name = md_str(s, fr->name), *file = md_str(s, fr->filename);
+		if (k == 0 && strcmp(name, "softmax") == 0 &&
+		    strstr(file, "torch/nn/functional.py"))
+			return 1;
+		if (strcmp(name, "eager_attention_forward") == 0 && strstr(file, "transformers/")) {
+			*eager = 1;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int ad_rule_attention(ad_ctx *c)
+{
+	const an_device *dv = c->dv;
+	uint64_t live = ad_live_total(dv->categories), bytes = 0;
+	int eager = 0;
+	char b1[32], b2[32];
+	if (!live || ad_run_kind(c) == AN_RUN_INFERENCE)
+		return 0; /* without a graph, the probabilities of one layer at a time */
+	for (size_t i = 0; i < dv->site_count; i++)
+		if (cat_of(c, dv->sites[i].stack) == AN_CAT_ACTIVATIONS &&
+		    explicit_attention(c, dv->sites[i].stack, &eager))
+			bytes += dv->sites[i].bytes;
+	if (bytes < 64 * MR_MIB || bytes * 5 < live)
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "%s of the %s live (%d%%) was made by %s: attention computed explicitly "
+	               "keeps each layer's batch x heads x T x T probabilities for the backward. "
+	               "A fused kernel (flash or memory-efficient attention) recomputes them "
+	               "instead and its memory grows with T, not T squared.",
+	               ad_sz(b1, bytes), ad_sz(b2, live), ad_pct(bytes, live),
+	               eager ? "Hugging Face's eager attention (eager_attention_forward)"
+	                     : "F.softmax inside the model; if these are attention "
+	                       "probabilities, that");
+	ad_suggest_text(c, "fused_attention",
+	                bytes * 4 >= live ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 5,
+	                "Use fused attention instead of softmax(q @ k^T) @ v",
+	                eager ? "from_pretrained(..., attn_implementation=\"sdpa\")  # or "
+	                        "\"flash_attention_2\"; config._attn_implementation = \"sdpa\""
+	                      : "y = F.scaled_dot_product_attention(q, k, v, is_causal=True, "
+	                        "dropout_p=p if self.training else 0.0)",
+	                &t);
+	return 1;
+}
+
+/* ---- predictions gathered on the device ---- */
+
+int ad_rule_gathered_predictions(ad_ctx *c)
+{
+	const an_device *dv = c->dv;
+	const md_device *md = md_find_device(c->s, dv->device);
+	uint64_t held = 0, blocks = 0, req = 0;
+	uint64_t budget = c->a->oom.limit ? c->a->oom.limit : dv->pool[AN_POOL_ALL].reserved;
+	char b1[32], b2[32], b3[32];
+	for (size_t i = 0; i < dv->site_count; i++) {
+		uint32_t st = dv->sites[i].stack;
+		if (st < c->s->stack_count && (c->info[st].flags & AN_SF_GATHER_PREDS)) {
+			held += dv->sites[i].bytes;
+			blocks += dv->sites[i].count;
+		}
+	}
+	if (md && dv->oom.present && dv->oom.event < md->event_count) {
+		uint32_t st = md->events[dv->oom.event].stack;
+		if (st < c->s->stack_count && (c->info[st].flags & AN_SF_GATHER_PREDS))
+			req = dv->oom.requested;
+	}
+	if (!budget || (held + req) * 4 < budget)
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "The Trainer's evaluation loop keeps every eval batch's predictions (the "
+	               "model's logits) on the GPU and concatenates them until the loop ends: %s "
+	               "in %llu blocks",
+	               ad_sz(b1, held), (unsigned long long)blocks);
+	if (req)
+		ad_text_printf(&t, ", and the failing %s request is their next concatenation",
+		               ad_sz(b2, req));
+	ad_text_printf(&t,
+	               " (%d%% of %s). They grow with the eval set, not the batch: a smaller "
+	               "per_device_eval_batch_size does not help. eval_accumulation_steps moves "
+	               "them to the CPU every k steps; preprocess_logits_for_metrics keeps only "
+	               "what the metric needs.",
+	               ad_pct(held + req, budget), ad_sz(b3, budget));
+	ad_suggest_text(c, "release_references", AD_PRIO_TARGETED,
+	                "Move the gathered eval predictions off the GPU",
+	                "TrainingArguments(eval_accumulation_steps=4)  # and/or "
+	                "Trainer(preprocess_logits_for_metrics=lambda logits, labels: "
+	                "logits.argmax(-1))",
 	                &t);
 	return 1;
 }

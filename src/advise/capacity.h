@@ -25,4 +25,15 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom);
  * loss): recommends computing the loss in chunks. Returns 1 when it fired. */
 int ad_rule_logits(ad_ctx *c);
 
+/* Live activations made by F.softmax inside the model (not a loss), or by Hugging Face's
+ * eager_attention_forward, hold a large share of live memory: attention computed explicitly
+ * keeps its B x heads x T x T probabilities for the backward, which a fused kernel
+ * (scaled_dot_product_attention) never stores. Returns 1 when it fired. */
+int ad_rule_attention(ad_ctx *c);
+
+/* The Trainer's evaluation loop concatenates every eval batch's predictions on the device
+ * (no eval_accumulation_steps), and they with the failing request are a quarter of the budget:
+ * move them to the CPU as it goes. Returns 1 when it fired. */
+int ad_rule_gathered_predictions(ad_ctx *c);
+
 #endif

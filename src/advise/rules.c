@@ -98,6 +98,17 @@ static int close_enough(uint64_t a, uint64_t b)
 	return (double)d <= 0.01 * (double)MR_MAX(a, b) + 1024.0;
 }
 
+/* The segment the allocator asks CUDA for when a request finds no cached block: what the
+ * message's "Tried to allocate" prints (the trace's oom event keeps the block's size). */
+static uint64_t segment_for(uint64_t size)
+{
+	if (size <= MR_MIB)
+		return 2 * MR_MIB;
+	if (size < 10 * MR_MIB)
+		return 20 * MR_MIB;
+	return (size + 2 * MR_MIB - 1) / (2 * MR_MIB) * (2 * MR_MIB);
+}
+
 /* Snapshot and log describe one run: say where they disagree instead of hiding it. */
 static void check_agreement(ad_ctx *c, const ev_oom *msg)
 {
@@ -105,7 +116,8 @@ static void check_agreement(ad_ctx *c, const ev_oom *msg)
 	const an_pool *all = &dv->pool[AN_POOL_ALL];
 	char b1[32], b2[32];
 	if (msg->has_requested && dv->oom.present &&
-	    !close_enough(msg->requested_bytes, dv->oom.requested))
+	    !close_enough(msg->requested_bytes, dv->oom.requested) &&
+	    !close_enough(msg->requested_bytes, segment_for(dv->oom.requested)))
 		ad_note(c, "evidence_disagrees", AD_WARNING,
 		        "The log's OOM asked for %s but the snapshot's OOM event for %s: they may "
 		        "not be "
@@ -158,6 +170,37 @@ static void explain_limit(ad_text *t, const ev_oom *msg)
 		               "piece that large (or another process freed memory meanwhile).",
 		               ad_sz(b1, msg->device_free), ad_sz(b2, msg->requested_bytes));
 	}
+}
+
+/* A forward that an earlier OOM ended, whose tensors are still live at this one while the
+ * model runs again (a retry inside the except block, or the exception kept): that memory is the
+ * first thing to give back. Returns whether it explains a quarter of live memory. */
+static int advise_failed_attempt(ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	uint64_t held = r ? r->held_from_failed : 0;
+	uint64_t live = c->dv->pool[AN_POOL_ALL].allocated;
+	char b1[32], b2[32];
+	if (held < 64 * MR_MIB || held * 4 < live)
+		return 0;
+	ad_note(c, "oom_attempt_held", AD_CRITICAL,
+	        "An earlier out-of-memory error (trace event %zu) ended a forward pass, and the "
+	        "model was called again; %s that the failed forward allocated is still live at "
+	        "this OOM, %d%% of the %s live: the failed attempt is still referenced. Retrying "
+	        "inside the except block does that (the exception's traceback holds the frames of "
+	        "the failed forward and their tensors), and so does keeping the exception.",
+	        r->handled_oom_event, ad_sz(b1, held), ad_pct(held, live), ad_sz(b2, live));
+	ad_suggest(c, "release_failed_attempt", AD_PRIO_FIRST,
+	           "Let go of the failed attempt before retrying",
+	           "except torch.OutOfMemoryError:\n    failed = True  # nothing else here\n"
+	           "if failed:  # outside the except block: its tensors are unreferenced now\n"
+	           "    optimizer.zero_grad(set_to_none=True); gc.collect()\n"
+	           "    ...  # retry with the smaller batch",
+	           "The retry has %s more room once the failed forward's tensors are freed: "
+	           "leave the except block before retrying, and keep no reference to the "
+	           "exception, its traceback or the attempt's outputs.",
+	           ad_sz(b1, held));
+	return 1;
 }
 
 /* The failed allocation, read from the layout it met. */
@@ -240,9 +283,12 @@ static void advise_oom(ad_ctx *c)
 			explain_limit(&t, c->msg);
 		ad_note_text(c, "oom_capacity", AD_CRITICAL, &t);
 	}
+	advise_failed_attempt(c);
 	/* a leak that filled the memory: the growth rule says what to change, not the batch */
 	if (!ad_leak_explains(c)) {
+		ad_rule_gathered_predictions(c);
 		ad_rule_logits(c);
+		ad_rule_attention(c);
 		ad_rule_capacity(c, cat, 1);
 	}
 	if (outside == AD_OUTSIDE_UNCLEAR)

@@ -130,6 +130,12 @@ static void oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "Out of memory from a leak: live memory grew %s per iteration over %zu "
 		    "iterations until the %s request failed.",
 		    sz(b1, r->growth_per_iteration), r->growth_increments, sz(b2, o->requested));
+	else if (first_rec_is(a, "release_failed_attempt"))
+		mr_buf_printf(
+		    b,
+		    "Out of memory while retrying: %s of the %s live belongs to a forward pass "
+		    "that an earlier out-of-memory error ended and that is still referenced.",
+		    sz(b1, r->held_from_failed), sz(b2, dv->pool[AN_POOL_ALL].allocated));
 	else if (ad_state_bound(cat, o->requested) && r->kind == AN_RUN_TRAINING)
 		mr_buf_printf(
 		    b,

@@ -91,9 +91,21 @@ mr_status an_casts_find(const md_snapshot *s, const md_device *md, const an_stac
 		k->size[k->count] = k->size[i];
 		k->quota[k->count++] = 1;
 	}
-	for (size_t i = first; i < end && i < md->event_count; i++)
-		if (ev[i].action == MD_ACT_ALLOC && an_casts_take(k, s, info, &ev[i]))
-			seen += block_size(ev[i].size);
+	for (size_t i = first; i < end && i < md->event_count; i++) {
+		if (ev[i].action != MD_ACT_ALLOC || !an_casts_take(k, s, info, &ev[i]))
+			continue;
+		seen += block_size(ev[i].size);
+		k->copied_count++;
+		size_t j = i + 1;
+		while (j < md->event_count && ev[j].action != MD_ACT_ALLOC)
+			j++;
+		uint32_t st = ev[i].stack;
+		if ((j < md->event_count && ev[j].stack == st) ||
+		    (st < s->stack_count && (info[st].flags & AN_SF_COMPILE))) {
+			k->adjacent_bytes += block_size(ev[i].size);
+			k->adjacent_count++;
+		}
+	}
 	k->on = total && seen * 5 >= total * 4;
 	k->param_bytes = total;
 	k->copied_bytes = seen;

@@ -25,6 +25,13 @@ typedef struct {
 	int on;                /* the first iteration shows (nearly: 80%) every parameter's copy */
 	uint64_t param_bytes;  /* the half sizes of the parameters, summed */
 	uint64_t copied_bytes; /* of those, copied in the first iteration */
+	size_t copied_count;
+	/* Of the copies, those made as autocast makes them: the next allocation is the same call's
+	 * (the op that reads the copy allocates its output on the same stack), or the copy is in a
+	 * compiled graph, whose casts are kernels of their own. A layer output that has half a
+	 * weight's size by chance is followed by the next op's allocation instead. */
+	uint64_t adjacent_bytes;
+	size_t adjacent_count;
 } an_casts;
 
 /* The half sizes of the parameters allocated before event `first` of md's trace, and whether

@@ -411,6 +411,8 @@ static uint32_t markers(const char *name, uint64_t b)
 		}
 		if (b & F_HF_CACHE)
 			f |= AN_SF_KV_CACHE;
+		if (strcmp(name, "nested_concat") == 0)
+			f |= AN_SF_GATHER_PREDS;
 	}
 	if (b & F_LIGHTNING) {
 		f |= AN_SF_LIGHTNING;

@@ -56,6 +56,8 @@ enum {
 	AN_SF_NO_GRAD_LOOP = 1u << 23,  /* a framework's prediction or evaluation loop, which runs
 	                                   without gradients (Lightning's predict, validate and
 	                                   test; the Trainer's prediction_step) */
+	AN_SF_GATHER_PREDS = 1u << 24,  /* the Trainer concatenating eval predictions on the
+	                                   device (trainer_pt_utils nested_concat) */
 };
 
 typedef struct {

@@ -37,10 +37,11 @@ enum {
  * corpus: 0.46-0.99 with a graph, 0.00-0.17 without. */
 #define KEPT_GRAPH 0.35
 #define KEPT_NO_GRAPH 0.25
-/* The same over finished layers only, for a forward that died part-way: 0.47-1.00 with a
- * graph (Hugging Face models free their float32 norm and rotary temporaries), 0.00-0.05
- * without. */
-#define SURVIVAL_GRAPH 0.4
+/* The same over finished layers only, for a forward that died part-way: 0.46-1.00 with a
+ * graph (Hugging Face models free their float32 norm and rotary temporaries), 0.35-0.38 where
+ * much of the model saves nothing for backward (a frozen base under LoRA adapters; explicit
+ * attention's float32 temporaries), 0.00-0.05 without. */
+#define SURVIVAL_GRAPH 0.3
 #define SURVIVAL_NO_GRAPH 0.2
 
 typedef struct {
@@ -273,6 +274,7 @@ typedef struct {
 	size_t marks[2];
 	size_t mark_count;
 	uint32_t prev_stack;
+	uint32_t first_stack; /* the span's first allocation */
 } span_state;
 
 /* Adds up what the span kept, as a whole (when it finished) and over its finished layers (all
@@ -349,20 +351,96 @@ static void count_phase(an_structure *out, phases *ph, int phase, int p, size_t 
 	}
 }
 
+/* Whether two stacks end in the same innermost frames (the same op of the same layer), whatever
+ * called them: the model's first allocation again, from another line of the loop. */
+static int same_innermost(const sctx *c, uint32_t a, uint32_t b)
+{
+	enum { INNER = 4 };
+	if (a >= c->s->stack_count || b >= c->s->stack_count)
+		return 0;
+	const md_stack *x = &c->s->stacks[a], *y = &c->s->stacks[b];
+	if (!x->count || !y->count)
+		return 0;
+	for (size_t k = 0; k < INNER && k < x->count && k < y->count; k++) {
+		const md_frame *f = &c->s->frames[x->first + k], *g = &c->s->frames[y->first + k];
+		if (f->name != g->name || f->filename != g->filename || f->line != g->line)
+			return 0;
+	}
+	return 1;
+}
+
+/* A forward cut short by a handled OOM: what it allocated that was still live then, and whether
+ * the model was called again from its first allocation (a retry). */
+typedef struct {
+	am_map held; /* address -> bytes, of the failed forward's live allocations */
+	size_t oom_event;
+	uint32_t first_stack; /* the failed forward's first allocation */
+	int armed, retried;
+} failed_fwd;
+
+static int hold_failed(failed_fwd *ff, const span_state *sp, size_t i)
+{
+	am_free(&ff->held);
+	ff->armed = 1;
+	ff->retried = 0;
+	ff->oom_event = i;
+	ff->first_stack = sp->first_stack;
+	for (size_t r = 0; r < sp->count; r++)
+		if (!sp->allocs[r].freed &&
+		    am_put(&ff->held, sp->allocs[r].addr, sp->allocs[r].size))
+			return -1;
+	return 0;
+}
+
+static size_t last_oom_event(const md_device *md)
+{
+	for (size_t i = md->event_count; i-- > 0;)
+		if (md->events[i].action == MD_ACT_OOM)
+			return i;
+	return SIZE_MAX;
+}
+
 /* One pass: backward phases, forward spans and how much of what they allocate they keep. */
 static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_error *err)
 {
 	const md_event *ev = c->md->events;
 	span_state sp = {.prev_stack = UINT32_MAX};
+	failed_fwd ff = {0};
 	int phase = PH_NONE, since_forward = 1; /* a backward or step since the last forward */
 	size_t since_step = 0;                  /* backward passes since the last step */
+	size_t last_oom = last_oom_event(c->md);
 	mr_status st = MR_OK;
-	uint64_t idx;
+	uint64_t idx, bytes;
 	for (size_t i = 0; i < c->md->event_count; i++) {
 		const md_event *e = &ev[i];
 		if (e->action == MD_ACT_FREE_REQUESTED) {
 			if (am_take(&sp.where, e->addr, &idx))
 				sp.allocs[idx].freed = 1;
+			if (ff.armed)
+				am_take(&ff.held, e->addr, &bytes);
+			/* zero_grad() freeing gradients ends a step, even one whose optimizer
+			 * allocates nothing (SGD once its momentum exists): the next backward is
+			 * not accumulating into them */
+			if (e->stack < c->s->stack_count &&
+			    (c->info[e->stack].flags & AN_SF_ZERO_GRAD))
+				since_step = 0;
+			continue;
+		}
+		if (i == last_oom && ff.armed) {
+			if (ff.retried)
+				for (size_t k = 0; k < ff.held.cap; k++)
+					if (ff.held.keys[k])
+						out->held_from_failed += ff.held.vals[k];
+			out->handled_oom_event = ff.oom_event;
+			ff.armed = 0;
+		}
+		if (e->action == MD_ACT_OOM && phase == PH_FORWARD) {
+			/* the forward died here: it did not finish, whatever runs next */
+			out->forwards_cut++;
+			if (i < last_oom && hold_failed(&ff, &sp, i))
+				goto oom;
+			close_span(&sp, 0, ph);
+			phase = PH_NONE;
 			continue;
 		}
 		int p = e->action == MD_ACT_ALLOC ? phase_of(c, e->stack) : PH_NONE;
@@ -374,6 +452,8 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 		if (p == PH_FORWARD && phase != PH_FORWARD) {
 			out->maybe_accumulating |= since_step && !out->optimizer_phases;
 			out->forward_spans++;
+			sp.first_stack = e->stack;
+			ff.retried |= ff.armed && same_innermost(c, e->stack, ff.first_stack);
 			if (since_forward &&
 			    MR_GROW(ph->fwd_starts, ph->fwd_start_cap, ph->fwd_start_count + 1))
 				goto oom;
@@ -394,6 +474,7 @@ oom:
 done:
 	free(sp.allocs);
 	am_free(&sp.where);
+	am_free(&ff.held);
 	return st;
 }
 
@@ -713,7 +794,7 @@ static void decide_kind(an_structure *out, const phases *ph)
 	}
 	if (no_graph) {
 		out->evidence = AN_KIND_NO_GRAPH;
-	} else if (graph && out->forward_spans >= 2) {
+	} else if (graph && out->forward_spans >= 2 && out->forward_spans > out->forwards_cut) {
 		/* an evaluation loop that keeps its graphs and a training step that adds up the
 		 * losses of its microbatches before one backward look the same until the backward
 		 */
@@ -755,9 +836,18 @@ static void techniques(an_structure *out, size_t private_segments)
 }
 
 /* Autocast is on when the first iteration copies a quarter of the weights' bytes to half
- * precision. Embeddings and norms stay float32 under autocast, and some fused kernels take the
- * weights as they are: the recorded autocast runs copy 28-100% of them, the float32 ones
- * (where an activation has half a weight's size by chance) at most 3%. */
+ * precision, as autocast copies them (each copy followed by its op's output: casts.h).
+ * Embeddings and norms stay float32 under autocast, and some fused kernels take the weights as
+ * they are: the recorded autocast runs copy 20-100% of them. A half-precision model is never
+ * copied, but where a microbatch holds half as many tokens as a layer's width its layer outputs
+ * have half its weights' sizes (a bf16 Llama at 2 x 512 tokens, width 2048: 92% of the bytes),
+ * each followed by the next op: 5% of them pass. A run that stops within its first forward
+ * (an OOM), or whose float32 weights are few, copies less than a quarter: there at least 8
+ * copies, 80% of those seen made as autocast makes them, say so. (Adapters made float32
+ * outside torch's modules, as LoRA code does, are not seen as parameters at all: a LoRA run on
+ * a bf16 base is not seen in autocast, and the bf16 advice stays hedged.) The recorded float32
+ * and bf16 runs: 0-64% of those seen, 13 copies at most (at 12%). */
+#define CAST_MIN_COPIES 8
 static mr_status read_casts(const sctx *c, an_structure *out, mr_error *err)
 {
 	const md_device *md = c->md;
@@ -773,7 +863,9 @@ static mr_status read_casts(const sctx *c, an_structure *out, mr_error *err)
 	mr_status st =
 	    an_casts_find(c->s, md, c->info, first,
 	                  out->start_count > 1 ? out->starts[1] : md->event_count, &k, err);
-	if (!st && k.param_bytes && k.copied_bytes * 4 >= k.param_bytes)
+	if (!st && k.param_bytes &&
+	    (k.adjacent_bytes * 4 >= k.param_bytes ||
+	     (k.adjacent_count >= CAST_MIN_COPIES && k.adjacent_bytes * 5 >= k.copied_bytes * 4)))
 		out->techniques |= AN_TECH_AUTOCAST;
 	an_casts_free(&k);
 	return st;

@@ -87,6 +87,13 @@ typedef struct {
 	uint32_t
 	    loop_level; /* the loop's function is frame `loop_level` of that chain (0 outermost) */
 	size_t backward_phases, forward_spans;
+	size_t
+	    forwards_cut; /* forward spans an out-of-memory error ended (the trace's oom events) */
+	/* A forward that an earlier, handled OOM cut short, and the model called again after it
+	 * (a retry): the bytes that failed forward allocated and that are still live at the trace's
+	 * last OOM, and the handled OOM's event. 0 when no retry followed a handled OOM. */
+	uint64_t held_from_failed;
+	size_t handled_oom_event;
 	size_t optimizer_phases; /* runs of the optimizer's own allocations (steps that allocate) */
 	int accumulating;       /* two backward passes with no optimizer step between them: gradient
 	                           accumulation (or an optimizer that allocates nothing) */
