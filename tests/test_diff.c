@@ -21,6 +21,12 @@ static void test_torch_internal(void **state)
 	assert_true(an_torch_internal("torch/optim/adam.py"));
 	assert_false(an_torch_internal("/workspace/train.py"));
 	assert_false(an_torch_internal("/home/me/torchvision_models.py"));
+	/* a path in either spelling: the attention rule's functional.py on Windows too */
+	assert_true(an_path_has("C:\\venv\\Lib\\site-packages\\torch\\nn\\functional.py",
+	                        "torch/nn/functional.py"));
+	assert_true(an_path_has("/opt/venv/lib/site-packages/torch/nn/functional.py",
+	                        "torch/nn/functional.py"));
+	assert_false(an_path_has("/workspace/nn/functional.py", "torch/nn/functional.py"));
 }
 
 /* The acceptance case: the leak of autograd graphs in a validation loop. */

@@ -485,9 +485,10 @@ static int explicit_attention(const ad_ctx *c, uint32_t stack, int *eager)
 		const md_frame *fr = &s->frames[st->first + k];
 		const char *name = md_str(s, fr->name), *file = md_str(s, fr->filename);
 		if (k == 0 && strcmp(name, "softmax") == 0 &&
-		    strstr(file, "torch/nn/functional.py"))
+		    an_path_has(file, "torch/nn/functional.py"))
 			return 1;
-		if (strcmp(name, "eager_attention_forward") == 0 && strstr(file, "transformers/")) {
+		if (strcmp(name, "eager_attention_forward") == 0 &&
+		    an_path_has(file, "transformers/")) {
 			*eager = 1;
 			return 1;
 		}

@@ -98,8 +98,7 @@ static int python_file(const char *f)
 	return n > 3 && strcmp(f + n - 3, ".py") == 0;
 }
 
-/* "torch/optim/" in a path, also in its Windows spelling "torch\optim\". */
-static int path_has(const char *file, const char *dir)
+int an_path_has(const char *file, const char *dir)
 {
 	size_t n = strlen(dir);
 	for (const char *p = file; *p; p++) {
@@ -266,11 +265,12 @@ static uint64_t name_bits(const char *name)
  * tracing (not eval_frame.py, whose disable wrapper is on every optimizer step). */
 static int compiled_file(const char *file)
 {
-	return path_has(file, "torch/_inductor/") ||
-	       path_has(file, "torch/_functorch/_aot_autograd/") ||
-	       strstr(file, "torchinductor_") || path_has(file, "torch/_dynamo/convert_frame.py") ||
-	       path_has(file, "torch/_dynamo/output_graph.py") ||
-	       path_has(file, "torch/_dynamo/symbolic_convert.py");
+	return an_path_has(file, "torch/_inductor/") ||
+	       an_path_has(file, "torch/_functorch/_aot_autograd/") ||
+	       strstr(file, "torchinductor_") ||
+	       an_path_has(file, "torch/_dynamo/convert_frame.py") ||
+	       an_path_has(file, "torch/_dynamo/output_graph.py") ||
+	       an_path_has(file, "torch/_dynamo/symbolic_convert.py");
 }
 
 static uint64_t file_bits(const char *file)
@@ -321,7 +321,7 @@ static uint64_t file_bits(const char *file)
 	                  : 0) |
 	             (compiled_file(file) ? F_COMPILED : 0);
 	for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++)
-		if (!(b & dirs[i].bit) && path_has(file, dirs[i].dir))
+		if (!(b & dirs[i].bit) && an_path_has(file, dirs[i].dir))
 			b |= dirs[i].bit;
 	return b;
 }
