@@ -33,26 +33,21 @@ static void device_task(void *ctx, void *worker, size_t d)
 	                                 &t->r->moments[d], &t->err[d]);
 }
 
+/* Runs device_task for every device; the first device's failure is returned, as one thread
+ * would meet it. */
 static mr_status each_device(rp_report *r, int what, mr_error *err)
 {
 	size_t n = r->an.device_count;
 	mr_status st = MR_OK;
-	if (what == 0)
-		r->allocs = mr_alloc_array(n ? n : 1, sizeof *r->allocs);
-	else
-		r->moments = mr_alloc_array(n ? n : 1, sizeof *r->moments);
 	per_device t = {r, what, mr_alloc_array(n ? n : 1, sizeof *t.st),
 	                mr_alloc_array(n ? n : 1, sizeof *t.err)};
-	if (!(what == 0 ? (void *)r->allocs : (void *)r->moments) || !t.st || !t.err) {
+	if (!t.st || !t.err)
 		st = mr_oom(err);
-		goto done;
-	}
-	mr_pool_run(n, n, device_task, &t, NULL, NULL);
+	else
+		mr_pool_run(n, n, device_task, &t, NULL, NULL);
 	for (size_t d = 0; d < n && !st; d++)
 		if ((st = t.st[d]))
-			*err =
-			    t.err[d]; /* the first device's failure, as one thread would meet it */
-done:
+			*err = t.err[d];
 	free(t.st);
 	free(t.err);
 	return st;
@@ -60,12 +55,16 @@ done:
 
 static mr_status read_allocs(rp_report *r, mr_error *err)
 {
-	return each_device(r, 0, err);
+	size_t n = r->an.device_count;
+	r->allocs = mr_alloc_array(n ? n : 1, sizeof *r->allocs);
+	return r->allocs ? each_device(r, 0, err) : mr_oom(err);
 }
 
 static mr_status read_moments(rp_report *r, mr_error *err)
 {
-	return each_device(r, 1, err);
+	size_t n = r->an.device_count;
+	r->moments = mr_alloc_array(n ? n : 1, sizeof *r->moments);
+	return r->moments ? each_device(r, 1, err) : mr_oom(err);
 }
 
 /* The replay of the recorded settings and the reading of the allocations need only the
