@@ -196,12 +196,9 @@ static mr_status quote_replays(ad_advice *a, const size_t rec_at[4], int guessed
 		if (!rp->oom && guessed && rp->peak_reserved > recorded->peak_reserved)
 			snprintf(quote, sizeof quote,
 			         " Replayed with %s: no OOM under the cap these replays assume "
-			         "(%s), peak "
-			         "reserved %s (recorded: %s%s); but the snapshot does not record "
-			         "the cap, "
-			         "and the recording allows one as low as %s, below that peak: "
-			         "whether it "
-			         "fits is not known.",
+			         "(%s), peak reserved %s (recorded: %s%s); but the snapshot does "
+			         "not record the cap, and the recording allows one as low as %s, "
+			         "below that peak: whether it fits is not known.",
 			         rp->conf, b3, b1, recorded->oom ? "out of memory at " : "", b2,
 			         b2);
 		else
