@@ -98,17 +98,6 @@ static int close_enough(uint64_t a, uint64_t b)
 	return (double)d <= 0.01 * (double)MR_MAX(a, b) + 1024.0;
 }
 
-/* The segment the allocator asks CUDA for when a request finds no cached block: what the
- * message's "Tried to allocate" prints (the trace's oom event keeps the block's size). */
-static uint64_t segment_for(uint64_t size)
-{
-	if (size <= MR_MIB)
-		return 2 * MR_MIB;
-	if (size < 10 * MR_MIB)
-		return 20 * MR_MIB;
-	return (size + 2 * MR_MIB - 1) / (2 * MR_MIB) * (2 * MR_MIB);
-}
-
 /* Snapshot and log describe one run: say where they disagree instead of hiding it. */
 static void check_agreement(ad_ctx *c, const ev_oom *msg)
 {
@@ -117,7 +106,7 @@ static void check_agreement(ad_ctx *c, const ev_oom *msg)
 	char b1[32], b2[32];
 	if (msg->has_requested && dv->oom.present &&
 	    !close_enough(msg->requested_bytes, dv->oom.requested) &&
-	    !close_enough(msg->requested_bytes, segment_for(dv->oom.requested)))
+	    !close_enough(msg->requested_bytes, an_segment_size_for(dv->oom.requested)))
 		ad_note(c, "evidence_disagrees", AD_WARNING,
 		        "The log's OOM asked for %s but the snapshot's OOM event for %s: they may "
 		        "not be "

@@ -266,7 +266,7 @@ static void snapshot_categories(const md_snapshot *s, const an_stack_info *info,
 
 /* ---- the OOM moment ---- */
 
-static uint64_t segment_size_for(uint64_t size)
+uint64_t an_segment_size_for(uint64_t size)
 {
 	if (size <= MR_MIB)
 		return 2 * MR_MIB;
@@ -289,7 +289,7 @@ static void oom_layout(const md_snapshot *s, const md_device *md, an_device *dv)
 	o->present = 1;
 	o->event = at;
 	o->requested = e->size;
-	o->alloc_size = segment_size_for(e->size);
+	o->alloc_size = an_segment_size_for(e->size);
 	o->device_free = e->addr;
 	o->events_after = md->event_count - at - 1;
 	int small = e->size <= MR_MIB;

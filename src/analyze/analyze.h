@@ -37,6 +37,10 @@ typedef struct {
 void an_pool_add(an_pool *p, const md_segment *seg, const md_block *blocks);
 /* 1 - largest free block / free cached, 0 when nothing is free. */
 double an_fragmentation(const an_pool *p);
+/* The segment the allocator asks CUDA for when a request of `size` bytes (rounded) finds no
+ * cached block: 2 MiB for small ones, 20 MiB under 10 MiB, else the size rounded up to 2 MiB.
+ * It is what an OOM message's "Tried to allocate" prints. */
+uint64_t an_segment_size_for(uint64_t size);
 
 /* One bucket of the down-sampled timeline: min and max inside keep every peak. */
 typedef struct {
