@@ -42,12 +42,12 @@ typedef struct {
 
 /* The runs whose trace does not reach back to an empty allocator, as their READMEs say: the
  * ring buffer wrapped (gpt_large_trace and infer_kv_oom of the shared corpus, gen_small_oom_b96
- * of tests/corpus), or history began after memory was in use (cupy_non_pytorch: after its
- * warm-up, see tools/record_runs.py). Their peaks are lower bounds. */
+ * and t5_beam_generate_oom of tests/corpus), or history began after memory was in use
+ * (cupy_non_pytorch: after its warm-up, see tools/record_runs.py). Their peaks are lower bounds. */
 static int known_truncated(const char *name)
 {
 	static const char *const names[] = {"gpt_large_trace", "infer_kv_oom", "gen_small_oom_b96",
-	                                    "cupy_non_pytorch"};
+	                                    "cupy_non_pytorch", "t5_beam_generate_oom"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(name, names[i]) == 0)
 			return 1;
@@ -188,7 +188,20 @@ static void check_sample(const char *dir, const char *name, void *ctx)
 		check_peaks(name, "oom_observer_stats", observer, dv);
 		t->observer++;
 	}
-	check_peaks(name, "memory_stats", stats, dv);
+	/* more OOMs in memory_stats.json than the observer had seen: the snapshot is of an
+	 * earlier OOM that the run survived (cuDNN falling back to an algorithm with a smaller
+	 * workspace), and the run allocated more before the OOM the except block caught; its
+	 * peaks only bound the trace's from above */
+	long long ooms_after = 0, ooms_at = 0;
+	if (oom && observer && tu_json_int(stats, "num_ooms", &ooms_after) &&
+	    tu_json_int(observer, "num_ooms", &ooms_at) && ooms_after > ooms_at) {
+		long long peak_alloc = 0, peak_reserved = 0;
+		assert_true(tu_json_int(stats, "allocated_bytes.all.peak", &peak_alloc));
+		assert_true(tu_json_int(stats, "reserved_bytes.all.peak", &peak_reserved));
+		assert_true(dv->peak_allocated <= (uint64_t)peak_alloc);
+		assert_true(dv->peak_reserved <= (uint64_t)peak_reserved);
+	} else
+		check_peaks(name, "memory_stats", stats, dv);
 	check_trace(name, facts, dv, t);
 	rp_free(&run);
 	free(stats);

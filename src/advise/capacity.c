@@ -381,14 +381,15 @@ static const md_block *largest_live(const ad_ctx *c)
 }
 
 /* A stack that makes logits: a loss function, or the model's output projection (a module the
- * model calls directly: two nested module calls). */
+ * model calls directly: two nested module calls), unless that module is a torch.nn layer
+ * other than Linear (an LSTM's, a convolution's or an embedding's output is no logits). */
 static int logits_stack(const ad_ctx *c, uint32_t stack)
 {
 	if (stack >= c->s->stack_count)
 		return 0;
 	const an_stack_info *si = &c->info[stack];
-	return (si->flags & AN_SF_LOSS) ||
-	       ((si->flags & AN_SF_MODULE_CALL) && si->model_calls == 2);
+	return (si->flags & AN_SF_LOSS) || ((si->flags & AN_SF_MODULE_CALL) &&
+	                                    si->model_calls == 2 && !(si->flags & AN_SF_NN_LAYER));
 }
 
 /* What the logits are, in words, into t. */

@@ -23,6 +23,16 @@ int ad_leak_explains(const ad_ctx *c)
 	       c->dv->pool[AN_POOL_ALL].allocated;
 }
 
+int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes)
+{
+	const an_structure *r = c->run;
+	if (!r || !r->growth_found || r->growth_increments < 3 ||
+	    r->growth_positive * 4 < r->growth_increments * 3 ||
+	    generation_growth(c, r->growth_site_count ? &r->growth_sites[0] : NULL))
+		return 0;
+	return free_bytes <= r->growth_per_iteration * r->growth_increments;
+}
+
 void ad_rule_growth(ad_ctx *c)
 {
 	const an_structure *r = c->run;

@@ -13,6 +13,11 @@ void ad_rule_growth(ad_ctx *c);
 /* The growth the trace shows (not a generation's cache) accounts for at least half of what is
  * allocated: a leak, which no smaller batch fixes. */
 int ad_leak_explains(const ad_ctx *c);
+/* A leak that grew at nearly every iteration (three of four at least, over three or more) by
+ * at least free_bytes so far: packing free_bytes buys fewer iterations than the leak has
+ * already run, so the leak, not the allocator's layout, is what the run fails on, whatever
+ * share of live memory the iteration's own tensors hold. Not the KV cache of generation. */
+int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes);
 void ad_rule_releases(ad_ctx *c);
 /* Forwards that keep their graphs and compute a loss with no backward (AN_KIND_GRAPH_LOSSES)
  * may be the microbatches of one training step whose losses are added up: the alternative to

@@ -228,7 +228,8 @@ static void advise_oom(ad_ctx *c)
 	 * the cause: packing them would only delay the failure */
 	const an_structure *r = c->run;
 	uint64_t grown = r ? r->growth_per_iteration * r->growth_increments : 0;
-	int leak_fills = ad_leak_explains(c) && o->usable_free * 4 <= grown;
+	int leak_fills = (ad_leak_explains(c) && o->usable_free * 4 <= grown) ||
+	                 ad_leak_outgrows(c, o->usable_free);
 	if (could_serve && real_share && !leak_fills) {
 		out->cause = AD_CAUSE_FRAGMENTATION;
 		ad_note(
@@ -273,12 +274,17 @@ static void advise_oom(ad_ctx *c)
 		ad_note_text(c, "oom_capacity", AD_CRITICAL, &t);
 	}
 	advise_failed_attempt(c);
-	/* a leak that filled the memory: the growth rule says what to change, not the batch */
+	/* a leak that filled the memory: the growth rule says what to change, not the batch;
+	 * one that outgrows the free pieces but holds less than half of live memory: the
+	 * batch's levers still shrink the rest, after the leak's */
 	if (!ad_leak_explains(c)) {
+		size_t before = c->a->rec_count;
 		ad_rule_gathered_predictions(c);
 		ad_rule_logits(c);
 		ad_rule_attention(c);
 		ad_rule_capacity(c, cat, 1);
+		if (leak_fills)
+			ad_rank_later(c, before, 100);
 	}
 	if (outside == AD_OUTSIDE_UNCLEAR)
 		ad_suggest(

@@ -479,8 +479,9 @@ static int decides(const char *name, uint64_t b, int outside_torch_inner)
 static void classify(text_cache *tc, const md_stack *st, an_stack_info *out)
 {
 	const md_snapshot *s = tc->s;
-	int shown = 0, outside_torch_inner = 0;
+	int shown = 0, outside_torch_inner = 0, caller_seen = 0, torch_caller = 0;
 	uint32_t outermost_python = UINT32_MAX, first_model_call = UINT32_MAX;
+	uint32_t empty_cache_at = UINT32_MAX;
 	out->category = AN_CAT_COUNT;
 	for (uint32_t k = 0; k < st->count; k++) {
 		const md_frame *f = &s->frames[st->first + k];
@@ -492,6 +493,18 @@ static void classify(text_cache *tc, const md_stack *st, an_stack_info *out)
 		out->flags |= markers(name, b);
 		if (!(b & F_PYTHON))
 			continue;
+		if (!(out->flags & AN_SF_PYTHON) && (b & F_NN_MODULES) &&
+		    !(b & (F_MODULE_PY | F_LOSS)) && !strstr(md_str(s, f->filename), "linear.py"))
+			out->flags |= AN_SF_NN_LAYER;
+		/* empty_cache() whose caller (the next Python frame out) is torch itself */
+		if (empty_cache_at != UINT32_MAX && empty_cache_at != k && !caller_seen) {
+			caller_seen = 1;
+			if (b & F_TORCH)
+				torch_caller = 1;
+		}
+		if (strcmp(name, "empty_cache") == 0 && (b & F_CUDA_MEMORY) &&
+		    empty_cache_at == UINT32_MAX)
+			empty_cache_at = k;
 		out->flags |= AN_SF_PYTHON;
 		outermost_python = k;
 		if (model_call(name, b)) {
@@ -530,6 +543,10 @@ static void classify(text_cache *tc, const md_stack *st, an_stack_info *out)
 	}
 	if (out->category == AN_CAT_COUNT && shown)
 		out->category = AN_CAT_OTHER;
+	if ((out->flags & AN_SF_EMPTY_CACHE) && torch_caller) {
+		out->flags &= ~(uint32_t)AN_SF_EMPTY_CACHE;
+		out->flags |= AN_SF_TORCH_EMPTY_CACHE;
+	}
 	/* The loop-level chain: Python frames outside (above) the outermost model call. */
 	out->loop_lo = first_model_call == UINT32_MAX ? 0 : first_model_call + 1;
 	uint32_t depth = 0;

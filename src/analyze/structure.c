@@ -717,12 +717,21 @@ static void read_releases(const sctx *c, an_structure *out)
 		}
 		size_t j = i;
 		uint64_t bytes = 0;
-		int from_empty_cache = 0;
+		int from_empty_cache = 0, from_torch = 0;
 		for (; j < n && is_release(ev[j].action); j++) {
 			bytes += ev[j].size;
 			if (ev[j].stack < c->s->stack_count &&
 			    (c->info[ev[j].stack].flags & AN_SF_EMPTY_CACHE))
 				from_empty_cache = 1;
+			if (ev[j].stack < c->s->stack_count &&
+			    (c->info[ev[j].stack].flags & AN_SF_TORCH_EMPTY_CACHE))
+				from_torch = 1;
+		}
+		/* torch's own empty_cache() (before a CUDA graph capture): neither the user's call
+		 * nor a failed cudaMalloc's retry */
+		if (from_torch && !from_empty_cache) {
+			i = j;
+			continue;
 		}
 		if (from_empty_cache) {
 			int again = 0;
