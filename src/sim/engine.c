@@ -103,8 +103,6 @@ static int random_level(engine *e)
 	return level;
 }
 
-static void sk_erase(engine *e, sk_set *set, uint32_t i);
-
 /* A block is in at most one set, once: a trace that contradicts itself (hostile, or spliced)
  * must not link a block twice, which would make a cycle and hang every later search. */
 static void sk_insert(engine *e, sk_set *set, uint32_t i)
@@ -120,28 +118,25 @@ static void sk_insert(engine *e, sk_set *set, uint32_t i)
 	b->level = (uint8_t)level;
 	for (int l = 0; l < level; l++) {
 		b->fwd[l] = e->blocks[update[l]].fwd[l];
+		b->bwd[l] = update[l];
 		e->blocks[update[l]].fwd[l] = i;
+		if (b->fwd[l] != NIL)
+			e->blocks[b->fwd[l]].bwd[l] = i;
 	}
 	b->in_set = 1;
 }
 
+/* Unlinks by the block's own links, with no search: a key that changed while linked (a
+ * contradictory trace) cannot lose the block. */
 static void sk_erase(engine *e, sk_set *set, uint32_t i)
 {
-	uint32_t update[SL_LEVELS];
 	sim_block *b = &e->blocks[i];
 	if (!b->in_set)
 		return;
-	sk_search(e, set, key_of(set, b), update);
 	for (int l = 0; l < b->level; l++) {
-		uint32_t p = update[l];
-		/* The key may have changed while linked (a contradictory trace): find the
-		 * predecessor by walking the level instead of trusting the search. */
-		if (e->blocks[p].fwd[l] != i)
-			for (p = set->head; p != NIL && e->blocks[p].fwd[l] != i;
-			     p = e->blocks[p].fwd[l])
-				;
-		if (p != NIL)
-			e->blocks[p].fwd[l] = b->fwd[l];
+		e->blocks[b->bwd[l]].fwd[l] = b->fwd[l];
+		if (b->fwd[l] != NIL)
+			e->blocks[b->fwd[l]].bwd[l] = b->bwd[l];
 	}
 	b->in_set = 0;
 	while (set->level > 1 && e->blocks[set->head].fwd[set->level - 1] == NIL)

@@ -48,6 +48,7 @@ typedef struct {
 	uint32_t seg, pool;
 	uint32_t pending_pos;
 	uint32_t fwd[SL_LEVELS];          /* skip-list links while in a set */
+	uint32_t bwd[SL_LEVELS];          /* ... and the block before it at each of its levels */
 	uint8_t state, level, mapped_key; /* mapped_key: trace_addr is in the address map */
 	uint8_t in_set;                   /* linked into a free/unmapped set */
 } sim_block;
