@@ -354,6 +354,25 @@ static void test_trace_without_allocations(void **state)
 	rp_free(&run);
 }
 
+/* A capacity OOM that a leak filled says so wherever the cause is written in words (the JSON
+ * keeps the contract's "capacity"); one without growth does not. */
+static void test_cause_words(void **state)
+{
+	(void)state;
+	rp_report run;
+	assert_int_equal(load_sample("global_feature_leak_oom", NULL, &run), 0);
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_CAPACITY);
+	assert_true(run.advice.oom.by_growth);
+	assert_non_null(strstr(run.advice.verdict, "from a leak"));
+	assert_non_null(strstr(ad_oom_cause_words(&run.advice.oom), "grew every iteration"));
+	rp_free(&run);
+	assert_int_equal(load_sample("oom_capacity", NULL, &run), 0);
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_CAPACITY);
+	assert_false(run.advice.oom.by_growth);
+	assert_string_equal(ad_oom_cause_words(&run.advice.oom), "capacity");
+	rp_free(&run);
+}
+
 /* A ring buffer that wrapped (tests/corpus README: gen_small_oom_b96 kept 3000 entries; the
  * shared gpt_large_trace 1 000 000): the report says the trace is truncated. */
 static void check_truncated(const char *sample)
@@ -560,6 +579,7 @@ int main(void)
 	    cmocka_unit_test(test_retries_evidence),
 	    cmocka_unit_test(test_replay_under_unknown_cap),
 	    cmocka_unit_test(test_trace_without_allocations),
+	    cmocka_unit_test(test_cause_words),
 	    cmocka_unit_test(test_trace_truncated),
 	    cmocka_unit_test(test_trace_truncated_shared),
 	    cmocka_unit_test(test_logs),

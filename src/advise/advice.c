@@ -9,6 +9,13 @@
 #include "base/buf.h"
 #include "base/mem.h"
 
+const char *ad_oom_cause_words(const ad_oom *o)
+{
+	if (o->by_growth && o->cause == AD_CAUSE_CAPACITY)
+		return "capacity, filled by memory that grew every iteration";
+	return ad_cause_name(o->cause);
+}
+
 const char *ad_severity_name(ad_severity s)
 {
 	return s == AD_CRITICAL ? "critical" : s == AD_WARNING ? "warning" : "info";

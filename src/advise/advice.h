@@ -63,6 +63,8 @@ typedef struct {
 	                          it held plus what the device had free; 0 = unknown */
 	uint64_t reserved, allocated;
 	ad_cause cause;
+	int by_growth; /* capacity, filled by memory that grew every iteration: the verdict says a
+	                  leak or kept autograd graphs */
 	/* Figures the evidence does not give (a message without sizes; MPS has no reserved
 	 * total): AD_OOM_NO_* bits. Those fields are 0 and are shown as null or "unknown". */
 	unsigned unknown;
@@ -137,6 +139,9 @@ typedef struct {
 } ad_advice;
 
 const char *ad_severity_name(ad_severity s);
+/* The OOM's cause in words for prose: the contract's word, and for a capacity OOM that memory
+ * growing every iteration filled, that too. */
+const char *ad_oom_cause_words(const ad_oom *o);
 const char *ad_category_name(int cat); /* "parameters", "gradients", ... */
 void ad_free(ad_advice *a);
 

@@ -97,14 +97,15 @@ static void log_only_verdict(mr_buf *b, const ad_oom *o)
 		mr_buf_printf(b, "No out-of-memory error in the evidence.");
 }
 
-static void oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
+/* Writes the verdict of an OOM; returns 1 when it blames memory that grew every iteration. */
+static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 {
 	const ad_oom *o = &a->oom;
 	const uint64_t *cat = dv->categories;
 	uint64_t live = ad_live_total(cat);
 	char b1[32], b2[32], b3[32];
 	if (outside_verdict(b, o))
-		return;
+		return 0;
 	if (o->cause == AD_CAUSE_FRAGMENTATION) {
 		mr_buf_printf(
 		    b,
@@ -112,25 +113,30 @@ static void oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "as the %s asked for.",
 		    sz(b1, o->free_cached), (unsigned long long)o->free_pieces,
 		    sz(b2, o->requested));
-		return;
+		return 0;
 	}
 	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
 	const ad_finding *growth = find(a, "memory_growth");
 	const an_structure *r = &dv->run;
-	if (growth && growth->severity == AD_CRITICAL && r->kind == AN_RUN_EVALUATION)
-		mr_buf_printf(
-		    b,
-		    "Out of memory from kept autograd graphs: live memory grew %s per iteration "
-		    "over %zu iterations, each forward keeping its graph with no backward, until "
-		    "the %s request failed.",
-		    sz(b1, r->growth_per_iteration), r->growth_increments, sz(b2, o->requested));
-	else if (growth && growth->severity == AD_CRITICAL)
-		mr_buf_printf(
-		    b,
-		    "Out of memory from a leak: live memory grew %s per iteration over %zu "
-		    "iterations until the %s request failed.",
-		    sz(b1, r->growth_per_iteration), r->growth_increments, sz(b2, o->requested));
-	else if (first_rec_is(a, "release_failed_attempt"))
+	if (growth && growth->severity == AD_CRITICAL) {
+		if (r->kind == AN_RUN_EVALUATION)
+			mr_buf_printf(
+			    b,
+			    "Out of memory from kept autograd graphs: live memory grew %s per "
+			    "iteration over %zu iterations, each forward keeping its graph with no "
+			    "backward, until the %s request failed.",
+			    sz(b1, r->growth_per_iteration), r->growth_increments,
+			    sz(b2, o->requested));
+		else
+			mr_buf_printf(
+			    b,
+			    "Out of memory from a leak: live memory grew %s per iteration "
+			    "over %zu iterations until the %s request failed.",
+			    sz(b1, r->growth_per_iteration), r->growth_increments,
+			    sz(b2, o->requested));
+		return 1;
+	}
+	if (first_rec_is(a, "release_failed_attempt"))
 		mr_buf_printf(
 		    b,
 		    "Out of memory while retrying: %s of the %s live belongs to a forward pass "
@@ -156,6 +162,7 @@ static void oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "only %s was free for a %s request.",
 		    sz(b1, dv->pool[AN_POOL_ALL].allocated), ad_pct(cat[AN_CAT_ACTIVATIONS], live),
 		    sz(b2, o->free_cached), sz(b3, o->requested));
+	return 0;
 }
 
 /* Writes the verdict of a run that did not run out of memory; returns the moment it speaks
@@ -231,7 +238,7 @@ int ad_write_verdict(ad_advice *a, const an_device *dv)
 	if (!dv)
 		log_only_verdict(&b, &a->oom);
 	else if (a->oom.present)
-		oom_verdict(&b, a, dv);
+		a->oom.by_growth = oom_verdict(&b, a, dv);
 	else
 		a->verdict_moment = healthy_verdict(&b, a, dv);
 	if (a->oom.present)

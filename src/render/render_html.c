@@ -60,7 +60,7 @@ static hr_oom oom_facts(const rp_report *run, const rp_view *view)
 		             NULL,
 		             a->largest_unknown};
 		if (a->cause != AD_CAUSE_UNKNOWN)
-			o.cause = ad_cause_name(a->cause);
+			o.cause = ad_oom_cause_words(a);
 		return o;
 	}
 	for (size_t d = 0; d < view->device_count; d++) {

@@ -180,7 +180,7 @@ static void oom_line(mr_buf *b, const ad_oom *o)
 		mr_buf_printf(b,
 		              "**Out of memory** on device %d: the message gives no sizes; cause "
 		              "%s.\n\n",
-		              o->device, ad_cause_name(o->cause));
+		              o->device, ad_oom_cause_words(o));
 	} else if (o->present && o->largest_unknown) {
 		mr_buf_printf(
 		    b,
@@ -190,7 +190,7 @@ static void oom_line(mr_buf *b, const ad_oom *o)
 		    o->device,
 		    o->unknown & AD_OOM_NO_REQUESTED ? "unknown" : md_bytes(v[0], o->requested),
 		    o->unknown & AD_OOM_NO_FREE_CACHED ? "unknown" : md_bytes(v[2], o->free_cached),
-		    o->limit ? md_bytes(v[3], o->limit) : "unknown", ad_cause_name(o->cause));
+		    o->limit ? md_bytes(v[3], o->limit) : "unknown", ad_oom_cause_words(o));
 	} else if (o->present) {
 		mr_buf_printf(
 		    b,
@@ -198,7 +198,7 @@ static void oom_line(mr_buf *b, const ad_oom *o)
 		    "cached %s in %" PRIu64 " pieces; limit %s; cause %s.\n\n",
 		    o->device, md_bytes(v[0], o->requested), md_bytes(v[1], o->largest_free),
 		    md_bytes(v[2], o->free_cached), o->free_pieces,
-		    o->limit ? md_bytes(v[3], o->limit) : "unknown", ad_cause_name(o->cause));
+		    o->limit ? md_bytes(v[3], o->limit) : "unknown", ad_oom_cause_words(o));
 	}
 }
 

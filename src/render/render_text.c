@@ -78,7 +78,7 @@ static void header(mr_buf *b, const rp_report *run, const rd_options *opt)
 		mr_buf_printf(b,
 		              "\nOOM on device %d (cause: %s): requested %s, free cached %s, "
 		              "largest free block %s, limit %s\n",
-		              a->oom.device, ad_cause_name(a->oom.cause), r, f,
+		              a->oom.device, ad_oom_cause_words(&a->oom), r, f,
 		              a->oom.largest_unknown ? "unknown" : l, lim);
 	}
 }
