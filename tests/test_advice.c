@@ -373,6 +373,26 @@ static void test_cause_words(void **state)
 	rp_free(&run);
 }
 
+/* A setting its rule judged at the OOM ("would not save this run": the free cache could not
+ * hold the request) whose replay from the start gets past the OOM: the replay ends there, so
+ * the reason says so instead of a bare "no OOM" under a title that says the opposite. */
+static void test_replay_past_the_oom(void **state)
+{
+	(void)state;
+	rp_report run;
+	assert_int_equal(load_sample("big_vocab_oom", NULL, &run), 0);
+	const ad_recommendation *r = NULL;
+	for (size_t i = 0; i < run.advice.rec_count; i++)
+		if (strcmp(run.advice.recs[i].id, "expandable_segments") == 0)
+			r = &run.advice.recs[i];
+	assert_non_null(r);
+	assert_non_null(strstr(r->title, "would not save"));
+	assert_true(run.advice.replays[0].matches && run.advice.replays[0].oom);
+	assert_null(strstr(r->reason, "no OOM,"));
+	assert_non_null(strstr(r->reason, "whether the rest of the run fits is not in the trace"));
+	rp_free(&run);
+}
+
 /* A ring buffer that wrapped (tests/corpus README: gen_small_oom_b96 kept 3000 entries; the
  * shared gpt_large_trace 1 000 000): the report says the trace is truncated. */
 static void check_truncated(const char *sample)
@@ -580,6 +600,7 @@ int main(void)
 	    cmocka_unit_test(test_replay_under_unknown_cap),
 	    cmocka_unit_test(test_trace_without_allocations),
 	    cmocka_unit_test(test_cause_words),
+	    cmocka_unit_test(test_replay_past_the_oom),
 	    cmocka_unit_test(test_trace_truncated),
 	    cmocka_unit_test(test_trace_truncated_shared),
 	    cmocka_unit_test(test_logs),

@@ -183,17 +183,30 @@ static size_t settings_jobs(const ld_evidence *ev, const an_device *dv, const ad
 /* Each tested recommendation quotes its replay in its reason. */
 /* Each setting's replay, quoted in the reason of the recommendation it tests. With a cap the
  * snapshot does not record (guessed), the recording allows any from what its own replay
- * reserved: a setting that reserves more than that fitted only under the cap assumed. */
+ * reserved: a setting that reserves more than that fitted only under the cap assumed. A
+ * setting its rule said would not save the run, judged at the OOM, is not contradicted by a
+ * replay that gets past the OOM: the trace ends there. */
 static mr_status quote_replays(ad_advice *a, const size_t rec_at[4], int guessed, mr_error *err)
 {
 	const ad_replay *recorded = &a->replays[0];
 	for (size_t i = 1; i < a->replay_count; i++) {
 		const ad_replay *rp = &a->replays[i];
+		ad_recommendation *rec = &a->recs[rec_at[i]];
 		char quote[448], b1[32], b2[32], b3[32];
+		int unsure = guessed && rp->peak_reserved > recorded->peak_reserved;
 		mr_format_bytes(b1, sizeof b1, rp->peak_reserved);
 		mr_format_bytes(b2, sizeof b2, recorded->peak_reserved);
 		mr_format_bytes(b3, sizeof b3, rp->limit);
-		if (!rp->oom && guessed && rp->peak_reserved > recorded->peak_reserved)
+		if (recorded->oom && !rp->oom && !unsure && strstr(rec->title, "would not save"))
+			/* the rule judged the OOM's moment; the replay ends at it */
+			snprintf(
+			    quote, sizeof quote,
+			    " Replayed from the start with %s (a layout of its own by then), the "
+			    "request that failed would have fit (peak reserved %s against %s "
+			    "recorded), but the replay ends there: whether the rest of the run "
+			    "fits is not in the trace.",
+			    rp->conf, b1, b2);
+		else if (!rp->oom && unsure)
 			snprintf(quote, sizeof quote,
 			         " Replayed with %s: no OOM under the cap these replays assume "
 			         "(%s), peak reserved %s (recorded: %s%s); but the snapshot does "
@@ -206,7 +219,7 @@ static mr_status quote_replays(ad_advice *a, const size_t rec_at[4], int guessed
 			         " Replayed with %s: %s, peak reserved %s (recorded: %s%s).",
 			         rp->conf, rp->oom ? "still out of memory" : "no OOM", b1,
 			         recorded->oom ? "out of memory at " : "", b2);
-		if (ad_append_reason(&a->recs[rec_at[i]], quote))
+		if (ad_append_reason(rec, quote))
 			return mr_oom(err);
 	}
 	return MR_OK;
