@@ -236,26 +236,87 @@ typedef struct {
 	int truncated;
 } pd_series;
 
-/* Per point (k events each), the largest running sum of delta over its events. */
-static void point_max(const int64_t *delta, size_t n, size_t k, int64_t start, int64_t *out)
+/* An allocation's free event in a min-heap of the live ones. */
+typedef struct {
+	uint32_t end;
+	uint64_t bytes;
+} live_end;
+
+static void end_up(live_end *h, size_t i)
 {
-	int64_t v = start;
+	while (i && h[i].end < h[(i - 1) / 2].end) {
+		live_end t = h[i];
+		h[i] = h[(i - 1) / 2];
+		h[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+}
+
+static void end_down(live_end *h, size_t n)
+{
+	for (size_t i = 0;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < n && h[l].end < h[m].end)
+			m = l;
+		if (r < n && h[r].end < h[m].end)
+			m = r;
+		if (m == i)
+			return;
+		live_end t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+/* Per point (k of the n events each), the largest bytes live after one of its events, of the
+ * allocations that skip (NULL: none) does not mark. An allocation is live after its alloc event
+ * (the first event when it is older) up to its free event. Allocations come in stacking order,
+ * so by alloc event; their free events wait in a heap of the live ones. Returns 0, -1 on OOM. */
+static int live_series(const an_allocs *al, size_t n, size_t k, const uint8_t *skip, int64_t *out)
+{
+	live_end *heap = NULL;
+	size_t live = 0, cap = 0, next = 0;
+	int64_t v = 0;
 	for (size_t i = 0, p = 0; i < n; p++) {
-		size_t end = MR_MIN(n, i + k);
-		v += delta[i++];
-		int64_t top = v;
-		for (; i < end; i++) {
-			v += delta[i];
+		size_t stop = MR_MIN(n, i + k);
+		int64_t top = INT64_MIN;
+		for (; i < stop; i++) {
+			for (; next < al->count; next++) {
+				const an_alloc *a = &al->items[next];
+				if (a->start != AN_NO_EVENT && a->start > i)
+					break;
+				if (skip && skip[next])
+					continue;
+				v += (int64_t)a->bytes;
+				if (a->end == AN_NO_EVENT || a->end >= n)
+					continue;
+				if (MR_GROW(heap, cap, live + 1)) {
+					free(heap);
+					return -1;
+				}
+				heap[live] = (live_end){a->end, a->bytes};
+				end_up(heap, live++);
+			}
+			while (live && heap[0].end <= i) {
+				v -= (int64_t)heap[0].bytes;
+				heap[0] = heap[--live];
+				end_down(heap, live);
+			}
 			top = v > top ? v : top;
 		}
 		out[p] = top;
 	}
+	free(heap);
+	return 0;
 }
 
-static void add_live(int64_t *delta, size_t n, const an_alloc *a)
+static int is_segment_change(const md_event *e, int64_t *delta)
 {
-	delta[a->start == AN_NO_EVENT ? 0 : a->start] += (int64_t)a->bytes;
-	delta[a->end == AN_NO_EVENT ? n : a->end] -= (int64_t)a->bytes;
+	int add = e->action == MD_ACT_SEGMENT_ALLOC || e->action == MD_ACT_SEGMENT_MAP;
+	int sub = e->action == MD_ACT_SEGMENT_FREE || e->action == MD_ACT_SEGMENT_UNMAP;
+	*delta = add ? (int64_t)e->size : sub ? -(int64_t)e->size : 0;
+	return add || sub;
 }
 
 static mr_status read_series(const md_snapshot *s, const md_device *md, const an_device *dv,
@@ -265,35 +326,32 @@ static mr_status read_series(const md_snapshot *s, const md_device *md, const an
 	size_t n = md->event_count;
 	ps->k = (n + PD_SERIES_POINTS - 1) / PD_SERIES_POINTS;
 	ps->points = (n + ps->k - 1) / ps->k;
-	int64_t *delta = mr_alloc_array(n + 1, sizeof *delta);
 	ps->active = mr_alloc_array(ps->points, sizeof *ps->active);
 	ps->small = mr_alloc_array(ps->points, sizeof *ps->small);
 	ps->reserved = mr_alloc_array(ps->points, sizeof *ps->reserved);
-	if (!delta || !ps->active || !ps->small || !ps->reserved) {
-		free(delta);
+	if (!ps->active || !ps->small || !ps->reserved ||
+	    live_series(al, n, ps->k, NULL, ps->active) ||
+	    live_series(al, n, ps->k, chosen, ps->small))
 		return mr_oom(err);
-	}
-	for (size_t i = 0; i < al->count; i++)
-		add_live(delta, n, &al->items[i]);
-	point_max(delta, n, ps->k, 0, ps->active);
-	memset(delta, 0, (n + 1) * sizeof *delta);
-	for (size_t i = 0; i < al->count; i++)
-		if (!chosen[i])
-			add_live(delta, n, &al->items[i]);
-	point_max(delta, n, ps->k, 0, ps->small);
-	int64_t reserved = 0, change = 0;
+	/* reserved: what the segments hold at the end, less every change the trace made */
+	int64_t reserved = 0, change = 0, d;
 	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++)
 		reserved += (int64_t)s->segments[i].total_size;
-	for (size_t i = 0; i < n; i++) {
-		const md_event *e = &md->events[i];
-		int add = e->action == MD_ACT_SEGMENT_ALLOC || e->action == MD_ACT_SEGMENT_MAP;
-		int sub = e->action == MD_ACT_SEGMENT_FREE || e->action == MD_ACT_SEGMENT_UNMAP;
-		delta[i] = add ? (int64_t)e->size : sub ? -(int64_t)e->size : 0;
-		change += delta[i];
+	for (size_t i = 0; i < n; i++)
+		if (is_segment_change(&md->events[i], &d))
+			change += d;
+	int64_t v = reserved - change;
+	for (size_t i = 0, p = 0; i < n; p++) {
+		size_t stop = MR_MIN(n, i + ps->k);
+		int64_t top = INT64_MIN;
+		for (; i < stop; i++) {
+			if (is_segment_change(&md->events[i], &d))
+				v += d;
+			top = v > top ? v : top;
+		}
+		ps->reserved[p] = top;
 	}
-	point_max(delta, n, ps->k, reserved - change, ps->reserved);
 	ps->truncated = al->older > 0 || reserved - change > 0;
-	free(delta);
 	return MR_OK;
 }
 
