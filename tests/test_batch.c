@@ -479,14 +479,14 @@ static void check_index(const char *out, const char *const *names, size_t n, siz
 }
 
 typedef struct {
-	char *names[64], *inputs[64];
+	char *names[96], *inputs[96];
 	size_t n;
 } run_list;
 
 static void add_run(const char *dir, const char *name, void *ctx)
 {
 	run_list *l = ctx;
-	if (strcmp(name, "gpt_large_trace") == 0 || l->n == 64)
+	if (strcmp(name, "gpt_large_trace") == 0 || l->n == 96)
 		return;
 	l->names[l->n] = strdup(name);
 	l->inputs[l->n] = strdup(dir);

@@ -392,6 +392,26 @@ static int logits_stack(const ad_ctx *c, uint32_t stack)
 	                                    si->model_calls == 2 && !(si->flags & AN_SF_NN_LAYER));
 }
 
+/* The largest live block made by the loss or the output projection whose size is a or b:
+ * the logits a failing request copies need not be the largest tensor (an attention bias or a
+ * cache can be larger). */
+static const md_block *live_logits_sized(const ad_ctx *c, uint64_t a, uint64_t b)
+{
+	const md_block *best = NULL;
+	const an_device *dv = c->dv;
+	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
+		const md_segment *seg = &c->s->segments[i];
+		for (size_t j = 0; j < seg->block_count; j++) {
+			const md_block *bl = &c->s->blocks[seg->first_block + j];
+			if (bl->state == MD_BLOCK_ACTIVE_ALLOCATED &&
+			    (bl->size == a || bl->size == b) && (!best || bl->size > best->size) &&
+			    logits_stack(c, bl->stack))
+				best = bl;
+		}
+	}
+	return best;
+}
+
 /* What the logits are, in words, into t. */
 static void logits_words(ad_text *t, int copy, int req_logits, uint64_t req, uint64_t live_logits)
 {
@@ -426,10 +446,19 @@ int ad_rule_logits(ad_ctx *c)
 	 * largest live logits made outside the model for the loss (float32: twice their bf16
 	 * bytes; or the same bytes) */
 	int req_logits = logits_stack(c, e->stack);
-	int copy = big_is && e->stack < c->s->stack_count &&
-	           !(c->info[e->stack].flags & AN_SF_MODULE_CALL) &&
-	           (c->info[e->stack].flags & AN_SF_PYTHON) &&
-	           (req == big->size * 2 || req == big->size);
+	int outside_model = e->stack < c->s->stack_count &&
+	                    !(c->info[e->stack].flags & AN_SF_MODULE_CALL) &&
+	                    (c->info[e->stack].flags & AN_SF_PYTHON);
+	int copy = big_is && outside_model && (req == big->size * 2 || req == big->size);
+	int not_largest = 0;
+	if (!copy && outside_model && !req_logits) {
+		/* the logits it copies, when another tensor is the largest */
+		const md_block *lg = live_logits_sized(c, req / 2, req);
+		if (lg) {
+			big = lg;
+			big_is = copy = not_largest = 1;
+		}
+	}
 	int fires =
 	    ((req_logits || copy) && req * 10 >= budget) || (big_is && big->size * 10 >= budget);
 	if (!fires)
@@ -453,6 +482,7 @@ int ad_rule_logits(ad_ctx *c)
 	int priority = total * 4 >= budget ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 15;
 	ad_text_printf(&t, "The loss's logits %s: ",
 	               priority == AD_PRIO_TARGETED ? "decide this run"
+	               : not_largest                ? "are among the large tensors"
 	                                            : "are the largest tensors");
 	logits_words(&t, copy, req_logits, req, live_logits);
 	ad_text_printf(&t,

@@ -192,6 +192,26 @@ static int advise_failed_attempt(ad_ctx *c)
 	return 1;
 }
 
+/* Packed, the free pieces would hold the request with almost nothing to spare (less than
+ * another request of its size and than half the share that makes fragmentation the cause):
+ * the next request of that scale fails anyway, so the free memory only delays the OOM. Says
+ * so into delay. */
+static int barely_serves(const an_oom *o, uint64_t budget, char *delay, size_t n)
+{
+	char b1[32];
+	if (o->usable_free < o->requested)
+		return 0;
+	uint64_t spare = o->usable_free - o->requested;
+	if (spare >= o->requested || (double)spare * 200.0 >= (double)budget * FRAG_SHARE_PERCENT)
+		return 0;
+	snprintf(delay, n,
+	         " Packed together it would just hold the request, with %s to spare: the next "
+	         "request of this size would fail anyway, so fixing fragmentation would only make "
+	         "it fail a little later.",
+	         ad_sz(b1, spare));
+	return 1;
+}
+
 /* The failed allocation, read from the layout it met. */
 static void advise_oom(ad_ctx *c)
 {
@@ -222,7 +242,10 @@ static void advise_oom(ad_ctx *c)
 	 * (a memory fraction was reached: the device still had room) */
 	uint64_t budget = out->limit ? out->limit : all->reserved;
 	int could_serve = o->usable_free >= o->requested;
-	int real_share = (double)o->usable_free * 100.0 >= (double)budget * FRAG_SHARE_PERCENT;
+	char freebuf[160] = "nothing was cached but free", delay[224] = "";
+	int barely = barely_serves(o, budget, delay, sizeof delay);
+	int real_share =
+	    !barely && (double)o->usable_free * 100.0 >= (double)budget * FRAG_SHARE_PERCENT;
 	const uint64_t *cat = dv->categories;
 	/* a leak that would fill the free pieces again within a quarter of its growth so far is
 	 * the cause: packing them would only delay the failure */
@@ -248,7 +271,6 @@ static void advise_oom(ad_ctx *c)
 		return;
 	}
 	out->cause = outside == AD_OUTSIDE_UNCLEAR ? AD_CAUSE_UNKNOWN : AD_CAUSE_CAPACITY;
-	char freebuf[160] = "nothing was cached but free", delay[224] = "";
 	if (o->usable_free)
 		snprintf(freebuf, sizeof freebuf, "%s%s was cached but free (largest piece %s)",
 		         real_share ? "" : "only ", ad_sz(b2, o->usable_free),
@@ -259,7 +281,7 @@ static void advise_oom(ad_ctx *c)
 		         "%s per iteration: fixing fragmentation would buy about %llu iterations.",
 		         ad_sz(b5, r->growth_per_iteration),
 		         (unsigned long long)(o->usable_free / r->growth_per_iteration));
-	else if (could_serve)
+	else if (could_serve && !barely)
 		snprintf(delay, sizeof delay,
 		         " The scattered free memory is too small a share of the budget to matter: "
 		         "fixing fragmentation would only make it fail a little later.");
@@ -445,6 +467,20 @@ static void advise_peak_overhead(ad_ctx *c)
 	uint64_t over = dv->peak_reserved - dv->peak_allocated;
 	if (ad_pct(over, dv->peak_reserved) < HIGH_FRAG_PERCENT || over < HIGH_FRAG_MIN_BYTES)
 		return;
+	if (dv->truncated && dv->initial_reserved >= dv->peak_reserved) {
+		/* Reserved never grew inside the window: it reached its peak before the trace
+		 * begins, at a moment the trace never saw. The window's allocated peak is a lower
+		 * bound of what that reservation was made for, so the gap is not overhead that
+		 * the trace measured, and no allocator setting is shown to help. */
+		ad_note(c, "peak_before_trace", AD_INFO,
+		        "%s was already reserved when the trace begins and reserved never grew "
+		        "inside it: the run's peak came before the window, so how much of it held "
+		        "no tensor cannot be told from this trace (inside it at most %s was "
+		        "allocated). Record history from the start (a larger max_entries) to see "
+		        "that peak.",
+		        ad_sz(b1, dv->initial_reserved), ad_sz(b2, dv->peak_allocated));
+		return;
+	}
 	ad_note(c, "high_fragmentation", AD_WARNING,
 	        "At the peak, %s was reserved for %s allocated: %s (%d%% of reserved, the overhead "
 	        "at the peak) held no tensor, cut up by fragmentation and the caching of "

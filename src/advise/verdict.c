@@ -212,6 +212,14 @@ static ad_moment healthy_verdict(mr_buf *b, const ad_advice *a, const an_device 
 		              sz(b1, dv->peak_allocated), sz(b2, dv->peak_reserved));
 		return AD_MOMENT_PEAK;
 	}
+	if (dv->trace_allocs && find(a, "peak_before_trace")) {
+		mr_buf_printf(b,
+		              "No OOM in the evidence; %s was reserved before the trace begins "
+		              "and reserved memory peaked before it (the window peaks at %s "
+		              "allocated): nothing urgent seen, but its overhead is unmeasured.",
+		              sz(b1, dv->initial_reserved), sz(b2, dv->peak_allocated));
+		return AD_MOMENT_PEAK;
+	}
 	if (dv->trace_allocs) {
 		mr_buf_printf(
 		    b,
