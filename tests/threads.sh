@@ -4,11 +4,12 @@
 # read beside them, the devices' allocations and moments, simulate's two replays, diff's two
 # loads, a batch's runs).
 #
-# Every snapshot of the project's corpus (build/corpus, tests/samples.sh) and the shared one
-# (with the 1 M-event gpt_large_trace, unpacked into build/) in JSON (the formats render the
+# The project corpus' eight largest snapshots (build/corpus, tests/samples.sh) and every shared
+# one (with the 1 M-event gpt_large_trace, unpacked into build/) in JSON (the formats render the
 # same analysis: the threads are in the replays, simulate, diff and batch), simulate, a diff
-# of each pair of neighbours, and a batch of the project's corpus, each run both ways and
-# compared byte for byte. Prints "ok N - ..." / "not ok N - ..." lines.
+# of each pair of neighbours; the two-device fixture in JSON and HTML; and a batch of the whole
+# project corpus (every run's report), each run both ways and compared byte for byte. Prints
+# "ok N - ..." / "not ok N - ..." lines.
 set -u
 bin=$1
 case $bin in /*) ;; *) bin="$(pwd)/$bin" ;; esac
@@ -33,8 +34,12 @@ same() {
 	fi
 	rm -rf "$work/one" "$work/many"
 }
-snaps=""
-for d in "$samples_project"/*/ "$samples_shared"/*/; do
+# Every run's report is compared through the batch below; one by one (a report, simulate, a
+# diff) the project's eight longest traces, where the replays and the allocations running side
+# by side have the most to do, and every shared sample.
+snaps=$(ls -S "$samples_project"/*/snapshot.pickle "$samples_project"/*/oom_snapshot.pickle \
+	2>/dev/null | head -n 8)
+for d in "$samples_shared"/*/; do
 	for f in "$d"snapshot.pickle "$d"oom_snapshot.pickle; do
 		[ -f "$f" ] && snaps="$snaps $f"
 	done

@@ -105,10 +105,18 @@ static void put_color(pm_row *r, uint32_t x, uint32_t c)
 static uint32_t mix(const uint64_t bytes[PM_STATE_COUNT])
 {
 	double total = 0, ch[3] = {0, 0, 0};
-	for (int i = 0; i < PM_STATE_COUNT; i++)
+	int states = 0, only = 0;
+	for (int i = 0; i < PM_STATE_COUNT; i++) {
 		total += (double)bytes[i];
+		if (bytes[i]) {
+			states++;
+			only = i;
+		}
+	}
 	if (total <= 0)
 		return pm_track_color;
+	if (states == 1) /* most columns: one state's colour, which the weighting gives exactly */
+		return pm_colors[only];
 	for (int i = 0; i < PM_STATE_COUNT; i++) {
 		double w = (double)bytes[i] / total;
 		ch[0] += w * (double)((pm_colors[i] >> 16) & 255);
