@@ -33,13 +33,20 @@ static const ad_finding *find(const rp_report *run, const char *id)
 	return NULL;
 }
 
-/* Rank of a recommendation, or 0 when absent. */
-static int rank_of(const rp_report *run, const char *id)
+/* A recommendation by id, or NULL. */
+static const ad_recommendation *rec_of(const rp_report *run, const char *id)
 {
 	for (size_t i = 0; i < run->advice.rec_count; i++)
 		if (strcmp(run->advice.recs[i].id, id) == 0)
-			return run->advice.recs[i].rank;
-	return 0;
+			return &run->advice.recs[i];
+	return NULL;
+}
+
+/* Rank of a recommendation, or 0 when absent. */
+static int rank_of(const rp_report *run, const char *id)
+{
+	const ad_recommendation *r = rec_of(run, id);
+	return r ? r->rank : 0;
 }
 
 static int has_critical(const rp_report *run)
@@ -318,10 +325,7 @@ static void test_replay_under_unknown_cap(void **state)
 	assert_true(run.advice.replays[0].matches);
 	assert_true(run.advice.replays[0].peak_reserved <= (uint64_t)cap);
 	assert_true(exp->peak_reserved > (uint64_t)cap); /* under the real cap it fails */
-	const ad_recommendation *r = NULL;
-	for (size_t i = 0; i < run.advice.rec_count; i++)
-		if (strcmp(run.advice.recs[i].id, "expandable_segments") == 0)
-			r = &run.advice.recs[i];
+	const ad_recommendation *r = rec_of(&run, "expandable_segments");
 	assert_non_null(r);
 	assert_null(strstr(r->reason, "no OOM,"));
 	assert_non_null(strstr(r->reason, "whether it fits is not known"));
@@ -381,10 +385,7 @@ static void test_replay_past_the_oom(void **state)
 	(void)state;
 	rp_report run;
 	assert_int_equal(load_sample("big_vocab_oom", NULL, &run), 0);
-	const ad_recommendation *r = NULL;
-	for (size_t i = 0; i < run.advice.rec_count; i++)
-		if (strcmp(run.advice.recs[i].id, "expandable_segments") == 0)
-			r = &run.advice.recs[i];
+	const ad_recommendation *r = rec_of(&run, "expandable_segments");
 	assert_non_null(r);
 	assert_non_null(strstr(r->title, "would not save"));
 	assert_true(run.advice.replays[0].matches && run.advice.replays[0].oom);
