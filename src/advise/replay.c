@@ -180,12 +180,11 @@ static size_t settings_jobs(const ld_evidence *ev, const an_device *dv, const ad
 	return n;
 }
 
-/* Each tested recommendation quotes its replay in its reason. */
 /* Each setting's replay, quoted in the reason of the recommendation it tests. With a cap the
  * snapshot does not record (guessed), the recording allows any from what its own replay
- * reserved: a setting that reserves more than that fitted only under the cap assumed. A
- * setting its rule said would not save the run, judged at the OOM, is not contradicted by a
- * replay that gets past the OOM: the trace ends there. */
+ * reserved: a setting that reserves more than that fitted only under the cap assumed. Where
+ * the OOM was not fragmentation, its rule judged the setting at the OOM ("would not save this
+ * run"), which a replay getting past the OOM does not contradict: the trace ends there. */
 static mr_status quote_replays(ad_advice *a, const size_t rec_at[4], int guessed, mr_error *err)
 {
 	const ad_replay *recorded = &a->replays[0];
@@ -197,7 +196,7 @@ static mr_status quote_replays(ad_advice *a, const size_t rec_at[4], int guessed
 		mr_format_bytes(b1, sizeof b1, rp->peak_reserved);
 		mr_format_bytes(b2, sizeof b2, recorded->peak_reserved);
 		mr_format_bytes(b3, sizeof b3, rp->limit);
-		if (recorded->oom && !rp->oom && !unsure && strstr(rec->title, "would not save"))
+		if (recorded->oom && !rp->oom && !unsure && a->oom.cause != AD_CAUSE_FRAGMENTATION)
 			/* the rule judged the OOM's moment; the replay ends at it */
 			snprintf(
 			    quote, sizeof quote,
