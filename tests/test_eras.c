@@ -19,6 +19,31 @@ static void load(const char *name, rp_report *run)
 		fail();
 }
 
+/* Event times are kept in 4 bytes an event: every time comes back exactly, the ones that fit
+ * no offset from their chunk's first (none, earlier, 2^32 us later, the int64 extremes) too,
+ * also in a later chunk whose first event has no time. */
+static void test_event_times(void **state)
+{
+	(void)state;
+	const int64_t far = (int64_t)UINT32_MAX;
+	const int64_t t[] = {5,         5 + far - 1,   5 + far, 4, MD_TIME_NONE,
+	                     INT64_MAX, INT64_MIN + 1, -7,      0, 6};
+	const size_t nt = sizeof t / sizeof *t, n = 3 * MD_TIME_CHUNK + 5;
+	md_times times = {0};
+	for (size_t i = 0; i < n; i++) {
+		int64_t v = i < nt ? t[i] : i == MD_TIME_CHUNK ? MD_TIME_NONE : (int64_t)i * 1000;
+		assert_int_equal(md_times_push(&times, v), 0);
+	}
+	md_device md = {.times = times, .first = 2, .event_count = n - 2};
+	for (size_t i = 2; i < n; i++) {
+		int64_t v = i < nt ? t[i] : i == MD_TIME_CHUNK ? MD_TIME_NONE : (int64_t)i * 1000;
+		assert_true(md_event_time(&md, i - 2) == v);
+	}
+	/* 5 + far, 4, none, the extremes, -7 and 0; then the second chunk's first */
+	assert_int_equal(times.far_count, 8);
+	md_times_free(&times);
+}
+
 static void test_v1_segment_list(void **state)
 {
 	(void)state;
@@ -49,7 +74,7 @@ static void test_v20_history(void **state)
 	const an_device *dv = &run.an.devices[0];
 	assert_int_equal(dv->pool[AN_POOL_ALL].requested, 6 * MiB - 100); /* history real_size */
 	assert_int_equal(dv->trace_events, 2);
-	assert_int_equal(run.ev.snap.devices[0].events[0].time_us, MD_TIME_NONE);
+	assert_int_equal(md_event_time(&run.ev.snap.devices[0], 0), MD_TIME_NONE);
 	/* the block's stack comes from its history */
 	const md_block *b = &run.ev.snap.blocks[0];
 	assert_int_not_equal(b->stack, MD_NO_STACK);
@@ -79,7 +104,7 @@ static void test_multi_device(void **state)
 	assert_int_equal(d1->pool[AN_POOL_ALL].pending_free_blocks, 1);
 	assert_int_equal(d1->trace_events, 4);
 	assert_int_equal(d1->peak_allocated, 20 * MiB);
-	assert_int_equal(run.ev.snap.devices[1].events[0].time_us, MD_TIME_NONE);
+	assert_int_equal(md_event_time(&run.ev.snap.devices[1], 0), MD_TIME_NONE);
 	/* 2^64-1 written as a 9-byte LONG1 means unlimited */
 	assert_int_equal(run.ev.snap.settings.max_split_size, UINT64_MAX);
 	assert_int_equal(run.ev.snap.settings.roundup_divisions[8], 4);
@@ -132,7 +157,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_v1_segment_list), cmocka_unit_test(test_v20_history),
 	    cmocka_unit_test(test_multi_device),    cmocka_unit_test(test_device_option),
-	    cmocka_unit_test(test_empty),
+	    cmocka_unit_test(test_empty),           cmocka_unit_test(test_event_times),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -690,6 +690,34 @@ static void test_accessors(void **state)
 	pk_free(NULL);
 }
 
+/* Memo entries are 4 bytes; values that do not fit (negative or large ints, here) are kept aside
+ * and come back exactly, also on a second run of the same decoder. */
+static void test_memo_wide(void **state)
+{
+	(void)state;
+	static const unsigned char p[] = "\x80\x04"
+	                                 "J\xff\xff\xff\xff\x94"
+	                                 "0" /* -1 */
+	                                 "\x8a\x06\x00\x00\x00\x00\x00\x01\x94"
+	                                 "0" /* 2^40 */
+	                                 "\x8a\x04\xff\xff\xff\x1f\x94"
+	                                 "0" /* 2^29 - 1 */
+	                                 "\x8a\x04\x00\x00\x00\x20\x94"
+	                                 "0" /* 2^29 */
+	                                 "(h\x00h\x01h\x02h\x03h\x00h\x01t.";
+	pk_decoder *d = pk_new(NULL);
+	mr_error err;
+	for (int run = 0; run < 2; run++) {
+		assert_int_equal(decode(d, p, sizeof p - 1, &err), MR_OK);
+		char *got = canon(d, pk_result(d));
+		assert_string_equal(got, "(-1, 1099511627776, 536870911, 536870912, -1, "
+		                         "1099511627776)");
+		free(got);
+		assert_int_equal(pk_memo_gets(d), 6);
+	}
+	pk_free(d);
+}
+
 /* One decoder, several runs: the memo and the counters start afresh. */
 static void test_reuse(void **state)
 {
@@ -868,8 +896,8 @@ int main(void)
 	    cmocka_unit_test(test_dict_hook), cmocka_unit_test(test_retired_records),
 	    cmocka_unit_test(test_limits),    cmocka_unit_test(test_deep_nesting),
 	    cmocka_unit_test(test_accessors), cmocka_unit_test(test_reuse),
-	    cmocka_unit_test(test_progress),  cmocka_unit_test(test_corpus),
-	    cmocka_unit_test(test_flips),
+	    cmocka_unit_test(test_memo_wide), cmocka_unit_test(test_progress),
+	    cmocka_unit_test(test_corpus),    cmocka_unit_test(test_flips),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

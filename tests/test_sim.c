@@ -44,9 +44,11 @@ static void ev(trace *t, md_action action, uint64_t addr, uint64_t size)
 		s->event_store = realloc(s->event_store, t->cap * sizeof *s->event_store);
 		assert_non_null(s->event_store);
 	}
-	md_event e = {addr, size, MD_TIME_NONE, 0, 0, 0, (uint8_t)action};
+	md_event e = {addr, size, 0, 0, 0, (uint8_t)action};
 	s->event_store[s->event_store_count++] = e;
+	assert_int_equal(md_times_push(&s->times, MD_TIME_NONE), 0);
 	s->devices[0].events = s->event_store;
+	s->devices[0].times = s->times;
 	s->devices[0].event_count = s->event_store_count;
 	s->devices[0].has_trace_list = 1;
 }

@@ -229,7 +229,7 @@ static mr_status replay_at(plan_ctx *p, double f, int *fits, size_t *peak, mr_er
 		if (p->scales[i])
 			p->scratch[i].size = (uint64_t)ceil((double)ev[i].size * f);
 	}
-	md_device copy = {p->md->id, p->scratch, p->n, 1};
+	md_device copy = {p->md->id, p->scratch, p->n, 1, p->md->times, p->md->first};
 	sim_result r;
 	/* without flushes: replayed with no limit, the cache never grows past it */
 	mr_status st = sim_replay_trace(p->s, &copy, &p->cfg, p->flushes ? p->limit : 0, &r, err);
@@ -265,7 +265,7 @@ static mr_status replay_at(plan_ctx *p, double f, int *fits, size_t *peak, mr_er
  * means something. */
 static mr_status validate(plan_ctx *p, int *ok, mr_error *err)
 {
-	md_device copy = {p->md->id, p->md->events, p->n, 1};
+	md_device copy = {p->md->id, p->md->events, p->n, 1, p->md->times, p->md->first};
 	sim_result r;
 	mr_status st = sim_replay_trace(p->s, &copy, &p->cfg, 0, &r, err);
 	*ok = !st && r.matches_recording;

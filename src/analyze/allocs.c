@@ -22,6 +22,7 @@ typedef struct {
 	an_alloc *list;    /* in order of first appearance in the trace */
 	size_t count, cap;
 	am_map live; /* open address -> index into list */
+	const md_event *events;
 } walk;
 
 static int has_own(walk *w, uint32_t stack)
@@ -52,13 +53,13 @@ static uint32_t owner_of(const walk *w, uint32_t stack)
 	return w->backward != AN_OWNER_NONE ? w->backward : AN_OWNER_AUTOGRAD;
 }
 
-static int push(walk *w, an_alloc a, size_t *idx)
+static int push(walk *w, an_alloc a, uint64_t addr, size_t *idx)
 {
 	if (MR_GROW(w->list, w->cap, w->count + 1))
 		return -1;
 	w->list[w->count] = a;
 	*idx = w->count++;
-	return am_put(&w->live, a.addr, *idx);
+	return am_put(&w->live, addr, *idx);
 }
 
 static int walk_event(walk *w, const md_event *e, uint32_t i)
@@ -72,17 +73,17 @@ static int walk_event(walk *w, const md_event *e, uint32_t i)
 		if (am_take(&w->live, e->addr, &v))
 			w->list[v].end = i; /* its free was not recorded: it ends here */
 		return push(w,
-		            (an_alloc){e->addr, e->size, i, AN_NO_EVENT, AN_NO_EVENT, stack,
-		                       owner_of(w, stack), AN_NO_BLOCK},
-		            &idx);
+		            (an_alloc){i, AN_NO_EVENT, AN_NO_EVENT, i, stack, owner_of(w, stack),
+		                       AN_NO_BLOCK},
+		            e->addr, &idx);
 	case MD_ACT_FREE_REQUESTED:
 	case MD_ACT_FREE_COMPLETED:
 		if (am_get(&w->live, e->addr, &v)) {
 			idx = (size_t)v;
 		} else if (push(w,
-		                (an_alloc){e->addr, e->size, AN_NO_EVENT, AN_NO_EVENT, AN_NO_EVENT,
-		                           stack, AN_OWNER_NONE, AN_NO_BLOCK},
-		                &idx)) {
+		                (an_alloc){AN_NO_EVENT, AN_NO_EVENT, AN_NO_EVENT, i, stack,
+		                           AN_OWNER_NONE, AN_NO_BLOCK},
+		                e->addr, &idx)) {
 			return -1; /* allocated before the trace began */
 		}
 		if (e->action == MD_ACT_FREE_REQUESTED) {
@@ -115,11 +116,14 @@ static int snapshot_blocks(walk *w, size_t seg_first, size_t seg_count)
 			}
 			if (MR_GROW(w->list, w->cap, w->count + 1))
 				return -1;
-			w->list[w->count++] = (an_alloc){
-			    b->address,    b->requested_size,
-			    AN_NO_EVENT,   AN_NO_EVENT,
-			    AN_NO_EVENT,   b->stack < s->stack_count ? b->stack : MD_NO_STACK,
-			    AN_OWNER_NONE, (uint32_t)bi};
+			w->list[w->count++] =
+			    (an_alloc){AN_NO_EVENT,
+			               AN_NO_EVENT,
+			               AN_NO_EVENT,
+			               AN_NO_EVENT,
+			               b->stack < s->stack_count ? b->stack : MD_NO_STACK,
+			               AN_OWNER_NONE,
+			               (uint32_t)bi};
 		}
 	}
 	return 0;
@@ -169,6 +173,8 @@ static mr_status order(walk *w, size_t n, an_allocs *out, mr_error *err)
 		memcpy(w->list, older, k * sizeof *older);
 	out->items = w->list;
 	out->count = w->count;
+	out->events = w->events;
+	out->blocks = w->s->blocks;
 	out->older = k;
 	w->list = NULL;
 	w->count = w->cap = 0;
@@ -185,7 +191,7 @@ mr_status an_allocs_read(const md_snapshot *s, const md_device *md, size_t seg_f
 	size_t n = md ? md->event_count : 0;
 	if (n >= AN_NO_EVENT)
 		return mr_fail(err, MR_EINPUT, "a trace of %zu events is too long to draw", n);
-	walk w = {s, info, kinds, NULL, 0, AN_OWNER_NONE, NULL, 0, 0, {0}};
+	walk w = {s, info, kinds, NULL, 0, AN_OWNER_NONE, NULL, 0, 0, {0}, md ? md->events : NULL};
 	mr_status st = MR_OK;
 	w.own = mr_alloc_array(s->stack_count ? s->stack_count : 1, 1);
 	if (!w.own)

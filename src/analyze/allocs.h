@@ -17,7 +17,8 @@
  * stack of the main thread's backward() call that was running (the last backward stack with a
  * line of the user's own before it), or AN_OWNER_AUTOGRAD when the trace does not show one.
  *
- * Ownership: an_allocs owns its array; an_allocs_free releases it. */
+ * Ownership: an_allocs owns its array (an_allocs_free releases it) and borrows the device's
+ * events and the snapshot's blocks, which must outlive it. */
 #ifndef MR_ALLOCS_H
 #define MR_ALLOCS_H
 
@@ -35,10 +36,12 @@ enum {
 	AN_NO_BLOCK = UINT32_MAX,
 };
 
+/* 28 bytes: a long trace has millions. Its address and requested size are those of the event
+ * that opened it (or the block it holds in the snapshot): an_alloc_addr, an_alloc_bytes. */
 typedef struct {
-	uint64_t addr, bytes;    /* bytes: as requested */
 	uint32_t start, end;     /* event indices, AN_NO_EVENT as above */
 	uint32_t free_requested; /* its free_requested event, AN_NO_EVENT when none */
+	uint32_t origin;         /* the event that opened it, AN_NO_EVENT: its block's */
 	uint32_t stack;          /* md stack id (MD_NO_STACK: none) */
 	uint32_t owner;          /* AN_OWNER_* or the stack of the backward() call */
 	uint32_t block;          /* its block in md_snapshot.blocks when live at the end */
@@ -47,8 +50,22 @@ typedef struct {
 typedef struct {
 	an_alloc *items; /* stacking order */
 	size_t count;
-	size_t older; /* items[0..older) are older than the trace */
+	size_t older;           /* items[0..older) are older than the trace */
+	const md_event *events; /* borrowed: the device's */
+	const md_block *blocks; /* borrowed: the snapshot's */
 } an_allocs;
+
+static inline uint64_t an_alloc_addr(const an_allocs *al, const an_alloc *a)
+{
+	return a->origin != AN_NO_EVENT ? al->events[a->origin].addr : al->blocks[a->block].address;
+}
+
+/* As requested. */
+static inline uint64_t an_alloc_bytes(const an_allocs *al, const an_alloc *a)
+{
+	return a->origin != AN_NO_EVENT ? al->events[a->origin].size
+	                                : al->blocks[a->block].requested_size;
+}
 
 /* Reads the allocations of device md (its segments are s->segments[seg_first ..
  * seg_first + seg_count)). info classifies s's stacks, kinds its frames (an_frame_kinds). A trace

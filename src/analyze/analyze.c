@@ -74,7 +74,7 @@ static uint64_t block_estimate(const md_settings *cfg, uint64_t requested)
 	return sim_round_divisions(cfg ? cfg->roundup_divisions : NULL, requested);
 }
 
-static void bucket_add(an_point *p, int first_visit, size_t i, const md_event *e, uint64_t alloc,
+static void bucket_add(an_point *p, int first_visit, size_t i, int64_t time_us, uint64_t alloc,
                        uint64_t reserved)
 {
 	if (first_visit) {
@@ -87,7 +87,7 @@ static void bucket_add(an_point *p, int first_visit, size_t i, const md_event *e
 		p->reserved_max = MR_MAX(p->reserved_max, reserved);
 	}
 	p->first_event = i;
-	p->time_us = e->time_us;
+	p->time_us = time_us;
 }
 
 /* Walks the trace backwards from the snapshot, whose state is exact: blocks live at the end
@@ -137,7 +137,7 @@ static mr_status replay(const md_snapshot *s, const an_pool *all, an_device *dv,
 			dv->peak_reserved_event = i;
 		}
 		size_t b = (size_t)((unsigned __int128)i * buckets / n);
-		bucket_add(&dv->timeline[b], b != bucket, i, e, alloc, reserved);
+		bucket_add(&dv->timeline[b], b != bucket, i, md_event_time(md, i), alloc, reserved);
 		bucket = b;
 		/* Undo event i. */
 		switch (e->action) {

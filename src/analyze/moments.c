@@ -310,9 +310,9 @@ static md_block alloc_block(const builder *b, const an_alloc *a, size_t m, int *
 	               snap->state == MD_BLOCK_ACTIVE_PENDING_FREE);
 	*estimated = !(a->end == AN_NO_EVENT && snap);
 	md_block blk = {0};
-	blk.address = a->addr;
-	blk.size = *estimated ? round_block(a->bytes) : snap->size;
-	blk.requested_size = a->bytes;
+	blk.address = an_alloc_addr(b->al, a);
+	blk.size = *estimated ? round_block(an_alloc_bytes(b->al, a)) : snap->size;
+	blk.requested_size = an_alloc_bytes(b->al, a);
 	blk.requested_known = 1;
 	blk.stack = a->stack;
 	blk.state = pending ? MD_BLOCK_ACTIVE_PENDING_FREE : MD_BLOCK_ACTIVE_ALLOCATED;
@@ -383,7 +383,7 @@ static mr_status rebuilt_moment(builder *b, const rsegs *r, size_t m, an_moment 
 		goto oom;
 	for (size_t i = 0; i < b->al->count; i++)
 		if (an_alloc_live_after(&b->al->items[i], m))
-			live[nlive++] = (live_ref){b->al->items[i].addr, i};
+			live[nlive++] = (live_ref){an_alloc_addr(b->al, &b->al->items[i]), i};
 	qsort(live, nlive, sizeof *live, live_cmp);
 	for (size_t i = 0; i < nseg; i++) {
 		if (put_segment(b, segs[i]) || place_segment(b, segs[i], live, nlive, &j, m))

@@ -488,7 +488,7 @@ static mr_status annotation_starts(const sctx *c, an_structure *out, mr_error *e
 	const md_device *md = c->md;
 	uint32_t best = 0;
 	size_t best_count = 0;
-	if (md->event_count == 0 || md->events[0].time_us == MD_TIME_NONE)
+	if (md->event_count == 0 || md_event_time(md, 0) == MD_TIME_NONE)
 		return MR_OK;
 	/* names are string ids: count them in one pass over a small table */
 	uint32_t names[64];
@@ -523,7 +523,7 @@ static mr_status annotation_starts(const sctx *c, an_structure *out, mr_error *e
 		const md_annotation *a = &s->annotations[i];
 		if (a->is_end || a->name != best || a->device != md->id)
 			continue;
-		while (e < md->event_count && md->events[e].time_us < a->time_us)
+		while (e < md->event_count && md_event_time(md, e) < a->time_us)
 			e++;
 		if (e < md->event_count &&
 		    (out->start_count == 0 || out->starts[out->start_count - 1] < e))

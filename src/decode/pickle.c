@@ -42,9 +42,11 @@ struct pk_decoder {
 	size_t sp, stack_cap;
 	size_t *marks;
 	size_t mark_count, mark_cap;
-	pk_val *memo;
+	uint32_t *memo;              /* 4-byte codes of values (see MEMO_WIDE) */
 	size_t memo_count, memo_cap; /* memo_count: highest index stored + 1 */
-	size_t memo_len;             /* entries stored: where MEMOIZE puts the next one */
+	pk_val *wide;                /* the values of memo entries that do not fit their code */
+	size_t wide_count, wide_cap;
+	size_t memo_len; /* entries stored: where MEMOIZE puts the next one */
 	char *chunk_cur;
 	size_t chunk_left;
 	pk_val result;
@@ -67,7 +69,11 @@ struct pk_decoder {
 
 #define PK_INT_MIN (-((int64_t)1 << 60))
 #define PK_INT_MAX (((int64_t)1 << 60) - 1)
-#define PK_INVALID ((pk_val)0xFFFFFFFFFFFFFFF7u) /* an unset memo entry: a tag no value uses */
+/* A memo entry is 4 bytes: a value below 2^32 (tags 0-3) is its own code; any other is kept in
+ * `wide` and its code is its index there with tag MEMO_WIDE. An unset entry is MEMO_UNSET,
+ * a tag no value uses. Half the memory of a memo of values: a large snapshot's memo holds
+ * more than one entry per trace entry. */
+enum { MEMO_WIDE = 4, MEMO_UNSET = 0xFFFFFFFFu, MEMO_MAX_WIDE = (1u << 29) - 1 };
 
 static pk_val mk_ref(size_t node)
 {
@@ -112,6 +118,7 @@ void pk_free(pk_decoder *d)
 	free(d->stack);
 	free(d->marks);
 	free(d->memo);
+	free(d->wide);
 	free(d);
 }
 
@@ -421,6 +428,27 @@ static mr_status push_long(pk_run_state *r, size_t n)
 	return push(r, mk_ref(id));
 }
 
+static inline pk_val memo_value(const pk_decoder *d, uint32_t code)
+{
+	return (code & 7) == MEMO_WIDE ? d->wide[code >> 3] : code;
+}
+
+/* The code for v, adding it to `wide` when needed: the caller made room for one more there. */
+static uint32_t memo_code_in_room(pk_decoder *d, pk_val v)
+{
+	if (v <= UINT32_MAX)
+		return (uint32_t)v; /* tags 0-3: never MEMO_WIDE or MEMO_UNSET */
+	d->wide[d->wide_count] = v;
+	return (uint32_t)(d->wide_count++ << 3) | MEMO_WIDE;
+}
+
+/* Room in `wide` for n more values; 0 when there is none. */
+static int wide_room(pk_decoder *d, size_t n)
+{
+	return d->wide_count + n <= MEMO_MAX_WIDE &&
+	       !MR_GROW(d->wide, d->wide_cap, d->wide_count + n);
+}
+
 static mr_status memo_put(pk_run_state *r, uint64_t idx)
 {
 	pk_decoder *d = r->d;
@@ -440,24 +468,30 @@ static mr_status memo_put(pk_run_state *r, uint64_t idx)
 		if (MR_GROW(d->memo, d->memo_cap, (size_t)idx + 1))
 			return mr_oom(r->err);
 		for (size_t i = d->memo_count; i <= idx; i++)
-			d->memo[i] = PK_INVALID;
+			d->memo[i] = MEMO_UNSET;
 		d->memo_count = (size_t)idx + 1;
 	}
-	if (d->memo[idx] == PK_INVALID)
+	pk_val v = d->stack[d->sp - 1];
+	if (v > UINT32_MAX && !wide_room(d, 1))
+		return d->wide_count + 1 > MEMO_MAX_WIDE
+		           ? bad(r, "more memo entries of large values than this decoder holds")
+		           : mr_oom(r->err);
+	uint32_t code = memo_code_in_room(d, v);
+	if (d->memo[idx] == MEMO_UNSET)
 		d->memo_len++;
 	if (idx < d->dict_memo)
 		d->dict_pinned = 1;
-	d->memo[idx] = d->stack[d->sp - 1];
+	d->memo[idx] = code;
 	return MR_OK;
 }
 
 static mr_status memo_get(pk_run_state *r, uint64_t idx)
 {
 	pk_decoder *d = r->d;
-	if (idx >= d->memo_count || d->memo[idx] == PK_INVALID)
+	if (idx >= d->memo_count || d->memo[idx] == MEMO_UNSET)
 		return bad(r, "memo index %" PRIu64 " was never stored", idx);
 	d->memo_gets++;
-	return push(r, d->memo[idx]);
+	return push(r, memo_value(d, d->memo[idx]));
 }
 
 static mr_status pop_mark(pk_run_state *r, size_t *mark)
@@ -555,11 +589,13 @@ static void retire(pk_decoder *d, size_t id)
 	for (size_t k = id; k < d->node_count; k++)
 		if (d->nodes[k].type != PK_T_RECORD || d->nodes[k].v.u >> PK_RECORD_BITS)
 			return;
+	if (!wide_room(d, MAX_REWRITE)) /* the memo entries below may each need one */
+		return;
 	for (size_t k = id; k < d->node_count; k++) {
 		pk_val ref = mk_ref(k), val = inline_record(&d->nodes[k]);
 		for (size_t m = d->dict_memo; m < d->memo_count; m++)
-			if (d->memo[m] == ref)
-				d->memo[m] = val;
+			if (d->memo[m] != MEMO_UNSET && memo_value(d, d->memo[m]) == ref)
+				d->memo[m] = memo_code_in_room(d, val);
 		for (size_t s = d->dict_sp; s < d->sp; s++)
 			if (d->stack[s] == ref)
 				d->stack[s] = val;
@@ -980,6 +1016,7 @@ mr_status pk_run(pk_decoder *d, const uint8_t *data, size_t len, mr_error *err)
 	d->sp = 0;
 	d->mark_count = 0;
 	d->memo_count = 0; /* a memo entry of an earlier run must not resolve in this one */
+	d->wide_count = 0;
 	d->memo_len = 0;
 	d->memo_gets = 0;
 	d->result = mk_const(PK_NONE);

@@ -43,10 +43,22 @@ typedef struct {
  * without this bound a 1 MB pickle costs billions of key comparisons. */
 enum { SN_MAX_RECORD_KEYS = 64 };
 
-/* Records the builder leaves in the decoder: trace entries are numbered from 1; a frames list
- * already turned into a stack carries this bit and the stack id. */
-#define SN_STACK_RECORD ((uint64_t)1 << 58) /* records fit PK_RECORD_BITS */
-#define SN_FRAME_RECORD ((uint64_t)1 << 57) /* a frame dict, with its index in frame_cache */
+/* Records the builder leaves in the decoder: a number and its kind in the low two bits. Trace
+ * entries are numbered from 1 (record 0 is none); a frames list already turned into a stack
+ * holds the stack id, a frame dict its index in frame_cache. Small records keep the decoder's
+ * memo entries small (pickle.c). */
+enum { SN_REC_EVENT = 0, SN_REC_STACK = 1, SN_REC_FRAME = 2, SN_REC_KIND = 3 };
+
+static uint64_t sn_rec(uint64_t number, unsigned kind)
+{
+	return number << 2 | kind;
+}
+
+/* The 1-based event number of a trace entry's record, 0 for any other record. */
+static uint64_t sn_event(uint64_t rec)
+{
+	return (rec & SN_REC_KIND) == SN_REC_EVENT ? rec >> 2 : 0;
+}
 
 typedef struct {
 	char text[32];
@@ -245,7 +257,7 @@ static int frame_of(builder *b, pk_val dict, md_frame *out)
 	    MR_GROW(b->frame_cache, b->frame_cache_cap, b->frame_cache_count + 1))
 		return -1;
 	/* Frame dicts are shared by thousands of entries: read each once, then it is a record. */
-	pk_convert(b->d, dict, SN_FRAME_RECORD | b->frame_cache_count);
+	pk_convert(b->d, dict, sn_rec(b->frame_cache_count, SN_REC_FRAME));
 	b->frame_cache[b->frame_cache_count++] = f;
 	*out = f;
 	return 0;
@@ -259,8 +271,8 @@ static int stack_of(builder *b, pk_val list, uint32_t *out)
 	if (t == PK_T_RECORD) {
 		/* a frames list already read, shared through the memo */
 		uint64_t rec = pk_record(b->d, list);
-		if ((rec & SN_STACK_RECORD) && (rec & ~SN_STACK_RECORD) < b->s->stack_count)
-			*out = (uint32_t)(rec & ~SN_STACK_RECORD);
+		if ((rec & SN_REC_KIND) == SN_REC_STACK && (rec >> 2) < b->s->stack_count)
+			*out = (uint32_t)(rec >> 2);
 		return 0;
 	}
 	if (t != PK_T_LIST && t != PK_T_TUPLE)
@@ -275,9 +287,8 @@ static int stack_of(builder *b, pk_val list, uint32_t *out)
 		pk_type ft = pk_typeof(b->d, items[i]);
 		if (ft == PK_T_RECORD) {
 			uint64_t rec = pk_record(b->d, items[i]);
-			uint64_t idx = rec & ~SN_FRAME_RECORD;
-			if (!(rec & SN_FRAME_RECORD) || (rec & SN_STACK_RECORD) ||
-			    idx >= b->frame_cache_count)
+			uint64_t idx = rec >> 2;
+			if ((rec & SN_REC_KIND) != SN_REC_FRAME || idx >= b->frame_cache_count)
 				continue;
 			f = b->frame_cache[idx];
 		} else if (ft == PK_T_DICT) {
@@ -296,7 +307,7 @@ static int stack_of(builder *b, pk_val list, uint32_t *out)
 	if (id == UINT32_MAX)
 		return -1;
 	/* Most trace entries carry a list of their own: give its storage back now. */
-	pk_convert(b->d, list, SN_STACK_RECORD | id);
+	pk_convert(b->d, list, sn_rec(id, SN_REC_STACK));
 	*out = id;
 	return 0;
 }
@@ -388,7 +399,8 @@ static int event_hook(void *ctx, pk_decoder *d, const pk_val *items, size_t n, u
 		}
 	if (!is_event)
 		return 0;
-	md_event e = {0, 0, MD_TIME_NONE, MD_NO_STACK, 0, 0, MD_ACT_UNKNOWN};
+	md_event e = {0, 0, MD_NO_STACK, 0, 0, MD_ACT_UNKNOWN};
+	int64_t time_us = MD_TIME_NONE;
 	uint32_t um = 0, cc = 0;
 	uint64_t stream = 0;
 	for (size_t i = 0; i + 1 < n; i += 2) {
@@ -402,7 +414,7 @@ static int event_hook(void *ctx, pk_decoder *d, const pk_val *items, size_t n, u
 		case K_STREAM: get_u64(d, v, &stream); break;
 		case K_TIME_US:
 			if (pk_int(d, v, &t))
-				e.time_us = t == MD_TIME_NONE ? t + 1 : t;
+				time_us = t == MD_TIME_NONE ? t + 1 : t;
 			break;
 		case K_FRAMES:
 			if (stack_of(b, v, &e.stack))
@@ -417,10 +429,11 @@ static int event_hook(void *ctx, pk_decoder *d, const pk_val *items, size_t n, u
 		s->unknown_actions++;
 	e.stream = stream_index(s, stream);
 	if (um == UINT32_MAX || cc == UINT32_MAX || meta_index(b, um, cc, &e.meta) ||
-	    MR_GROW(s->event_store, s->event_store_cap, s->event_store_count + 1))
+	    MR_GROW(s->event_store, s->event_store_cap, s->event_store_count + 1) ||
+	    md_times_push(&s->times, time_us))
 		return mr_oom(err), -1;
 	s->event_store[s->event_store_count++] = e;
-	*record = s->event_store_count; /* 1-based: 0 means "not a record" */
+	*record = sn_rec(s->event_store_count, SN_REC_EVENT); /* 1-based */
 	return 1;
 }
 
@@ -444,9 +457,8 @@ static int list_hook(void *ctx, const pk_decoder *d, pk_val list, const pk_val *
 		return 0;
 	size_t next = r ? r->first + r->count : SIZE_MAX;
 	for (size_t k = 0; k < n; k++) {
-		uint64_t rec = pk_record(d, items[k]);
-		if (!rec || (rec & (SN_STACK_RECORD | SN_FRAME_RECORD)) ||
-		    (next != SIZE_MAX && rec - 1 != next + k)) {
+		uint64_t rec = sn_event(pk_record(d, items[k]));
+		if (!rec || (next != SIZE_MAX && rec - 1 != next + k)) {
 			if (r)
 				r->closed = 1;
 			return 0;
@@ -678,12 +690,12 @@ typedef struct {
 	size_t first, count; /* event_store range, or first = SIZE_MAX when not contiguous */
 } trace_range;
 
-/* Entry i of a device's trace list (0: not a trace entry): its run first (list_hook), then
- * the items it stores. */
+/* The 1-based event number of entry i of a device's trace list (0: not a trace entry): its run
+ * first (list_hook), then the items it stores. */
 static uint64_t trace_rec(const builder *b, const list_run *r, const pk_val *items, size_t i)
 {
 	size_t pre = r ? r->count : 0;
-	return i < pre ? r->first + i + 1 : pk_record(b->d, items[i - pre]);
+	return i < pre ? r->first + i + 1 : sn_event(pk_record(b->d, items[i - pre]));
 }
 
 static size_t trace_len(const builder *b, const list_run *r, pk_val list)
@@ -701,6 +713,7 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 		return mr_fail(err, MR_EINPUT, "device_traces lists %zu devices", nd);
 	trace_range *ranges = mr_alloc_array(nd, sizeof *ranges);
 	md_event *store = NULL;
+	md_times times = {0};
 	mr_status st = MR_OK;
 	if (!ranges)
 		return mr_oom(err);
@@ -713,8 +726,6 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 		size_t first = SIZE_MAX, count = 0;
 		for (size_t i = 0; i < n; i++) {
 			uint64_t rec = trace_rec(b, run, ev, i);
-			if (rec & (SN_STACK_RECORD | SN_FRAME_RECORD))
-				rec = 0;
 			if (!rec) {
 				s->dropped_events++; /* not a trace entry we could read */
 				continue;
@@ -749,6 +760,7 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 			goto done;
 		}
 		size_t k = 0;
+		md_device old = {.times = s->times};
 		for (size_t dev = 0; dev < nd; dev++) {
 			const list_run *run = run_find(b, pk_node_id(lists[dev]));
 			size_t n = trace_len(b, run, lists[dev]);
@@ -756,14 +768,22 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 			ranges[dev].first = k;
 			for (size_t i = 0; i < n; i++) {
 				uint64_t rec = trace_rec(b, run, ev, i);
-				if (rec && !(rec & (SN_STACK_RECORD | SN_FRAME_RECORD)))
-					store[k++] = s->event_store[rec - 1];
+				if (!rec)
+					continue;
+				store[k++] = s->event_store[rec - 1];
+				if (md_times_push(&times, md_event_time(&old, rec - 1))) {
+					st = mr_oom(err);
+					goto done;
+				}
 			}
 		}
 		free(s->event_store);
 		s->event_store = store;
 		s->event_store_count = s->event_store_cap = total;
 		store = NULL;
+		md_times_free(&s->times);
+		s->times = times;
+		times = (md_times){0};
 	}
 	for (size_t dev = 0; dev < nd; dev++) {
 		md_device *dv = NULL;
@@ -780,6 +800,7 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 done:
 	free(ranges);
 	free(store);
+	md_times_free(&times);
 	return st;
 }
 
@@ -1043,8 +1064,11 @@ static mr_status build(builder *b, pk_val top, mr_error *err)
 	/* Event slices were stored as 1-based offsets while the store could still move. */
 	for (size_t i = 0; i < s->device_count; i++) {
 		md_device *dv = &s->devices[i];
-		if (dv->event_count)
-			dv->events = s->event_store + ((uintptr_t)dv->events - 1);
+		if (dv->event_count) {
+			dv->first = (uintptr_t)dv->events - 1;
+			dv->events = s->event_store + dv->first;
+			dv->times = s->times;
+		}
 	}
 	if (s->device_count > 1) /* qsort(NULL, 0, ...) is undefined */
 		qsort(s->devices, s->device_count, sizeof *s->devices, dev_cmp);

@@ -38,6 +38,7 @@ void md_free(md_snapshot *s)
 	free(s->blocks);
 	free(s->devices);
 	free(s->event_store);
+	md_times_free(&s->times);
 	free(s->metas);
 	free(s->settings.raw);
 	free(s->annotations);
@@ -192,4 +193,49 @@ const md_device *md_find_device(const md_snapshot *s, int32_t id)
 		if (s->devices[i].id == id)
 			return &s->devices[i];
 	return NULL;
+}
+
+int md_times_push(md_times *t, int64_t time_us)
+{
+	size_t k = t->count;
+	if (MR_GROW(t->off, t->off_cap, k + 1))
+		return -1;
+	if (k % MD_TIME_CHUNK == 0) {
+		if (MR_GROW(t->base, t->base_cap, k / MD_TIME_CHUNK + 1))
+			return -1;
+		t->base[k / MD_TIME_CHUNK] = time_us == MD_TIME_NONE ? 0 : time_us;
+	}
+	int64_t base = t->base[k / MD_TIME_CHUNK], off = 0;
+	if (time_us != MD_TIME_NONE && time_us >= base &&
+	    !__builtin_sub_overflow(time_us, base, &off) && off < (int64_t)MD_TIME_FAR) {
+		t->off[k] = (uint32_t)off;
+	} else {
+		if (MR_GROW(t->far, t->far_cap, t->far_count + 1))
+			return -1;
+		t->far[t->far_count++] = (md_far_time){k, time_us};
+		t->off[k] = MD_TIME_FAR;
+	}
+	t->count = k + 1;
+	return 0;
+}
+
+int64_t md_times_far(const md_times *t, size_t event)
+{
+	size_t lo = 0, hi = t->far_count;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->far[mid].event < event)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < t->far_count && t->far[lo].event == event ? t->far[lo].time_us : MD_TIME_NONE;
+}
+
+void md_times_free(md_times *t)
+{
+	free(t->off);
+	free(t->base);
+	free(t->far);
+	*t = (md_times){0};
 }

@@ -80,16 +80,32 @@ typedef enum {
 
 enum { MD_TIME_NONE = INT64_MIN };
 
-/* One trace entry, 32 bytes: millions of them are kept. */
+/* One trace entry, 24 bytes: millions of them are kept. Its time is kept apart (md_times). */
 typedef struct {
-	uint64_t addr;   /* block or segment address; device_free for MD_ACT_OOM */
-	uint64_t size;   /* see reference §1.5: requested bytes for alloc, rounded for oom */
-	int64_t time_us; /* MD_TIME_NONE when not recorded */
+	uint64_t addr; /* block or segment address; device_free for MD_ACT_OOM */
+	uint64_t size; /* see reference §1.5: requested bytes for alloc, rounded for oom */
 	uint32_t stack;
 	uint16_t meta;  /* index into md_snapshot.metas (user_metadata, compile_context); valid */
 	uint8_t stream; /* index into md_snapshot.streams */
 	uint8_t action; /* md_action */
 } md_event;
+
+/* The times of the event store's events (time_us, MD_TIME_NONE when not recorded), 4 bytes
+ * an event: its offset from the time of its chunk's first event, or MD_TIME_FAR when it is
+ * none, earlier, or 2^32 us or more later; those are listed in `far`, in event order. */
+enum { MD_TIME_CHUNK = 1024 };
+#define MD_TIME_FAR UINT32_MAX
+typedef struct {
+	uint64_t event;
+	int64_t time_us;
+} md_far_time;
+
+typedef struct {
+	uint32_t *off;
+	int64_t *base; /* per MD_TIME_CHUNK events */
+	md_far_time *far;
+	size_t count, off_cap, base_cap, far_count, far_cap;
+} md_times;
 
 typedef struct {
 	uint32_t user_metadata, compile_context; /* string ids */
@@ -100,6 +116,8 @@ typedef struct {
 	md_event *events; /* oldest first */
 	size_t event_count;
 	int has_trace_list; /* the snapshot carried a trace list for this device (maybe empty) */
+	md_times times; /* the store's times (arrays borrowed): entry first + i is events[i]'s */
+	size_t first;
 } md_device;
 
 typedef struct {
@@ -150,6 +168,7 @@ typedef struct {
 	size_t device_count;
 	md_event *event_store; /* storage for all devices' events (device slices point into it) */
 	size_t event_store_count, event_store_cap;
+	md_times times; /* the store's events' times */
 
 	uint64_t streams[256]; /* raw stream values; events refer to them by index */
 	size_t stream_count;
@@ -177,6 +196,21 @@ void md_free(md_snapshot *s);
 
 const char *md_action_name(md_action a);
 const char *md_state_name(md_block_state st);
+
+/* Appends the next event's time; -1 on allocation failure. */
+int md_times_push(md_times *t, int64_t time_us);
+void md_times_free(md_times *t);
+int64_t md_times_far(const md_times *t, size_t event);
+
+/* The time of event i of the device. */
+static inline int64_t md_event_time(const md_device *md, size_t i)
+{
+	size_t k = md->first + i;
+	uint32_t off = md->times.off[k];
+	if (off != MD_TIME_FAR)
+		return md->times.base[k / MD_TIME_CHUNK] + (int64_t)off;
+	return md_times_far(&md->times, k);
+}
 
 /* Finds the device entry, or NULL. */
 const md_device *md_find_device(const md_snapshot *s, int32_t id);

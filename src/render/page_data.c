@@ -213,7 +213,7 @@ static int choose_bands(const an_allocs *al, size_t want, uint8_t *chosen)
 	if (!h)
 		return -1;
 	for (size_t i = 0; i < al->count && want; i++) {
-		heap_item it = {al->items[i].bytes, i};
+		heap_item it = {an_alloc_bytes(al, &al->items[i]), i};
 		if (n < want) {
 			h[n] = it;
 			sift_up(h, n++);
@@ -288,14 +288,15 @@ static int live_series(const an_allocs *al, size_t n, size_t k, const uint8_t *s
 					break;
 				if (skip && skip[next])
 					continue;
-				v += (int64_t)a->bytes;
+				uint64_t bytes = an_alloc_bytes(al, a);
+				v += (int64_t)bytes;
 				if (a->end == AN_NO_EVENT || a->end >= n)
 					continue;
 				if (MR_GROW(heap, cap, live + 1)) {
 					free(heap);
 					return -1;
 				}
-				heap[live] = (live_end){a->end, a->bytes};
+				heap[live] = (live_end){a->end, bytes};
 				end_up(heap, live++);
 			}
 			while (live && heap[0].end <= i) {
@@ -366,11 +367,14 @@ static void series_free(pd_series *ps)
 static int uses_time(const md_device *md)
 {
 	size_t n = md->event_count;
-	for (size_t i = 0; i < n; i++)
-		if (md->events[i].time_us == MD_TIME_NONE ||
-		    (i && md->events[i].time_us < md->events[i - 1].time_us))
+	int64_t prev = INT64_MIN;
+	for (size_t i = 0; i < n; i++) {
+		int64_t t = md_event_time(md, i);
+		if (t == MD_TIME_NONE || t < prev)
 			return 0;
-	return n && md->events[n - 1].time_us > md->events[0].time_us;
+		prev = t;
+	}
+	return n && md_event_time(md, n - 1) > md_event_time(md, 0);
 }
 
 static void int_array(mr_buf *b, const int64_t *v, size_t n)
@@ -392,8 +396,8 @@ static void series_json(mr_buf *b, const md_device *md, const pd_series *ps, int
 		for (size_t i = 0; i < ps->points; i++)
 			/* times never go back here: the difference fits 64 bits unsigned */
 			mr_buf_printf(b, "%s%" PRIu64, i ? "," : "",
-			              (uint64_t)md->events[i * ps->k].time_us -
-			                  (uint64_t)md->events[0].time_us);
+			              (uint64_t)md_event_time(md, i * ps->k) -
+			                  (uint64_t)md_event_time(md, 0));
 		mr_buf_putc(b, ']');
 	} else {
 		mr_buf_puts(b, "null");
@@ -566,12 +570,13 @@ static void bands_json(mr_buf *b, pd_tables *t, const an_allocs *al, const uint8
 		const an_alloc *a = &al->items[i];
 		if (!chosen[i])
 			continue;
+		uint64_t bytes = an_alloc_bytes(al, a);
 		mr_buf_printf(b, "%s%lld,%lld,%" PRIu64 ",%lld", (*count)++ ? "," : "",
 		              a->start == AN_NO_EVENT ? -1 : (long long)a->start,
-		              a->end == AN_NO_EVENT ? -1 : (long long)a->end, a->bytes,
+		              a->end == AN_NO_EVENT ? -1 : (long long)a->end, bytes,
 		              page_stack(t, a->stack));
-		if (a->bytes < *min_bytes)
-			*min_bytes = a->bytes;
+		if (bytes < *min_bytes)
+			*min_bytes = bytes;
 	}
 	mr_buf_putc(b, ']');
 }
@@ -593,7 +598,7 @@ static mr_status device_json(mr_buf *b, pd_tables *t, const rp_report *run, cons
 	int timed = n && uses_time(md);
 	mr_buf_printf(b, "{\"device\":%d,\"x_unit\":\"event\",\"t0_us\":", dv->device);
 	if (timed)
-		mr_buf_printf(b, "%" PRId64, md->events[0].time_us);
+		mr_buf_printf(b, "%" PRId64, md_event_time(md, 0));
 	else
 		mr_buf_puts(b, "null");
 	mr_buf_printf(b, ",\"events\":%zu,\"x_end\":%zu,\"truncated\":%s,\"allocations\":%zu", n,

@@ -29,12 +29,12 @@ int st_uses_time(const md_snapshot *s, const an_device *dv)
 		return 0;
 	int64_t prev = INT64_MIN;
 	for (size_t i = 0; i < md->event_count; i++) {
-		int64_t t = md->events[i].time_us;
+		int64_t t = md_event_time(md, i);
 		if (t == MD_TIME_NONE || t < prev)
 			return 0;
 		prev = t;
 	}
-	return md->events[md->event_count - 1].time_us > md->events[0].time_us;
+	return md_event_time(md, md->event_count - 1) > md_event_time(md, 0);
 }
 
 static double event_x(const st_axes *a, size_t event)
@@ -44,7 +44,7 @@ static double event_x(const st_axes *a, size_t event)
 	if (event >= a->md->event_count)
 		event = a->md->event_count - 1;
 	/* as doubles: hostile times may span the whole int64 range */
-	return ((double)a->md->events[event].time_us - (double)a->t0) / 1e6;
+	return ((double)md_event_time(a->md, event) - (double)a->t0) / 1e6;
 }
 
 static double px(const st_axes *a, double x)
@@ -188,7 +188,7 @@ mr_status st_render(const md_snapshot *s, const an_device *dv, mr_buf *out, mr_e
 	if (!a.md || !a.md->event_count)
 		return MR_OK;
 	a.use_time = st_uses_time(s, dv);
-	a.t0 = a.use_time ? a.md->events[0].time_us : 0;
+	a.t0 = a.use_time ? md_event_time(a.md, 0) : 0;
 	a.x_lo = 0;
 	a.x_hi = a.use_time ? event_x(&a, a.md->event_count - 1)
 	                    : (double)(a.md->event_count > 1 ? a.md->event_count - 1 : 1);
