@@ -72,22 +72,25 @@ static int walk_event(walk *w, const md_event *e, uint32_t i)
 	case MD_ACT_ALLOC:
 		if (am_take(&w->live, e->addr, &v))
 			w->list[v].end = i; /* its free was not recorded: it ends here */
-		return push(w,
-		            (an_alloc){i, AN_NO_EVENT, AN_NO_EVENT, i, stack, owner_of(w, stack),
-		                       AN_NO_BLOCK},
-		            e->addr, &idx);
+		return push(
+		    w,
+		    (an_alloc){i, AN_NO_EVENT, AN_NO_EVENT, stack, owner_of(w, stack), AN_NO_BLOCK},
+		    e->addr, &idx);
 	case MD_ACT_FREE_REQUESTED:
 	case MD_ACT_FREE_COMPLETED:
 		if (am_get(&w->live, e->addr, &v)) {
 			idx = (size_t)v;
 		} else if (push(w,
-		                (an_alloc){AN_NO_EVENT, AN_NO_EVENT, AN_NO_EVENT, i, stack,
+		                (an_alloc){AN_NO_EVENT, AN_NO_EVENT, AN_NO_EVENT, stack,
 		                           AN_OWNER_NONE, AN_NO_BLOCK},
 		                e->addr, &idx)) {
 			return -1; /* allocated before the trace began */
 		}
 		if (e->action == MD_ACT_FREE_REQUESTED) {
-			w->list[idx].free_requested = i;
+			/* PyTorch requests one free per allocation; a repeated request keeps the
+			 * first (the event an older allocation takes its size from) */
+			if (w->list[idx].free_requested == AN_NO_EVENT)
+				w->list[idx].free_requested = i;
 		} else {
 			w->list[idx].end = i;
 			am_take(&w->live, e->addr, &v);
@@ -116,14 +119,10 @@ static int snapshot_blocks(walk *w, size_t seg_first, size_t seg_count)
 			}
 			if (MR_GROW(w->list, w->cap, w->count + 1))
 				return -1;
-			w->list[w->count++] =
-			    (an_alloc){AN_NO_EVENT,
-			               AN_NO_EVENT,
-			               AN_NO_EVENT,
-			               AN_NO_EVENT,
-			               b->stack < s->stack_count ? b->stack : MD_NO_STACK,
-			               AN_OWNER_NONE,
-			               (uint32_t)bi};
+			w->list[w->count++] = (an_alloc){
+			    AN_NO_EVENT,   AN_NO_EVENT,
+			    AN_NO_EVENT,   b->stack < s->stack_count ? b->stack : MD_NO_STACK,
+			    AN_OWNER_NONE, (uint32_t)bi};
 		}
 	}
 	return 0;

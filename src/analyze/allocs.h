@@ -36,12 +36,12 @@ enum {
 	AN_NO_BLOCK = UINT32_MAX,
 };
 
-/* 28 bytes: a long trace has millions. Its address and requested size are those of the event
- * that opened it (or the block it holds in the snapshot): an_alloc_addr, an_alloc_bytes. */
+/* 24 bytes: a long trace has millions. Its address and requested size are those of the first
+ * event that names it (its alloc, else its free) or of the block it holds in the snapshot:
+ * an_alloc_addr, an_alloc_bytes. */
 typedef struct {
 	uint32_t start, end;     /* event indices, AN_NO_EVENT as above */
-	uint32_t free_requested; /* its free_requested event, AN_NO_EVENT when none */
-	uint32_t origin;         /* the event that opened it, AN_NO_EVENT: its block's */
+	uint32_t free_requested; /* its (first) free_requested event, AN_NO_EVENT when none */
 	uint32_t stack;          /* md stack id (MD_NO_STACK: none) */
 	uint32_t owner;          /* AN_OWNER_* or the stack of the backward() call */
 	uint32_t block;          /* its block in md_snapshot.blocks when live at the end */
@@ -55,16 +55,25 @@ typedef struct {
 	const md_block *blocks; /* borrowed: the snapshot's */
 } an_allocs;
 
+/* The first event that names it: its alloc, else (older than the trace) its free. */
+static inline uint32_t an_alloc_origin(const an_alloc *a)
+{
+	return a->start != AN_NO_EVENT            ? a->start
+	       : a->free_requested != AN_NO_EVENT ? a->free_requested
+	                                          : a->end;
+}
+
 static inline uint64_t an_alloc_addr(const an_allocs *al, const an_alloc *a)
 {
-	return a->origin != AN_NO_EVENT ? al->events[a->origin].addr : al->blocks[a->block].address;
+	uint32_t o = an_alloc_origin(a);
+	return o != AN_NO_EVENT ? al->events[o].addr : al->blocks[a->block].address;
 }
 
 /* As requested. */
 static inline uint64_t an_alloc_bytes(const an_allocs *al, const an_alloc *a)
 {
-	return a->origin != AN_NO_EVENT ? al->events[a->origin].size
-	                                : al->blocks[a->block].requested_size;
+	uint32_t o = an_alloc_origin(a);
+	return o != AN_NO_EVENT ? al->events[o].size : al->blocks[a->block].requested_size;
 }
 
 /* Reads the allocations of device md (its segments are s->segments[seg_first ..
