@@ -239,74 +239,82 @@ typedef struct {
 /* An allocation's free event in a min-heap of the live ones. */
 typedef struct {
 	uint32_t end;
+	uint32_t chosen; /* drawn as a band: not in the small series */
 	uint64_t bytes;
 } live_end;
 
 static void end_up(live_end *h, size_t i)
 {
-	while (i && h[i].end < h[(i - 1) / 2].end) {
-		live_end t = h[i];
+	live_end x = h[i];
+	while (i && x.end < h[(i - 1) / 2].end) {
 		h[i] = h[(i - 1) / 2];
-		h[(i - 1) / 2] = t;
 		i = (i - 1) / 2;
 	}
+	h[i] = x;
 }
 
+/* Sifts h[0] down a heap of n. */
 static void end_down(live_end *h, size_t n)
 {
-	for (size_t i = 0;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < n && h[l].end < h[m].end)
-			m = l;
-		if (r < n && h[r].end < h[m].end)
-			m = r;
-		if (m == i)
-			return;
-		live_end t = h[i];
+	live_end x = h[0];
+	size_t i = 0;
+	for (;;) {
+		size_t m = 2 * i + 1;
+		if (m >= n)
+			break;
+		if (m + 1 < n && h[m + 1].end < h[m].end)
+			m++;
+		if (h[m].end >= x.end)
+			break;
 		h[i] = h[m];
-		h[m] = t;
 		i = m;
 	}
+	h[i] = x;
 }
 
-/* Per point (k of the n events each), the largest bytes live after one of its events, of the
- * allocations that skip (NULL: none) does not mark. An allocation is live after its alloc event
- * (the first event when it is older) up to its free event. Allocations come in stacking order,
- * so by alloc event; their free events wait in a heap of the live ones. Returns 0, -1 on OOM. */
-static int live_series(const an_allocs *al, size_t n, size_t k, const uint8_t *skip, int64_t *out)
+/* Per point (k of the n events each), the largest bytes live after one of its events: of all
+ * allocations (active), and of those `chosen` does not mark (small). An allocation is live after
+ * its alloc event (the first event when it is older) up to its free event. Allocations come in
+ * stacking order, so by alloc event; their free events wait in a heap of the live ones. Returns
+ * 0, -1 on OOM. */
+static int live_series(const an_allocs *al, size_t n, size_t k, const uint8_t *chosen,
+                       int64_t *active, int64_t *small)
 {
 	live_end *heap = NULL;
 	size_t live = 0, cap = 0, next = 0;
-	int64_t v = 0;
+	int64_t v = 0, w = 0;
 	for (size_t i = 0, p = 0; i < n; p++) {
 		size_t stop = MR_MIN(n, i + k);
-		int64_t top = INT64_MIN;
+		int64_t top = INT64_MIN, top_small = INT64_MIN;
 		for (; i < stop; i++) {
 			for (; next < al->count; next++) {
 				const an_alloc *a = &al->items[next];
 				if (a->start != AN_NO_EVENT && a->start > i)
 					break;
-				if (skip && skip[next])
-					continue;
 				uint64_t bytes = an_alloc_bytes(al, a);
 				v += (int64_t)bytes;
+				w += chosen[next] ? 0 : (int64_t)bytes;
 				if (a->end == AN_NO_EVENT || a->end >= n)
 					continue;
 				if (MR_GROW(heap, cap, live + 1)) {
 					free(heap);
 					return -1;
 				}
-				heap[live] = (live_end){a->end, bytes};
+				heap[live] = (live_end){a->end, chosen[next], bytes};
 				end_up(heap, live++);
 			}
 			while (live && heap[0].end <= i) {
 				v -= (int64_t)heap[0].bytes;
+				w -= heap[0].chosen ? 0 : (int64_t)heap[0].bytes;
 				heap[0] = heap[--live];
-				end_down(heap, live);
+				if (live)
+					end_down(heap, live);
 			}
 			top = v > top ? v : top;
+			top_small = w > top_small ? w : top_small;
 		}
-		out[p] = top;
+		active[p] = top;
+		small[p] = top_small;
 	}
 	free(heap);
 	return 0;
@@ -331,8 +339,7 @@ static mr_status read_series(const md_snapshot *s, const md_device *md, const an
 	ps->small = mr_alloc_array(ps->points, sizeof *ps->small);
 	ps->reserved = mr_alloc_array(ps->points, sizeof *ps->reserved);
 	if (!ps->active || !ps->small || !ps->reserved ||
-	    live_series(al, n, ps->k, NULL, ps->active) ||
-	    live_series(al, n, ps->k, chosen, ps->small))
+	    live_series(al, n, ps->k, chosen, ps->active, ps->small))
 		return mr_oom(err);
 	/* reserved: what the segments hold at the end, less every change the trace made */
 	int64_t reserved = 0, change = 0, d;
