@@ -64,6 +64,7 @@ typedef struct {
 	char text[32];
 	size_t len;
 	uint32_t id;
+	uint32_t node; /* the string node it was read from (never retired: pickle.h) */
 	int valid;
 } recent_str;
 
@@ -223,6 +224,9 @@ static uint32_t intern_recent(builder *b, recent_str *last, pk_val v)
 {
 	const char *s;
 	size_t n;
+	uint32_t node = pk_node_id(v);
+	if (last->valid && node == last->node && node != UINT32_MAX)
+		return last->id; /* the decoder shares short strings by content */
 	if (!pk_str(b->d, v, &s, &n))
 		return 0;
 	if (last->valid && n == last->len && memcmp(s, last->text, n) == 0)
@@ -232,6 +236,7 @@ static uint32_t intern_recent(builder *b, recent_str *last, pk_val v)
 		memcpy(last->text, s, n);
 		last->len = n;
 		last->id = id;
+		last->node = node;
 		last->valid = 1;
 	}
 	return id;
