@@ -584,6 +584,23 @@ static void test_text_variants(void **state)
 	rp_free(&run);
 }
 
+/* A 3D conv net whose BatchNorm and MaxPool layers allocate through torch.nn.functional (and
+ * torch/_jit_internal.py): their outputs are layers' activations, not logits
+ * (conv3d_video_oom); the failing request is the conv3d's output (facts.json's observer). */
+static void test_layers_through_functional(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "conv3d_video_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	assert_int_equal(run.advice.oom.requested, tu_corpus_int(s, "facts.json", "alloc"));
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_CAPACITY);
+	assert_int_equal(rank_of(&run, "chunked_loss"), 0);
+	assert_int_equal(rank_of(&run, "reduce_microbatch"), 1);
+	assert_null(strstr(run.advice.verdict, "logits"));
+	rp_free(&run);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -607,6 +624,7 @@ int main(void)
 	    cmocka_unit_test(test_logs),
 	    cmocka_unit_test(test_quoted_paths),
 	    cmocka_unit_test(test_text_variants),
+	    cmocka_unit_test(test_layers_through_functional),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
