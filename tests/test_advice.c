@@ -584,6 +584,43 @@ static void test_text_variants(void **state)
 	rp_free(&run);
 }
 
+/* within pct percent of want */
+static void assert_near(const char *what, double got, double want, double pct)
+{
+	if (got < want * (1 - pct / 100) || got > want * (1 + pct / 100))
+		fail_msg("%s: %.0f, PyTorch's figures say %.0f", what, got, want);
+}
+
+/* loss.backward(retain_graph=True) every step (retain_graph_step_oom): step 0's saved
+ * activations are alive through step 1's forward, which dies. What is carried is what step 0
+ * left allocated (facts.json) less the parameters and AdamW's two moments; it, not the
+ * microbatch, is the first thing to change. */
+static void test_carried_activations(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "retain_graph_step_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	double params = (double)tu_corpus_int(s, "facts.json", "model_param_bytes");
+	double after_step0 = (double)tu_corpus_int(s, "facts.json", "allocated");
+	const an_structure *r = &run.an.devices[0].run;
+	assert_int_equal(r->kind, AN_RUN_TRAINING);
+	assert_false(r->growth_found);
+	assert_near("carried activations", (double)r->carried_activations, after_step0 - 3 * params,
+	            3);
+	assert_non_null(find(&run, "activations_carried"));
+	assert_int_equal(rank_of(&run, "release_references"), 1);
+	assert_true(rank_of(&run, "reduce_microbatch") > 1);
+	assert_non_null(strstr(rec_of(&run, "release_references")->change, "retain_graph"));
+	assert_int_equal(run.advice.oom.requested,
+	                 tu_corpus_int(s, "facts.json", "alloc")); /* the observer's request */
+	rp_free(&run);
+	/* a first-step OOM carries nothing from an earlier step */
+	assert_int_equal(load_sample("oom_capacity", NULL, &run), 0);
+	assert_null(find(&run, "activations_carried"));
+	rp_free(&run);
+}
+
 /* A 3D conv net whose BatchNorm and MaxPool layers allocate through torch.nn.functional (and
  * torch/_jit_internal.py): their outputs are layers' activations, not logits
  * (conv3d_video_oom); the failing request is the conv3d's output (facts.json's observer). */
@@ -624,6 +661,7 @@ int main(void)
 	    cmocka_unit_test(test_logs),
 	    cmocka_unit_test(test_quoted_paths),
 	    cmocka_unit_test(test_text_variants),
+	    cmocka_unit_test(test_carried_activations),
 	    cmocka_unit_test(test_layers_through_functional),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

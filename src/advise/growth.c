@@ -103,6 +103,40 @@ void ad_rule_summed_losses(ad_ctx *c, uint64_t per_forward)
 	           ad_sz(b1, per_forward));
 }
 
+int ad_rule_carried(ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	uint64_t live = c->dv->pool[AN_POOL_ALL].allocated;
+	char b1[32], b2[32];
+	if (!r || ad_run_kind(c) != AN_RUN_TRAINING || r->growth_found || !live ||
+	    r->carried_activations * 4 < live)
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "%s of the %s live (%d%%) are activations that an earlier iteration's "
+	               "forward allocated and that its backward did not free",
+	               ad_sz(b1, r->carried_activations), ad_sz(b2, live),
+	               ad_pct(r->carried_activations, live));
+	if (an_user_frame(c->s, r->carried_stack)) {
+		ad_text_printf(&t, ", the most from ");
+		ad_user_site(&t, c->s, r->carried_stack);
+	}
+	ad_text_printf(&t,
+	               ". A backward frees what its forward saved, so something still holds the "
+	               "previous step's graph or outputs: loss.backward(retain_graph=True), a "
+	               "loss or output tensor kept across steps, or a cache. The step itself "
+	               "needs less than the memory it failed in.");
+	ad_note_text(c, "activations_carried", AD_CRITICAL, &t);
+	ad_suggest(c, "release_references", AD_PRIO_TARGETED,
+	           "Free the previous step's graph before the next forward",
+	           "loss.backward()  # not retain_graph=True, unless a second backward needs it\n"
+	           "del loss, logits  # or keep loss.item(), before the next step's forward",
+	           "%s of activations from earlier iterations are still alive when this one "
+	           "runs out of memory; released, the step has that much more room.",
+	           ad_sz(b1, r->carried_activations));
+	return 1;
+}
+
 /* cudaMalloc retries from a memory_stats() dump or the last memory_summary() table, the one
  * retry each OOM makes taken out; -1 when neither says. */
 static long text_retries(const ad_ctx *c)
