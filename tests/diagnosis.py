@@ -297,6 +297,7 @@ TABLE += [
                                    no_finds=["memory_growth", "oom_fragmentation"], log=True)),
     ("head_per_task_oom", dict(cause="capacity", kind="training", first="release_references",
                                finds=["memory_growth"], never=["no_grad_eval"],
+                               change_has={"release_references": "reset_parameters"},
                                not_first=["reduce_microbatch", "expandable_segments", "fsdp",
                                           "cpu_offload", "mixed_precision", "chunked_loss"],
                                no_finds=["oom_fragmentation"], log=True)),

@@ -621,6 +621,31 @@ static void test_carried_activations(void **state)
 	rp_free(&run);
 }
 
+/* A new output head every task, registered with add_param_group (head_per_task_oom): the growth
+ * per iteration is the head and its two AdamW moments (3 x head_bytes, facts.json), all of it
+ * parameters and optimizer state; the advice is about the parameters made in the loop. */
+static void test_state_growth(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "head_per_task_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	const an_structure *r = &run.an.devices[0].run;
+	assert_true(r->growth_found);
+	assert_near("growth per iteration", (double)r->growth_per_iteration,
+	            3.0 * (double)tu_corpus_int(s, "facts.json", "head_bytes"), 2);
+	assert_int_equal(rank_of(&run, "release_references"), 1);
+	assert_non_null(strstr(rec_of(&run, "release_references")->change, "reset_parameters"));
+	assert_true(rank_of(&run, "reduce_microbatch") > 1);
+	rp_free(&run);
+	/* a leak of kept tensors (train_leak keeps logits) keeps the tensor advice */
+	assert_int_equal(load_sample("train_leak", NULL, &run), 0);
+	const ad_recommendation *rr = rec_of(&run, "release_references");
+	assert_non_null(rr);
+	assert_null(strstr(rr->change, "reset_parameters"));
+	rp_free(&run);
+}
+
 /* A 3D conv net whose BatchNorm and MaxPool layers allocate through torch.nn.functional (and
  * torch/_jit_internal.py): their outputs are layers' activations, not logits
  * (conv3d_video_oom); the failing request is the conv3d's output (facts.json's observer). */
@@ -662,6 +687,7 @@ int main(void)
 	    cmocka_unit_test(test_quoted_paths),
 	    cmocka_unit_test(test_text_variants),
 	    cmocka_unit_test(test_carried_activations),
+	    cmocka_unit_test(test_state_growth),
 	    cmocka_unit_test(test_layers_through_functional),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
