@@ -663,6 +663,28 @@ static void test_layers_through_functional(void **state)
 	rp_free(&run);
 }
 
+/* Inference that keeps every batch's scores with torch.cat (infer_cat_preds_oom): it grows by
+ * one batch's float32 scores (facts.json) and dies in the cat, which is no loss: nothing
+ * backward follows an inference forward. */
+static void test_inference_after_forward(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "infer_cat_preds_oom";
+	char snap[1024], msg[1024];
+	tu_snapshot(s, snap, sizeof snap);
+	tu_sample(s, "oom_message.txt", msg, sizeof msg);
+	assert_int_equal(load2(snap, msg, &run), 0); /* the message gives the cap to plan for */
+	const an_structure *r = &run.an.devices[0].run;
+	assert_int_equal(r->kind, AN_RUN_INFERENCE);
+	assert_near("growth per batch", (double)r->growth_per_iteration,
+	            (double)tu_corpus_int(s, "facts.json", "scores_bytes_per_batch"), 2);
+	assert_int_equal(rank_of(&run, "release_references"), 1);
+	assert_non_null(run.advice.capacity.died_in);
+	assert_null(strstr(run.advice.capacity.died_in, "loss"));
+	rp_free(&run);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -689,6 +711,7 @@ int main(void)
 	    cmocka_unit_test(test_carried_activations),
 	    cmocka_unit_test(test_state_growth),
 	    cmocka_unit_test(test_layers_through_functional),
+	    cmocka_unit_test(test_inference_after_forward),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
