@@ -584,6 +584,107 @@ static void test_text_variants(void **state)
 	rp_free(&run);
 }
 
+/* within pct percent of want */
+static void assert_near(const char *what, double got, double want, double pct)
+{
+	if (got < want * (1 - pct / 100) || got > want * (1 + pct / 100))
+		fail_msg("%s: %.0f, PyTorch's figures say %.0f", what, got, want);
+}
+
+/* loss.backward(retain_graph=True) every step (retain_graph_step_oom): step 0's saved
+ * activations are alive through step 1's forward, which dies. What is carried is what step 0
+ * left allocated (facts.json) less the parameters and AdamW's two moments; it, not the
+ * microbatch, is the first thing to change. */
+static void test_carried_activations(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "retain_graph_step_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	double params = (double)tu_corpus_int(s, "facts.json", "model_param_bytes");
+	double after_step0 = (double)tu_corpus_int(s, "facts.json", "allocated");
+	const an_structure *r = &run.an.devices[0].run;
+	assert_int_equal(r->kind, AN_RUN_TRAINING);
+	assert_false(r->growth_found);
+	assert_near("carried activations", (double)r->carried_activations, after_step0 - 3 * params,
+	            3);
+	assert_non_null(find(&run, "activations_carried"));
+	assert_int_equal(rank_of(&run, "release_references"), 1);
+	assert_true(rank_of(&run, "reduce_microbatch") > 1);
+	assert_non_null(strstr(rec_of(&run, "release_references")->change, "retain_graph"));
+	assert_int_equal(run.advice.oom.requested,
+	                 tu_corpus_int(s, "facts.json", "alloc")); /* the observer's request */
+	rp_free(&run);
+	/* a first-step OOM carries nothing from an earlier step */
+	assert_int_equal(load_sample("oom_capacity", NULL, &run), 0);
+	assert_null(find(&run, "activations_carried"));
+	rp_free(&run);
+}
+
+/* A new output head every task, registered with add_param_group (head_per_task_oom): the growth
+ * per iteration is the head and its two AdamW moments (3 x head_bytes, facts.json), all of it
+ * parameters and optimizer state; the advice is about the parameters made in the loop. */
+static void test_state_growth(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "head_per_task_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	const an_structure *r = &run.an.devices[0].run;
+	assert_true(r->growth_found);
+	assert_near("growth per iteration", (double)r->growth_per_iteration,
+	            3.0 * (double)tu_corpus_int(s, "facts.json", "head_bytes"), 2);
+	assert_int_equal(rank_of(&run, "release_references"), 1);
+	assert_non_null(strstr(rec_of(&run, "release_references")->change, "reset_parameters"));
+	assert_true(rank_of(&run, "reduce_microbatch") > 1);
+	rp_free(&run);
+	/* a leak of kept tensors (train_leak keeps logits) keeps the tensor advice */
+	assert_int_equal(load_sample("train_leak", NULL, &run), 0);
+	const ad_recommendation *rr = rec_of(&run, "release_references");
+	assert_non_null(rr);
+	assert_null(strstr(rr->change, "reset_parameters"));
+	rp_free(&run);
+}
+
+/* A 3D conv net whose BatchNorm and MaxPool layers allocate through torch.nn.functional (and
+ * torch/_jit_internal.py): their outputs are layers' activations, not logits
+ * (conv3d_video_oom); the failing request is the conv3d's output (facts.json's observer). */
+static void test_layers_through_functional(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "conv3d_video_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	assert_int_equal(run.advice.oom.requested, tu_corpus_int(s, "facts.json", "alloc"));
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_CAPACITY);
+	assert_int_equal(rank_of(&run, "chunked_loss"), 0);
+	assert_int_equal(rank_of(&run, "reduce_microbatch"), 1);
+	assert_null(strstr(run.advice.verdict, "logits"));
+	rp_free(&run);
+}
+
+/* Inference that keeps every batch's scores with torch.cat (infer_cat_preds_oom): it grows by
+ * one batch's float32 scores (facts.json) and dies in the cat, which is no loss: nothing
+ * backward follows an inference forward. */
+static void test_inference_after_forward(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "infer_cat_preds_oom";
+	char snap[1024], msg[1024];
+	tu_snapshot(s, snap, sizeof snap);
+	tu_sample(s, "oom_message.txt", msg, sizeof msg);
+	assert_int_equal(load2(snap, msg, &run), 0); /* the message gives the cap to plan for */
+	const an_structure *r = &run.an.devices[0].run;
+	assert_int_equal(r->kind, AN_RUN_INFERENCE);
+	assert_near("growth per batch", (double)r->growth_per_iteration,
+	            (double)tu_corpus_int(s, "facts.json", "scores_bytes_per_batch"), 2);
+	assert_int_equal(rank_of(&run, "release_references"), 1);
+	assert_non_null(run.advice.capacity.died_in);
+	assert_null(strstr(run.advice.capacity.died_in, "loss"));
+	rp_free(&run);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -607,6 +708,10 @@ int main(void)
 	    cmocka_unit_test(test_logs),
 	    cmocka_unit_test(test_quoted_paths),
 	    cmocka_unit_test(test_text_variants),
+	    cmocka_unit_test(test_carried_activations),
+	    cmocka_unit_test(test_state_growth),
+	    cmocka_unit_test(test_layers_through_functional),
+	    cmocka_unit_test(test_inference_after_forward),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

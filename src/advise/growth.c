@@ -33,6 +33,44 @@ int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes)
 	return free_bytes <= r->growth_per_iteration * r->growth_increments;
 }
 
+/* The bytes per iteration of the growing sites that are parameters or optimizer state, and of
+ * all of them. */
+static uint64_t state_growth(const ad_ctx *c, uint64_t *all)
+{
+	const an_structure *r = c->run;
+	uint64_t state = 0;
+	*all = 0;
+	for (size_t i = 0; i < r->growth_site_count; i++) {
+		const an_growth_site *g = &r->growth_sites[i];
+		uint32_t st = g->stack < c->s->stack_count ? g->stack : 0;
+		int cat = an_stack_category(c->info, st, AN_CAT_GRADIENTS);
+		*all += g->bytes_per_iteration;
+		if (cat == AN_CAT_PARAMETERS || cat == AN_CAT_OPTIMIZER)
+			state += g->bytes_per_iteration;
+	}
+	return state;
+}
+
+/* Most of the growth is new parameters and their optimizer state: modules built in the loop,
+ * kept by an optimizer (add_param_group) or by the optimizer's hold on the old ones. */
+static int suggest_state_growth(ad_ctx *c)
+{
+	char b1[32], b2[32];
+	uint64_t all, state = state_growth(c, &all);
+	if (!all || state * 2 < all)
+		return 0;
+	ad_suggest(c, "release_references", AD_PRIO_TARGETED,
+	           "Stop creating parameters every iteration",
+	           "build the module once and reset it in place (module.reset_parameters()); or "
+	           "drop the old ones from the optimizer: for p in old.parameters(): "
+	           "opt.state.pop(p, None), and remove their param group",
+	           "What grows is parameters and optimizer state (%s of the %s per iteration "
+	           "that stays alive): each iteration makes new parameters, and the optimizer "
+	           "keeps them and the old ones, with state for each.",
+	           ad_sz(b1, state), ad_sz(b2, all));
+	return 1;
+}
+
 void ad_rule_growth(ad_ctx *c)
 {
 	const an_structure *r = c->run;
@@ -77,6 +115,8 @@ void ad_rule_growth(ad_ctx *c)
 		    "alive through the tensors the loop keeps: %s per iteration.",
 		    ad_sz(b1, r->growth_per_iteration));
 	ad_rule_summed_losses(c, r->growth_per_iteration);
+	if (suggest_state_growth(c))
+		return;
 	ad_suggest(c, "release_references", AD_PRIO_TARGETED + 1,
 	           "Keep numbers, not tensors, from each iteration",
 	           "total += loss.item()   # not: total += loss\n"
@@ -101,6 +141,40 @@ void ad_rule_summed_losses(ad_ctx *c, uint64_t per_forward)
 	           "their graphs alive together; a backward per microbatch frees each graph as "
 	           "it goes and accumulates the same gradients.",
 	           ad_sz(b1, per_forward));
+}
+
+int ad_rule_carried(ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	uint64_t live = c->dv->pool[AN_POOL_ALL].allocated;
+	char b1[32], b2[32];
+	if (!r || ad_run_kind(c) != AN_RUN_TRAINING || r->growth_found || !live ||
+	    r->carried_activations * 4 < live)
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "%s of the %s live (%d%%) are activations that an earlier iteration's "
+	               "forward allocated and that its backward did not free",
+	               ad_sz(b1, r->carried_activations), ad_sz(b2, live),
+	               ad_pct(r->carried_activations, live));
+	if (an_user_frame(c->s, r->carried_stack)) {
+		ad_text_printf(&t, ", the most from ");
+		ad_user_site(&t, c->s, r->carried_stack);
+	}
+	ad_text_printf(&t,
+	               ". A backward frees what its forward saved, so something still holds the "
+	               "previous step's graph or outputs: loss.backward(retain_graph=True), a "
+	               "loss or output tensor kept across steps, or a cache. The step itself "
+	               "needs less than the memory it failed in.");
+	ad_note_text(c, "activations_carried", AD_CRITICAL, &t);
+	ad_suggest(c, "release_references", AD_PRIO_TARGETED,
+	           "Free the previous step's graph before the next forward",
+	           "loss.backward()  # not retain_graph=True, unless a second backward needs it\n"
+	           "del loss, logits  # or keep loss.item(), before the next step's forward",
+	           "%s of activations from earlier iterations are still alive when this one "
+	           "runs out of memory; released, the step has that much more room.",
+	           ad_sz(b1, r->carried_activations));
+	return 1;
 }
 
 /* cudaMalloc retries from a memory_stats() dump or the last memory_summary() table, the one

@@ -19,6 +19,12 @@ int ad_leak_explains(const ad_ctx *c);
  * share of live memory the iteration's own tensors hold. Not the KV cache of generation. */
 int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes);
 void ad_rule_releases(ad_ctx *c);
+/* An OOM in training, with no growth found, where a quarter or more of live memory is
+ * activations that an earlier iteration's forward allocated and its backward did not free
+ * (an_structure.carried_activations): the previous step's graph or outputs are still held
+ * (loss.backward(retain_graph=True), a loss or output kept across steps), so the batch is not
+ * what fills the memory. Says so and advises releasing them; returns whether it did. */
+int ad_rule_carried(ad_ctx *c);
 /* Forwards that keep their graphs and compute a loss with no backward (AN_KIND_GRAPH_LOSSES)
  * may be the microbatches of one training step whose losses are added up: the alternative to
  * no_grad, ranked right after it. per_forward: what each forward keeps. */

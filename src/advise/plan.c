@@ -379,13 +379,16 @@ static void how_far(const plan_ctx *p)
 	uint32_t seen = 0; /* what the dying step had done before */
 	for (size_t i = p->last; i + 1 < p->n; i++)
 		seen |= flags(p, p->md->events[i].stack);
+	/* code after the forward is a loss only where a backward follows it */
+	int backward_follows = r->kind == AN_RUN_TRAINING || r->kind == AN_RUN_UNKNOWN;
 	out->died_in = f & AN_SF_OPTIMIZER                          ? "the optimizer step"
 	               : f & (AN_SF_BACKWARD | AN_SF_ENGINE_THREAD) ? "the backward"
 	               : f & AN_SF_LOSS                             ? "the loss"
 	               : f & AN_SF_MODULE_CALL                      ? "the forward"
 	               : (f & AN_SF_PYTHON) && (seen & AN_SF_MODULE_CALL) &&
 	                       !(seen & (AN_SF_BACKWARD | AN_SF_ENGINE_THREAD))
-	                   ? "the loss (after the forward, before the backward)"
+	                   ? (backward_follows ? "the loss (after the forward, before the backward)"
+	                                       : "the code after the forward")
 	                   : "";
 	for (size_t k = 1; k < r->start_count; k++)
 		if (r->starts[k] == p->last) {

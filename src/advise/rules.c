@@ -300,12 +300,13 @@ static void advise_oom(ad_ctx *c)
 	 * one that outgrows the free pieces but holds less than half of live memory: the
 	 * batch's levers still shrink the rest, after the leak's */
 	if (!ad_leak_explains(c)) {
+		int carried = ad_rule_carried(c);
 		size_t before = c->a->rec_count;
 		ad_rule_gathered_predictions(c);
 		ad_rule_logits(c);
 		ad_rule_attention(c);
 		ad_rule_capacity(c, cat, 1);
-		if (leak_fills)
+		if (leak_fills || carried)
 			ad_rank_later(c, before, 100);
 	}
 	if (outside == AD_OUTSIDE_UNCLEAR)

@@ -142,6 +142,14 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "Out of memory while retrying: %s of the %s live belongs to a forward pass "
 		    "that an earlier out-of-memory error ended and that is still referenced.",
 		    sz(b1, r->held_from_failed), sz(b2, dv->pool[AN_POOL_ALL].allocated));
+	else if (find(a, "activations_carried"))
+		mr_buf_printf(
+		    b,
+		    "Out of memory with an earlier iteration's activations still live: %s of the "
+		    "%s live was saved by a previous step's forward and never freed when the %s "
+		    "request failed.",
+		    sz(b1, r->carried_activations), sz(b2, dv->pool[AN_POOL_ALL].allocated),
+		    sz(b3, o->requested));
 	else if (ad_state_bound(cat, o->requested) && r->kind == AN_RUN_TRAINING)
 		mr_buf_printf(
 		    b,

@@ -479,7 +479,7 @@ static int decides(const char *name, uint64_t b, int outside_torch_inner)
 static void classify(text_cache *tc, const md_stack *st, an_stack_info *out)
 {
 	const md_snapshot *s = tc->s;
-	int shown = 0, outside_torch_inner = 0, caller_seen = 0, torch_caller = 0;
+	int shown = 0, outside_torch_inner = 0, caller_seen = 0, torch_caller = 0, layer_open = 1;
 	uint32_t outermost_python = UINT32_MAX, first_model_call = UINT32_MAX;
 	uint32_t empty_cache_at = UINT32_MAX;
 	out->category = AN_CAT_COUNT;
@@ -493,9 +493,15 @@ static void classify(text_cache *tc, const md_stack *st, an_stack_info *out)
 		out->flags |= markers(name, b);
 		if (!(b & F_PYTHON))
 			continue;
-		if (!(out->flags & AN_SF_PYTHON) && (b & F_NN_MODULES) &&
-		    !(b & (F_MODULE_PY | F_LOSS)) && !strstr(md_str(s, f->filename), "linear.py"))
-			out->flags |= AN_SF_NN_LAYER;
+		/* the layer that made it: the innermost Python frame in torch.nn's modules or
+		 * outside torch (BatchNorm and pooling layers call F.batch_norm, F.max_pool3d
+		 * through torch/_jit_internal.py) */
+		if (layer_open && (!(b & F_TORCH) || (b & F_NN_MODULES))) {
+			layer_open = 0;
+			if ((b & F_NN_MODULES) && !(b & (F_MODULE_PY | F_LOSS)) &&
+			    !strstr(md_str(s, f->filename), "linear.py"))
+				out->flags |= AN_SF_NN_LAYER;
+		}
 		/* empty_cache() whose caller (the next Python frame out) is torch itself */
 		if (empty_cache_at != UINT32_MAX && empty_cache_at != k && !caller_seen) {
 			caller_seen = 1;

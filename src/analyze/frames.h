@@ -58,10 +58,12 @@ enum {
 	                                   test; the Trainer's prediction_step) */
 	AN_SF_GATHER_PREDS = 1u << 24,  /* the Trainer concatenating eval predictions on the
 	                                   device (trainer_pt_utils nested_concat) */
-	AN_SF_NN_LAYER = 1u << 25,      /* the innermost Python frame is a torch.nn layer other
+	AN_SF_NN_LAYER = 1u << 25,      /* the innermost Python frame in torch/nn/modules/ or
+	                                   outside torch is a torch.nn layer other
 	                                   than Linear (torch/nn/modules/ but not linear.py,
-	                                   module.py or loss.py): an LSTM, a convolution, an
-	                                   embedding, whose output is not logits */
+	                                   module.py or loss.py): an LSTM, a convolution, a
+	                                   norm, a pooling, an embedding, whose output is not
+	                                   logits */
 	AN_SF_TORCH_EMPTY_CACHE = 1u << 26, /* empty_cache() called by torch itself (its caller
 	                                       is a torch frame: torch.cuda.graph's capture), not
 	                                       by the user's code */

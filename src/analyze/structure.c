@@ -696,6 +696,47 @@ done:
 	return st;
 }
 
+/* Activations allocated between the first iteration's start and the last one's that are still
+ * live at the trace's end, and the stack that holds the most of them. */
+static mr_status read_carried(const sctx *c, an_structure *out, mr_error *err)
+{
+	const md_event *ev = c->md->events;
+	size_t from = out->starts[0], to = out->starts[out->start_count - 1];
+	uint64_t *by_stack =
+	    mr_alloc_array(c->s->stack_count ? c->s->stack_count : 1, sizeof *by_stack);
+	am_map live = {0}; /* address -> event index of its allocation */
+	mr_status st = MR_OK;
+	uint64_t at, best = 0;
+	if (!by_stack)
+		goto oom;
+	for (size_t i = from; i < c->md->event_count; i++) {
+		if (ev[i].action == MD_ACT_ALLOC && am_put(&live, ev[i].addr, i))
+			goto oom;
+		if (ev[i].action == MD_ACT_FREE_REQUESTED)
+			am_take(&live, ev[i].addr, &at);
+	}
+	for (size_t i = 0; i < live.cap; i++) {
+		size_t ai = (size_t)live.vals[i];
+		uint32_t stk = live.keys[i] && ai < to ? ev[ai].stack : UINT32_MAX;
+		if (stk >= c->s->stack_count ||
+		    an_stack_category(c->info, stk, AN_CAT_GRADIENTS) != AN_CAT_ACTIVATIONS)
+			continue;
+		by_stack[stk] += block_size(ev[ai].size);
+		out->carried_activations += block_size(ev[ai].size);
+		if (by_stack[stk] > best) {
+			best = by_stack[stk];
+			out->carried_stack = stk;
+		}
+	}
+	goto done;
+oom:
+	st = mr_oom(err);
+done:
+	free(by_stack);
+	am_free(&live);
+	return st;
+}
+
 /* ---- segments given back to CUDA ---- */
 
 static int is_release(int action)
@@ -916,6 +957,8 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 	if ((st = read_casts(&c, out, err)))
 		goto done;
 	read_releases(&c, out);
+	if (out->start_count >= 2 && (st = read_carried(&c, out, err)))
+		goto done;
 	if (out->start_count >= 4)
 		st = read_growth(&c, initial_allocated, out, err);
 done:

@@ -112,6 +112,13 @@ typedef struct {
 	an_growth_site *growth_sites; /* largest first */
 	size_t growth_site_count;
 
+	/* Activations allocated in an earlier iteration (from the first one's start to the last
+	 * one's) and still live at the trace's end: a backward frees what its forward saved, so
+	 * these are kept by something (a retained graph, an output or loss kept across steps, a
+	 * cache). carried_stack: the stack holding the most of them. */
+	uint64_t carried_activations;
+	uint32_t carried_stack;
+
 	/* Segments given back to CUDA and asked for again. */
 	size_t empty_cache_releases; /* release groups from torch.cuda.empty_cache() after the first
 	                                iteration began, with segments allocated again later */
