@@ -142,7 +142,7 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "Out of memory while retrying: %s of the %s live belongs to a forward pass "
 		    "that an earlier out-of-memory error ended and that is still referenced.",
 		    sz(b1, r->held_from_failed), sz(b2, dv->pool[AN_POOL_ALL].allocated));
-	else if (ad_state_bound(cat, o->requested) && r->kind == AN_RUN_TRAINING)
+	else if (ad_state_bound(cat, &dv->oom) && r->kind == AN_RUN_TRAINING)
 		mr_buf_printf(
 		    b,
 		    "Out of memory from capacity: parameters, gradients and optimizer state "
