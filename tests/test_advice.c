@@ -308,6 +308,102 @@ static void test_retries_evidence(void **state)
 	rp_free(&run);
 }
 
+/* Segment releases that are no cudaMalloc retry: deeplab_cudnn_benchmark_healthy ran with
+ * cudnn.benchmark, whose algorithm search empties the cache from inside the convolution, and
+ * PyTorch counted no retry (memory_stats.json); the trace still holds 172 segment frees.
+ * Capped runs that did retry keep the finding, with no more retries than PyTorch counted
+ * (num_alloc_retries less num_ooms). */
+static void test_flushes_that_are_no_retries(void **state)
+{
+	(void)state;
+	rp_report run;
+	assert_int_equal(tu_corpus_int("deeplab_cudnn_benchmark_healthy", "memory_stats.json",
+	                               "num_alloc_retries"),
+	                 0);
+	assert_true(tu_corpus_int("deeplab_cudnn_benchmark_healthy", "memory_stats.json",
+	                          "num_device_free") > 100);
+	assert_int_equal(load_sample("deeplab_cudnn_benchmark_healthy", NULL, &run), 0);
+	assert_int_equal(run.an.devices[0].run.retry_releases, 0);
+	assert_null(find(&run, "allocator_retries"));
+	assert_null(find(&run, "empty_cache_churn"));
+	assert_int_equal(run.advice.rec_count, 0);
+	rp_free(&run);
+	/* runs that did retry, under a cap: a small-pool segment after a large one's release too
+	 * (gen_small_oom_b96) */
+	static const char *const retrying[] = {"hf_generate_kv_oom", "gen_small_oom_b96",
+	                                       "retries_survived"};
+	for (size_t i = 0; i < sizeof retrying / sizeof *retrying; i++) {
+		long long retried =
+		    tu_corpus_int(retrying[i], "memory_stats.json", "num_alloc_retries") -
+		    tu_corpus_int(retrying[i], "memory_stats.json", "num_ooms");
+		assert_int_equal(load_sample(retrying[i], NULL, &run), 0);
+		size_t seen = run.an.devices[0].run.retry_releases;
+		assert_true(seen >= 1 && (long long)seen <= retried);
+		assert_non_null(find(&run, "allocator_retries"));
+		rp_free(&run);
+	}
+}
+
+/* A request the optimizer makes for its state does not scale with the batch:
+ * embedding_recsys_adam_oom died in Adam's first step asking for the item table's exp_avg
+ * (12 M x 128 float32; facts.json's observer saw it rounded to 6144655360 bytes), with 33 MiB
+ * of activations. The state's
+ * levers come first, and a smaller batch is said not to help. */
+static void test_state_request_is_state(void **state)
+{
+	(void)state;
+	rp_report run;
+	char snap[1024], log[1024];
+	tu_snapshot("embedding_recsys_adam_oom", snap, sizeof snap);
+	tu_sample("embedding_recsys_adam_oom", "train.log", log, sizeof log);
+	assert_int_equal(load2(snap, log, &run), 0);
+	const ad_advice *a = &run.advice;
+	/* the observer's figure is the request rounded up to the 2 MiB the allocator asks for */
+	long long asked = tu_corpus_int("embedding_recsys_adam_oom", "facts.json", "alloc");
+	assert_int_equal(a->oom.requested, 12000000ull * 128 * 4);
+	assert_true(asked >= (long long)a->oom.requested &&
+	            asked - (long long)a->oom.requested < 2 << 20);
+	assert_int_equal(run.an.devices[0].oom.category, AN_CAT_OPTIMIZER);
+	assert_true(a->categories.bytes[AD_CAT_ACTIVATIONS] * 100 < (uint64_t)asked);
+	assert_int_equal(a->oom.cause, AD_CAUSE_CAPACITY);
+	const char *first = a->recs[0].id;
+	assert_true(strcmp(first, "mixed_precision") == 0 || strcmp(first, "cpu_offload") == 0);
+	assert_true(rank_of(&run, "reduce_microbatch") > rank_of(&run, "cpu_offload"));
+	assert_null(rec_of(&run, "activation_checkpointing"));
+	assert_null(rec_of(&run, "gradient_accumulation"));
+	assert_non_null(strstr(a->verdict, "a smaller batch cannot help"));
+	rp_free(&run);
+}
+
+/* Autocast is told from a whole first iteration by the share of weight bytes it copies: a model
+ * cast to bf16 (bf16cast_gc_capped_healthy: facts.json model_param_dtype torch.bfloat16, amp
+ * null) has activations of half a weight's size made as a cast is, but far fewer bytes of them,
+ * so autocast is not claimed; lightning_healthy under bf16-mixed, the smallest share of the
+ * corpus's autocast runs, still is. */
+static void test_autocast_share_of_whole_iteration(void **state)
+{
+	(void)state;
+	rp_report run;
+	char path[1024];
+	size_t len;
+	char *facts = (char *)tu_read(
+	    tu_sample("bf16cast_gc_capped_healthy", "facts.json", path, sizeof path), &len);
+	assert_non_null(facts);
+	assert_non_null(strstr(facts, "\"model_param_dtype\": \"torch.bfloat16\""));
+	assert_non_null(strstr(facts, "\"amp\": null"));
+	free(facts);
+	assert_int_equal(load_sample("bf16cast_gc_capped_healthy", NULL, &run), 0);
+	const an_structure *r = &run.an.devices[0].run;
+	assert_true(r->start_count >= 2);
+	assert_false(r->techniques & AN_TECH_AUTOCAST);
+	assert_true(r->techniques & AN_TECH_CHECKPOINT);
+	rp_free(&run);
+	assert_int_equal(load_sample("lightning_healthy", NULL, &run), 0);
+	assert_true(run.an.devices[0].run.start_count >= 2);
+	assert_true(run.an.devices[0].run.techniques & AN_TECH_AUTOCAST);
+	rp_free(&run);
+}
+
 /* A cap the snapshot does not record: hf_trainer_oom ran under 10 GiB (facts.json cap_bytes),
  * and its replay with expandable segments reserves more than that, so the report must not say
  * the setting avoids the OOM: it fitted only under the higher cap the replays assumed. */
@@ -699,6 +795,9 @@ int main(void)
 	    cmocka_unit_test(test_no_growth_shared),
 	    cmocka_unit_test(test_evidence_findings),
 	    cmocka_unit_test(test_retries_evidence),
+	    cmocka_unit_test(test_flushes_that_are_no_retries),
+	    cmocka_unit_test(test_state_request_is_state),
+	    cmocka_unit_test(test_autocast_share_of_whole_iteration),
 	    cmocka_unit_test(test_replay_under_unknown_cap),
 	    cmocka_unit_test(test_trace_without_allocations),
 	    cmocka_unit_test(test_cause_words),

@@ -129,8 +129,24 @@ static void advise_checkpointing(ad_ctx *c, int priority)
 	                "Checkpoint activations of the largest blocks", change, &t);
 }
 
-/* Parameters, gradients and optimizer state hold most of it: shard or offload them. */
-static void advise_state(ad_ctx *c, const uint64_t *cat)
+/* The failing request is the optimizer's (asked: its bytes, else 0): the state's levers say so. */
+static void say_optimizer_asked(ad_ctx *c, const char *id, uint64_t asked)
+{
+	char b1[32], more[160];
+	ad_recommendation *r = ad_find_rec(c, id);
+	if (!asked || !r)
+		return;
+	snprintf(more, sizeof more,
+	         " The %s request that failed is the optimizer's own, made for its state or its "
+	         "update.",
+	         ad_sz(b1, asked));
+	if (ad_append_reason(r, more))
+		c->failed = 1;
+}
+
+/* Parameters, gradients and optimizer state hold most of it: shard or offload them. asked is
+ * the failing request when the optimizer made it (0: none or another's). */
+static void advise_state(ad_ctx *c, const uint64_t *cat, uint64_t asked)
 {
 	char b1[32], b2[32], b3[32], b4[32], b5[32];
 	uint64_t live = ad_live_total(cat);
@@ -166,6 +182,14 @@ static void advise_state(ad_ctx *c, const uint64_t *cat)
 		    "Optimizer state alone is %s. Keeping it (and the parameters) in host "
 		    "memory frees that much on the GPU, at the cost of transfers every step.",
 		    ad_sz(b1, cat[AN_CAT_OPTIMIZER]));
+	else if (asked)
+		ad_suggest(c, "cpu_offload", AD_PRIO_CAPACITY + 10,
+		           "Offload optimizer state (and parameters) to the CPU",
+		           "FullyShardedDataParallel(model, "
+		           "cpu_offload=CPUOffload(offload_params=True))",
+		           "No optimizer state is live yet: the optimizer was making it. Kept in "
+		           "host memory (with the parameters), it never needs room on the GPU, at "
+		           "the cost of transfers every step.");
 	/* autocast's copies show float32 weights; without them the trace cannot tell float32
 	 * weights from half-precision ones (a model loaded in bf16 is never copied) */
 	if (ad_technique_on(c, AN_TECH_AUTOCAST))
@@ -193,6 +217,9 @@ static void advise_state(ad_ctx *c, const uint64_t *cat)
 		    "state and offloading are left.",
 		    ad_sz(b2, cat[AN_CAT_OPTIMIZER]),
 		    ad_sz(b1, cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS]));
+	if (cat[AN_CAT_OPTIMIZER])
+		say_optimizer_asked(c, "cpu_offload", asked);
+	say_optimizer_asked(c, "mixed_precision", asked);
 	ad_suggest(c, "reduce_microbatch", AD_PRIO_CAPACITY + 30,
 	           "A smaller batch will not help much here", NULL,
 	           "Activations are only %s of %s live (%d%%): halving the batch frees at most "
@@ -298,11 +325,23 @@ static void advise_forward_only(ad_ctx *c, const uint64_t *cat)
 		           ad_sz(b1, acts));
 }
 
-int ad_state_bound(const uint64_t *cat, uint64_t request)
+int ad_request_is_state(const an_oom *o)
+{
+	return o && o->present &&
+	       (o->category == AN_CAT_OPTIMIZER || o->category == AN_CAT_PARAMETERS);
+}
+
+int ad_state_bound(const uint64_t *cat, const an_oom *o)
 {
 	uint64_t live = ad_live_total(cat);
 	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
 	uint64_t acts = cat[AN_CAT_ACTIVATIONS];
+	uint64_t request = o && o->present ? o->requested : 0;
+	if (ad_request_is_state(o)) {
+		state += request;
+		live += request;
+		request = 0;
+	}
 	return live && ad_pct(state, live) >= AD_DOMINANT_PERCENT &&
 	       (acts + request) * 4 < live + request;
 }
@@ -317,8 +356,11 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)
 		return;
 	an_run_kind kind = ad_run_kind(c);
 	int state_big = ad_pct(state, live) >= AD_DOMINANT_PERCENT && kind == AN_RUN_TRAINING;
-	if (state_big && ad_state_bound(cat, oom ? c->dv->oom.requested : 0)) {
-		advise_state(c, cat);
+	const an_oom *o = oom ? &c->dv->oom : NULL;
+	uint64_t asked =
+	    o && ad_request_is_state(o) && o->category == AN_CAT_OPTIMIZER ? o->requested : 0;
+	if (state_big && ad_state_bound(cat, o)) {
+		advise_state(c, cat, asked);
 		return;
 	}
 	if (ad_pct(acts, live) >= AD_DOMINANT_PERCENT || (oom && ad_pct(acts, live) >= 25) ||
@@ -330,7 +372,7 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)
 		/* the state is large too: its levers come after the batch's */
 		size_t before = c->a->rec_count;
 		if (state_big)
-			advise_state(c, cat);
+			advise_state(c, cat, asked);
 		ad_rank_later(c, before, 5);
 		return;
 	}

@@ -12,10 +12,15 @@
 
 #include "advise/rule_ctx.h"
 
+/* The failed request's frames make it optimizer state or a parameter (Adam creating its state,
+ * a weight being moved): it does not scale with the batch. */
+int ad_request_is_state(const an_oom *o);
+
 /* Parameters, gradients and optimizer state hold most of live memory (by category cat), and
- * activations with the failing request (0: none) are under a quarter of it: a smaller batch
- * cannot make room. */
-int ad_state_bound(const uint64_t *cat, uint64_t request);
+ * activations with the failing request (o: NULL or none when there is no OOM; counted with
+ * the state when ad_request_is_state) are under a quarter of it: a smaller batch cannot make
+ * room. */
+int ad_state_bound(const uint64_t *cat, const an_oom *o);
 
 /* The advice for live memory by category cat (AN_CAT_COUNT values), at an OOM or not. */
 void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom);

@@ -150,7 +150,7 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "request failed.",
 		    sz(b1, r->carried_activations), sz(b2, dv->pool[AN_POOL_ALL].allocated),
 		    sz(b3, o->requested));
-	else if (ad_state_bound(cat, o->requested) && r->kind == AN_RUN_TRAINING)
+	else if (ad_state_bound(cat, &dv->oom) && r->kind == AN_RUN_TRAINING)
 		mr_buf_printf(
 		    b,
 		    "Out of memory from capacity: parameters, gradients and optimizer state "

@@ -275,7 +275,8 @@ uint64_t an_segment_size_for(uint64_t size)
 	return (size + 2 * MR_MIB - 1) / (2 * MR_MIB) * (2 * MR_MIB);
 }
 
-static void oom_layout(const md_snapshot *s, const md_device *md, an_device *dv)
+static void oom_layout(const md_snapshot *s, const an_stack_info *info, const md_device *md,
+                       an_device *dv)
 {
 	if (!dv->oom_events)
 		return;
@@ -290,6 +291,7 @@ static void oom_layout(const md_snapshot *s, const md_device *md, an_device *dv)
 	o->event = at;
 	o->requested = e->size;
 	o->alloc_size = an_segment_size_for(e->size);
+	o->category = block_category(s, info, e->stack, 0);
 	o->device_free = e->addr;
 	o->events_after = md->event_count - at - 1;
 	int small = e->size <= MR_MIB;
@@ -434,7 +436,7 @@ mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr
 			break;
 		if (!dv->has_trace)
 			continue;
-		oom_layout(s, md, dv);
+		oom_layout(s, info, md, dv);
 		if ((st = peak_live(s, info, md, dv, err)))
 			break;
 	}

@@ -63,6 +63,7 @@ typedef struct {
 	size_t event;        /* index of the oom event in the device's trace */
 	uint64_t requested;  /* rounded request (the event's size) */
 	uint64_t alloc_size; /* the segment cudaMalloc would have needed */
+	int category;        /* the request's, by its frames (AN_CAT_UNKNOWN when none decides) */
 	uint64_t device_free;
 	uint64_t usable_free, usable_largest, usable_pieces;
 	size_t events_after; /* trace events after the OOM: the snapshot is later than the OOM */

@@ -744,23 +744,79 @@ static int is_release(int action)
 	return action == MD_ACT_SEGMENT_FREE || action == MD_ACT_SEGMENT_UNMAP;
 }
 
+static int is_reserve(int action)
+{
+	return action == MD_ACT_SEGMENT_ALLOC || action == MD_ACT_SEGMENT_MAP;
+}
+
+/* Reserved bytes after each event, relative to the trace's start, as the most reached at or
+ * after it: highest[i] for events i..n-1 (n + 1 entries, the last the level at the end). */
+static int64_t *highest_after(const md_event *ev, size_t n)
+{
+	int64_t *hi = mr_alloc_array(n + 1, sizeof *hi);
+	if (!hi)
+		return NULL;
+	int64_t level = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (is_reserve(ev[i].action))
+			level += (int64_t)ev[i].size;
+		else if (is_release(ev[i].action))
+			level -= (int64_t)ev[i].size;
+		hi[i] = level;
+	}
+	hi[n] = level;
+	for (size_t i = n; i-- > 0;)
+		if (hi[i + 1] > hi[i])
+			hi[i] = hi[i + 1];
+	return hi;
+}
+
+/* Whether the releases [i, j) give back a whole free segment that could have held the segment
+ * allocated right after them, on its stream and in its pool (the small pool's segments are
+ * 2 MiB, the large pool's 10 MiB or more): a cudaMalloc that failed would have been served
+ * from it instead (unless max_split_size_mb keeps large blocks from smaller requests). */
+static int released_could_serve(const sctx *c, size_t i, size_t j)
+{
+	const md_event *ev = c->md->events;
+	const md_settings *set = &c->s->settings;
+	if (j >= c->md->event_count || ev[j].action != MD_ACT_SEGMENT_ALLOC ||
+	    (set->present && set->max_split_size != UINT64_MAX))
+		return 0;
+	for (size_t k = i; k < j; k++)
+		if (ev[k].action == MD_ACT_SEGMENT_FREE && ev[k].stream == ev[j].stream &&
+		    ev[k].size >= ev[j].size &&
+		    (ev[k].size <= 2 * MR_MIB) == (ev[j].size <= 2 * MR_MIB))
+			return 1;
+	return 0;
+}
+
 /* Groups of consecutive segment releases: from empty_cache() (its frame is on the stack), or
  * from a cudaMalloc that failed and freed the cache to retry (the stack is the allocation's).
- * The release just before an OOM is the OOM's own last try, not a survived retry. */
-static void read_releases(const sctx *c, an_structure *out)
+ * The release just before an OOM is the OOM's own last try, not a survived retry. A cudaMalloc
+ * fails when reserved plus the segment it asks for do not fit, and only after no free segment
+ * could hold the request: where the trace later reserves more than that, or the release gives
+ * back a free segment large enough, it was no retry but a flush of torch's own (cuDNN's
+ * benchmark empties the cache after trying its algorithms, from inside the convolution). */
+static mr_status read_releases(const sctx *c, an_structure *out, mr_error *err)
 {
 	const md_event *ev = c->md->events;
 	size_t n = c->md->event_count, first_iter = out->start_count ? out->starts[0] : 0;
+	int64_t *hi = highest_after(ev, n), level = 0;
+	if (!hi)
+		return mr_oom(err);
 	for (size_t i = 0; i < n;) {
 		if (!is_release(ev[i].action)) {
+			level += is_reserve(ev[i].action) ? (int64_t)ev[i].size : 0;
 			i++;
 			continue;
 		}
+		int64_t before = level;
 		size_t j = i;
 		uint64_t bytes = 0;
 		int from_empty_cache = 0, from_torch = 0;
 		for (; j < n && is_release(ev[j].action); j++) {
 			bytes += ev[j].size;
+			level -= (int64_t)ev[j].size;
 			if (ev[j].stack < c->s->stack_count &&
 			    (c->info[ev[j].stack].flags & AN_SF_EMPTY_CACHE))
 				from_empty_cache = 1;
@@ -788,18 +844,20 @@ static void read_releases(const sctx *c, an_structure *out)
 			/* the next event that is not a segment event tells what the release was for
 			 */
 			size_t k = j;
-			while (k < n && (ev[k].action == MD_ACT_SEGMENT_ALLOC ||
-			                 ev[k].action == MD_ACT_SEGMENT_MAP))
+			while (k < n && is_reserve(ev[k].action))
 				k++;
+			int64_t asked = j < n && is_reserve(ev[j].action) ? (int64_t)ev[j].size : 0;
 			if (k < n && ev[k].action == MD_ACT_OOM) {
 				out->releases_before_oom++;
-			} else {
+			} else if (hi[j] <= before + asked && !released_could_serve(c, i, j)) {
 				out->retry_releases++;
 				out->retry_bytes += bytes;
 			}
 		}
 		i = j;
 	}
+	free(hi);
+	return MR_OK;
 }
 
 /* ---- kind of run ---- */
@@ -893,7 +951,11 @@ static void techniques(an_structure *out, size_t private_segments)
  * have half its weights' sizes (a bf16 Llama at 2 x 512 tokens, width 2048: 92% of the bytes),
  * each followed by the next op: 5% of them pass. A run that stops within its first forward
  * (an OOM), or whose float32 weights are few, copies less than a quarter: there at least 8
- * copies, 80% of those seen made as autocast makes them, say so. (Adapters made float32
+ * copies, 80% of those seen made as autocast makes them, say so. Where a second iteration
+ * starts, the first is whole and its share of copies decides alone: a bf16 model's own
+ * activations (rotary halves, K/V projections of half a weight's size) pass the count too (a
+ * bf16 Llama with checkpointing: 35 such, 16% of the bytes), and every recorded autocast run
+ * with a whole first iteration copies 27-100%. (Adapters made float32
  * outside torch's modules, as LoRA code does, are not seen as parameters at all: a LoRA run on
  * a bf16 base is not seen in autocast, and the bf16 advice stays hedged.) The recorded float32
  * and bf16 runs: 0-64% of those seen, 13 copies at most (at 12%). */
@@ -913,9 +975,11 @@ static mr_status read_casts(const sctx *c, an_structure *out, mr_error *err)
 	mr_status st =
 	    an_casts_find(c->s, md, c->info, first,
 	                  out->start_count > 1 ? out->starts[1] : md->event_count, &k, err);
+	int whole_first = out->start_count > 1;
 	if (!st && k.param_bytes &&
 	    (k.adjacent_bytes * 4 >= k.param_bytes ||
-	     (k.adjacent_count >= CAST_MIN_COPIES && k.adjacent_bytes * 5 >= k.copied_bytes * 4)))
+	     (!whole_first && k.adjacent_count >= CAST_MIN_COPIES &&
+	      k.adjacent_bytes * 5 >= k.copied_bytes * 4)))
 		out->techniques |= AN_TECH_AUTOCAST;
 	an_casts_free(&k);
 	return st;
@@ -956,7 +1020,8 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 		goto done;
 	if ((st = read_casts(&c, out, err)))
 		goto done;
-	read_releases(&c, out);
+	if ((st = read_releases(&c, out, err)))
+		goto done;
 	if (out->start_count >= 2 && (st = read_carried(&c, out, err)))
 		goto done;
 	if (out->start_count >= 4)
