@@ -749,26 +749,51 @@ static int is_reserve(int action)
 	return action == MD_ACT_SEGMENT_ALLOC || action == MD_ACT_SEGMENT_MAP;
 }
 
-/* Reserved bytes after each event, relative to the trace's start, as the most reached at or
- * after it: highest[i] for events i..n-1 (n + 1 entries, the last the level at the end). */
-static int64_t *highest_after(const md_event *ev, size_t n)
+static int64_t reserve_change(const md_event *e)
 {
-	int64_t *hi = mr_alloc_array(n + 1, sizeof *hi);
-	if (!hi)
-		return NULL;
+	return is_reserve(e->action)   ? (int64_t)e->size
+	       : is_release(e->action) ? -(int64_t)e->size
+	                               : 0;
+}
+
+/* The ends of the groups of consecutive segment releases (the event after each, maybe n) and
+ * the most reserved at or after each end (relative to the trace's start; the level after an
+ * event, and at the end), read backwards from the end: memory per group, not per event.
+ * Returns the group count, SIZE_MAX on OOM; *ends and *highest are the caller's to free. */
+static size_t release_ends(const md_event *ev, size_t n, size_t **ends, int64_t **highest)
+{
+	size_t k = 0, cap = 0;
 	int64_t level = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (is_reserve(ev[i].action))
-			level += (int64_t)ev[i].size;
-		else if (is_release(ev[i].action))
-			level -= (int64_t)ev[i].size;
-		hi[i] = level;
+	*ends = NULL;
+	*highest = NULL;
+	for (size_t i = 0; i < n;) {
+		level += reserve_change(&ev[i]);
+		if (!is_release(ev[i].action)) {
+			i++;
+			continue;
+		}
+		size_t j = i + 1;
+		for (; j < n && is_release(ev[j].action); j++)
+			level += reserve_change(&ev[j]);
+		if (MR_GROW(*ends, cap, k + 1))
+			return SIZE_MAX;
+		(*ends)[k++] = j;
+		i = j;
 	}
-	hi[n] = level;
-	for (size_t i = n; i-- > 0;)
-		if (hi[i + 1] > hi[i])
-			hi[i] = hi[i + 1];
-	return hi;
+	*highest = mr_alloc_array(k ? k : 1, sizeof **highest);
+	if (!*highest)
+		return SIZE_MAX;
+	int64_t best = level; /* level: after the last event */
+	size_t m = k;
+	while (m && (*ends)[m - 1] == n)
+		(*highest)[--m] = best;
+	for (size_t i = n; i-- > 0;) {
+		best = MR_MAX(best, level); /* level: after event i */
+		while (m && (*ends)[m - 1] == i)
+			(*highest)[--m] = best;
+		level -= reserve_change(&ev[i]);
+	}
+	return k;
 }
 
 /* Whether the releases [i, j) give back a whole free segment that could have held the segment
@@ -801,9 +826,13 @@ static mr_status read_releases(const sctx *c, an_structure *out, mr_error *err)
 {
 	const md_event *ev = c->md->events;
 	size_t n = c->md->event_count, first_iter = out->start_count ? out->starts[0] : 0;
-	int64_t *hi = highest_after(ev, n), level = 0;
-	if (!hi)
+	size_t *ends, group = 0;
+	int64_t *hi, level = 0;
+	if (release_ends(ev, n, &ends, &hi) == SIZE_MAX) {
+		free(ends);
+		free(hi);
 		return mr_oom(err);
+	}
 	for (size_t i = 0; i < n;) {
 		if (!is_release(ev[i].action)) {
 			level += is_reserve(ev[i].action) ? (int64_t)ev[i].size : 0;
@@ -824,6 +853,7 @@ static mr_status read_releases(const sctx *c, an_structure *out, mr_error *err)
 			    (c->info[ev[j].stack].flags & AN_SF_TORCH_EMPTY_CACHE))
 				from_torch = 1;
 		}
+		int64_t highest = hi[group++]; /* reserved at or after j */
 		/* torch's own empty_cache() (before a CUDA graph capture): neither the user's call
 		 * nor a failed cudaMalloc's retry */
 		if (from_torch && !from_empty_cache) {
@@ -849,13 +879,14 @@ static mr_status read_releases(const sctx *c, an_structure *out, mr_error *err)
 			int64_t asked = j < n && is_reserve(ev[j].action) ? (int64_t)ev[j].size : 0;
 			if (k < n && ev[k].action == MD_ACT_OOM) {
 				out->releases_before_oom++;
-			} else if (hi[j] <= before + asked && !released_could_serve(c, i, j)) {
+			} else if (highest <= before + asked && !released_could_serve(c, i, j)) {
 				out->retry_releases++;
 				out->retry_bytes += bytes;
 			}
 		}
 		i = j;
 	}
+	free(ends);
 	free(hi);
 	return MR_OK;
 }
