@@ -8,6 +8,8 @@
 #include "render/render_json.h"
 #include "report/report.h"
 
+#define TEXT_FIX "tests/fixtures/text/"
+
 static int load2(const char *a, const char *b, rp_report *run)
 {
 	const char *paths[] = {a, b};
@@ -344,6 +346,32 @@ static void test_flushes_that_are_no_retries(void **state)
 	}
 }
 
+/* The message a log holds and the oom_message.txt cut from it are one message, not two (the
+ * figures PyTorch printed, compared whatever line they were on); repeats in one log are real. */
+static void test_same_message_twice(void **state)
+{
+	(void)state;
+	rp_report run;
+	char log[1024], msg[1024];
+	tu_sample("oom_capacity", "train.log", log, sizeof log);
+	tu_sample("oom_capacity", "oom_message.txt", msg, sizeof msg);
+	assert_int_equal(load2(log, msg, &run), 0);
+	assert_int_equal(run.ev.text.oom_count, 1);
+	assert_null(find(&run, "several_ooms"));
+	/* the figures are train.log's message, as PyTorch wrote it */
+	assert_int_equal(run.ev.text.ooms[0].requested_bytes,
+	                 (uint64_t)tu_corpus_int("oom_capacity", "facts.json", "alloc"));
+	rp_free(&run);
+	assert_int_equal(load2(TEXT_FIX "oom_multi.log", NULL, &run), 0);
+	size_t n = run.ev.text.oom_count;
+	assert_true(n > 1);
+	assert_non_null(find(&run, "several_ooms"));
+	rp_free(&run);
+	assert_int_equal(load2(TEXT_FIX "oom_multi.log", msg, &run), 0);
+	assert_int_equal(run.ev.text.oom_count, n + 1); /* another run's message is another */
+	rp_free(&run);
+}
+
 /* A request the optimizer makes for its state does not scale with the batch:
  * embedding_recsys_adam_oom died in Adam's first step asking for the item table's exp_avg
  * (12 M x 128 float32; facts.json's observer saw it rounded to 6144655360 bytes), with 33 MiB
@@ -589,8 +617,6 @@ static char *json_of(const char *path, rp_report *run)
 	return b.data;
 }
 
-#define TEXT_FIX "tests/fixtures/text/"
-
 /* Text evidence seen in the wild (issue 14): a finding never contradicts the message's own
  * figures, an OOM without sizes says so, and JSON writes null for what the text does not
  * give, with the backend it names. */
@@ -811,6 +837,7 @@ int main(void)
 	    cmocka_unit_test(test_state_growth),
 	    cmocka_unit_test(test_layers_through_functional),
 	    cmocka_unit_test(test_inference_after_forward),
+	    cmocka_unit_test(test_same_message_twice),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,7 +26,61 @@ const char *ld_kind_name(ld_kind k)
 	}
 }
 
-/* Moves the tables and messages of src to the end of dst; src keeps nothing it must free. */
+/* A message's figures and flags, its line and process list aside. */
+enum { OOM_FIELDS = 21 };
+static void oom_fields(const ev_oom *o, uint64_t f[OOM_FIELDS])
+{
+	const uint64_t v[OOM_FIELDS] = {o->requested_bytes,
+	                                o->total_capacity,
+	                                o->device_free,
+	                                o->allowed,
+	                                o->this_process_in_use,
+	                                o->allocated_by_pytorch,
+	                                o->reserved_unallocated,
+	                                o->private_pools,
+	                                o->reserved_total,
+	                                (uint64_t)o->has_requested,
+	                                (uint64_t)o->has_total_capacity,
+	                                (uint64_t)o->has_device_free,
+	                                (uint64_t)o->has_allowed,
+	                                (uint64_t)o->has_this_process,
+	                                (uint64_t)o->has_allocated,
+	                                (uint64_t)o->has_reserved_unallocated,
+	                                (uint64_t)o->has_private_pools,
+	                                (uint64_t)o->has_reserved_total,
+	                                (uint64_t)o->requested_more_than_1eb,
+	                                (uint64_t)(int64_t)o->era,
+	                                (uint64_t)(int64_t)o->device};
+	memcpy(f, v, sizeof v);
+}
+
+/* Whether two messages say the same, wherever they were found (their lines aside). */
+static int same_oom(const ev_oom *a, const ev_oom *b)
+{
+	uint64_t fa[OOM_FIELDS], fb[OOM_FIELDS];
+	oom_fields(a, fa);
+	oom_fields(b, fb);
+	if (memcmp(fa, fb, sizeof fa) || strcmp(a->backend, b->backend) ||
+	    strcmp(a->status, b->status) || a->other_process_count != b->other_process_count)
+		return 0;
+	for (size_t i = 0; i < a->other_process_count; i++)
+		if (a->other_processes[i].pid != b->other_processes[i].pid ||
+		    a->other_processes[i].bytes != b->other_processes[i].bytes)
+			return 0;
+	return 1;
+}
+
+static int seen_oom(const ev_text *dst, const ev_oom *o)
+{
+	for (size_t i = 0; i < dst->oom_count; i++)
+		if (same_oom(&dst->ooms[i], o))
+			return 1;
+	return 0;
+}
+
+/* Moves the tables and messages of src to the end of dst; src keeps only what it must free.
+ * A message an earlier input already holds is the same one twice (train.log and the
+ * oom_message.txt cut from it): it is kept once. Repeats inside one input are real. */
 static mr_status merge_text(ev_text *dst, ev_text *src, mr_error *err)
 {
 	ev_summary *sm =
@@ -40,13 +94,17 @@ static mr_status merge_text(ev_text *dst, ev_text *src, mr_error *err)
 	dst->ooms = oo;
 	if (src->summary_count)
 		memcpy(sm + dst->summary_count, src->summaries, src->summary_count * sizeof *sm);
-	if (src->oom_count)
-		memcpy(oo + dst->oom_count, src->ooms, src->oom_count * sizeof *oo);
 	dst->summary_count += src->summary_count;
-	dst->oom_count += src->oom_count;
-	/* the per-message process lists now belong to dst */
-	for (size_t i = 0; i < src->oom_count; i++)
-		src->ooms[i].other_processes = NULL, src->ooms[i].other_process_count = 0;
+	size_t earlier = dst->oom_count;
+	for (size_t i = 0; i < src->oom_count; i++) {
+		ev_text before = {.ooms = dst->ooms, .oom_count = earlier};
+		if (seen_oom(&before, &src->ooms[i]))
+			continue; /* its process list stays with src, freed with it */
+		oo[dst->oom_count++] = src->ooms[i];
+		/* the message's process list now belongs to dst */
+		src->ooms[i].other_processes = NULL;
+		src->ooms[i].other_process_count = 0;
+	}
 	return MR_OK;
 }
 
