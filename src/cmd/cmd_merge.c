@@ -178,7 +178,7 @@ static int read_shards(shard_list *l)
 			st = err.status;
 		if (st) {
 			cmd_say("%s", err.msg);
-			return st;
+			return (int)st;
 		}
 	}
 	return 0;

@@ -554,7 +554,8 @@ static void moments_json(mr_buf *b, pd_tables *t, const an_moments *m, size_t ke
 		              mo->event == AN_NO_MOMENT ? 0 : event_x(mo->event));
 		for (int k = 0, n = 0; k <= AN_MARK_SNAPSHOT; k++)
 			if (mo->kinds & (1u << k))
-				mr_buf_printf(b, "%s\"%s\"", n++ ? "," : "", an_mark_name(k));
+				mr_buf_printf(b, "%s\"%s\"", n++ ? "," : "",
+				              an_mark_name((an_mark_kind)k));
 		mr_buf_printf(b, "],\"source\":\"%s\"", mo->from_snapshot ? "snapshot" : "trace");
 		segments_json(b, t, mo);
 		mr_buf_putc(b, '}');
