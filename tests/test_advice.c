@@ -584,6 +584,29 @@ static void test_text_variants(void **state)
 	rp_free(&run);
 }
 
+/* A ninth held-out set (tools/record_heldout9.py). An RL-shaped step: generate(), then forwards
+ * of its own that keep their graphs; it dies in the training forward. generate()'s frames in
+ * the trace do not make it inference, and the batch advice does not speak of the KV cache. A
+ * run that dies inside generate() is still inference. */
+static void test_generate_then_train(void **state)
+{
+	(void)state;
+	rp_report run;
+	assert_int_equal(load_sample("ppo_rlhf_train_oom", NULL, &run), 0);
+	assert_int_equal(run.an.devices[0].run.kind, AN_RUN_TRAINING);
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_CAPACITY);
+	const ad_recommendation *r = rec_of(&run, "reduce_microbatch");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_null(strstr(r->change, "generate()"));
+	rp_free(&run);
+	assert_int_equal(load_sample("t5_beam_generate_oom", NULL, &run), 0);
+	assert_int_equal(run.an.devices[0].run.kind, AN_RUN_INFERENCE);
+	rp_free(&run);
+}
+
+
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -607,6 +630,7 @@ int main(void)
 	    cmocka_unit_test(test_logs),
 	    cmocka_unit_test(test_quoted_paths),
 	    cmocka_unit_test(test_text_variants),
+	    cmocka_unit_test(test_generate_then_train),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
