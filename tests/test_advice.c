@@ -605,6 +605,34 @@ static void test_generate_then_train(void **state)
 	rp_free(&run);
 }
 
+/* A request larger than the whole cap (PyTorch's own figures: the OOM observer's alloc and the
+ * memory fraction's bytes), made inside a submodule's own code (a VAE's attention): it is not
+ * the logits, and the batch advice says that freeing live memory cannot make it fit. */
+static void test_request_over_limit(void **state)
+{
+	(void)state;
+	rp_report run;
+	long long req = tu_corpus_int("vae_decode_highres_oom", "facts.json", "alloc");
+	long long cap = tu_corpus_int("vae_decode_highres_oom", "facts.json", "cap_bytes");
+	assert_true(req > cap);
+	char snap[1024], msg[1024];
+	tu_snapshot("vae_decode_highres_oom", snap, sizeof snap);
+	tu_sample("vae_decode_highres_oom", "oom_message.txt", msg, sizeof msg);
+	assert_int_equal(load2(snap, msg, &run), 0); /* the message says the cap */
+	assert_int_equal((long long)run.advice.oom.limit, cap);
+	assert_int_equal((long long)run.an.devices[0].oom.requested, req);
+	assert_null(rec_of(&run, "chunked_loss"));
+	const ad_recommendation *r = rec_of(&run, "reduce_microbatch");
+	assert_non_null(r);
+	assert_non_null(strstr(r->reason, "alone is larger than the 6.00 GiB allowed"));
+	rp_free(&run);
+	/* a request below the cap keeps the activations' reason */
+	assert_int_equal(load_sample("oom_capacity", NULL, &run), 0);
+	r = rec_of(&run, "reduce_microbatch");
+	assert_non_null(r);
+	assert_null(strstr(r->reason, "alone is larger"));
+	rp_free(&run);
+}
 
 
 int main(void)
@@ -631,6 +659,7 @@ int main(void)
 	    cmocka_unit_test(test_quoted_paths),
 	    cmocka_unit_test(test_text_variants),
 	    cmocka_unit_test(test_generate_then_train),
+	    cmocka_unit_test(test_request_over_limit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
