@@ -663,6 +663,25 @@ static void test_leak_peak_rise(void **state)
 	rp_free(&run);
 }
 
+/* Activations offloaded by torch.autograd.graph.save_on_cpu: no checkpointing advice. The
+ * failing request in the backward is twice the bf16 logits' bytes (facts.json): the gradient
+ * of their float32 copy, and the logits outweigh the other activations: chunked loss first. */
+static void test_offloaded_activations(void **state)
+{
+	(void)state;
+	rp_report run;
+	long long logits =
+	    tu_corpus_int("save_on_cpu_bigvocab_oom", "facts.json", "logits_bytes_bf16_last");
+	assert_int_equal(load_sample("save_on_cpu_bigvocab_oom", NULL, &run), 0);
+	assert_int_equal((long long)run.an.devices[0].oom.requested, 2 * logits);
+	assert_null(rec_of(&run, "activation_checkpointing"));
+	const ad_recommendation *r = rec_of(&run, "chunked_loss");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_non_null(strstr(r->reason, "is the gradient of the logits"));
+	rp_free(&run);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -689,6 +708,7 @@ int main(void)
 	    cmocka_unit_test(test_generate_then_train),
 	    cmocka_unit_test(test_request_over_limit),
 	    cmocka_unit_test(test_leak_peak_rise),
+	    cmocka_unit_test(test_offloaded_activations),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -102,10 +102,27 @@ static void advise_microbatch(ad_ctx *c, int priority, const char *why)
 	ad_suggest(c, "reduce_microbatch", priority, title, change, "%s", why);
 }
 
+/* Saved activations offloaded to the host: torch.autograd.graph.save_on_cpu's hooks (or
+ * another saved_tensors_hooks pair of that file) packing in the forward and unpacking in the
+ * backward. What stays on the GPU is what a forward is making or a backward brought back,
+ * which checkpointing does not remove. */
+static int activations_offloaded(const ad_ctx *c)
+{
+	const md_snapshot *s = c->s;
+	for (size_t i = 0; i < s->frame_count; i++) {
+		const md_frame *f = &s->frames[i];
+		const char *name = md_str(s, f->name);
+		if ((strcmp(name, "unpack_from_cpu") == 0 || strcmp(name, "pack_to_cpu") == 0) &&
+		    an_path_has(md_str(s, f->filename), "torch/autograd/graph.py"))
+			return 1;
+	}
+	return 0;
+}
+
 static void advise_checkpointing(ad_ctx *c, int priority)
 {
 	char b1[32];
-	if (ad_technique_on(c, AN_TECH_CHECKPOINT))
+	if (ad_technique_on(c, AN_TECH_CHECKPOINT) || activations_offloaded(c))
 		return; /* already on: the microbatch is the lever left */
 	uint64_t held = 0;
 	const md_frame *target = checkpoint_target(c, &held);
@@ -457,7 +474,12 @@ static const md_block *live_logits_sized(const ad_ctx *c, uint64_t a, uint64_t b
 static void logits_words(ad_text *t, int copy, int req_logits, uint64_t req, uint64_t live_logits)
 {
 	char b1[32], b2[32];
-	if (copy)
+	if (copy == 2)
+		ad_text_printf(t,
+		               "the failing %s request, in the backward, is the gradient of the "
+		               "logits (%s live)",
+		               ad_sz(b1, req), ad_sz(b2, live_logits));
+	else if (copy)
 		ad_text_printf(t,
 		               "the failing %s request is a float32 copy of the logits (%s live)",
 		               ad_sz(b1, req), ad_sz(b2, live_logits));
@@ -492,6 +514,20 @@ int ad_rule_logits(ad_ctx *c)
 	                    (c->info[e->stack].flags & AN_SF_PYTHON);
 	int copy = big_is && outside_model && (req == big->size * 2 || req == big->size);
 	int not_largest = 0;
+	/* in the backward: the gradient of the logits (of their float32 copy: twice their bf16
+	 * bytes), which the autograd engine allocates with no frame of the loss */
+	int in_backward = e->stack >= c->s->stack_count ||
+	                  (c->info[e->stack].flags & (AN_SF_BACKWARD | AN_SF_ENGINE_THREAD)) ||
+	                  !(c->info[e->stack].flags & AN_SF_PYTHON);
+	if (!copy && in_backward && !req_logits) {
+		const md_block *lg = live_logits_sized(c, req / 2, req);
+		if (lg) {
+			not_largest = lg != big;
+			big = lg;
+			big_is = 1;
+			copy = 2;
+		}
+	}
 	if (!copy && outside_model && !req_logits) {
 		/* the logits it copies, when another tensor is the largest */
 		const md_block *lg = live_logits_sized(c, req / 2, req);
@@ -521,6 +557,11 @@ int ad_rule_logits(ad_ctx *c)
 	}
 	/* first when they are a large share of the budget; else one lever among others */
 	int priority = total * 4 >= budget ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 15;
+	/* the logits' gradient in the backward: first only when the logits outweigh the other
+	 * activations still held for it (else the batch's levers shrink more) */
+	uint64_t acts = dv->categories[AN_CAT_ACTIVATIONS];
+	if (copy == 2 && acts > live_logits && acts - live_logits > live_logits)
+		priority = AD_PRIO_CAPACITY + 15;
 	ad_text_printf(&t, "The loss's logits %s: ",
 	               priority == AD_PRIO_TARGETED ? "decide this run"
 	               : not_largest                ? "are among the large tensors"
