@@ -807,6 +807,104 @@ static void test_inference_after_forward(void **state)
 	rp_free(&run);
 }
 
+/* A ninth held-out set (tools/record_heldout9.py). An RL-shaped step: generate(), then forwards
+ * of its own that keep their graphs; it dies in the training forward. generate()'s frames in
+ * the trace do not make it inference, and the batch advice does not speak of the KV cache. A
+ * run that dies inside generate() is still inference. */
+static void test_generate_then_train(void **state)
+{
+	(void)state;
+	rp_report run;
+	assert_int_equal(load_sample("ppo_rlhf_train_oom", NULL, &run), 0);
+	assert_int_equal(run.an.devices[0].run.kind, AN_RUN_TRAINING);
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_CAPACITY);
+	const ad_recommendation *r = rec_of(&run, "reduce_microbatch");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_null(strstr(r->change, "generate()"));
+	rp_free(&run);
+	assert_int_equal(load_sample("t5_beam_generate_oom", NULL, &run), 0);
+	assert_int_equal(run.an.devices[0].run.kind, AN_RUN_INFERENCE);
+	rp_free(&run);
+}
+
+/* A request larger than the whole cap (PyTorch's own figures: the OOM observer's alloc and the
+ * memory fraction's bytes), made inside a submodule's own code (a VAE's attention): it is not
+ * the logits, and the batch advice says that freeing live memory cannot make it fit. */
+static void test_request_over_limit(void **state)
+{
+	(void)state;
+	rp_report run;
+	long long req = tu_corpus_int("vae_decode_highres_oom", "facts.json", "alloc");
+	long long cap = tu_corpus_int("vae_decode_highres_oom", "facts.json", "cap_bytes");
+	assert_true(req > cap);
+	char snap[1024], msg[1024];
+	tu_snapshot("vae_decode_highres_oom", snap, sizeof snap);
+	tu_sample("vae_decode_highres_oom", "oom_message.txt", msg, sizeof msg);
+	assert_int_equal(load2(snap, msg, &run), 0); /* the message says the cap */
+	assert_int_equal((long long)run.advice.oom.limit, cap);
+	assert_int_equal((long long)run.an.devices[0].oom.requested, req);
+	assert_null(rec_of(&run, "chunked_loss"));
+	const ad_recommendation *r = rec_of(&run, "reduce_microbatch");
+	assert_non_null(r);
+	assert_non_null(strstr(r->reason, "alone is larger than the 6.00 GiB allowed"));
+	rp_free(&run);
+	/* a request below the cap keeps the activations' reason */
+	assert_int_equal(load_sample("oom_capacity", NULL, &run), 0);
+	r = rec_of(&run, "reduce_microbatch");
+	assert_non_null(r);
+	assert_null(strstr(r->reason, "alone is larger"));
+	rp_free(&run);
+}
+
+/* A bank of keys concatenated every step (16 MiB) and the step's logits against it: PyTorch's
+ * allocated bytes rise 80 MiB a step, each step's peak faster. The free pieces would hold the
+ * request, but the leak refills them within two iterations: the leak is the cause and its fix
+ * comes before expandable segments. */
+static void test_leak_peak_rise(void **state)
+{
+	(void)state;
+	rp_report run;
+	char path[1024];
+	size_t len;
+	char *json = (char *)tu_read(
+	    tu_sample("memory_bank_grows_oom", "facts.json", path, sizeof path), &len);
+	assert_non_null(json);
+	long long a0 = 0, a1 = 0;
+	const char *p = strstr(json, "\"steps\"");
+	assert_non_null(p);
+	assert_true(tu_json_int(p, "allocated", &a0));
+	p = strstr(p, "\"allocated\":") + 1;
+	assert_true(tu_json_int(p, "allocated", &a1));
+	free(json);
+	assert_int_equal(load_sample("memory_bank_grows_oom", NULL, &run), 0);
+	assert_int_equal((long long)run.an.devices[0].run.growth_per_iteration, a1 - a0);
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_CAPACITY);
+	assert_true(run.advice.oom.by_growth);
+	assert_int_equal(rank_of(&run, "release_references"), 1);
+	assert_true(rank_of(&run, "expandable_segments") > 1);
+	rp_free(&run);
+}
+
+/* Activations offloaded by torch.autograd.graph.save_on_cpu: no checkpointing advice. The
+ * failing request in the backward is twice the bf16 logits' bytes (facts.json): the gradient
+ * of their float32 copy, and the logits outweigh the other activations: chunked loss first. */
+static void test_offloaded_activations(void **state)
+{
+	(void)state;
+	rp_report run;
+	long long logits =
+	    tu_corpus_int("save_on_cpu_bigvocab_oom", "facts.json", "logits_bytes_bf16_last");
+	assert_int_equal(load_sample("save_on_cpu_bigvocab_oom", NULL, &run), 0);
+	assert_int_equal((long long)run.an.devices[0].oom.requested, 2 * logits);
+	assert_null(rec_of(&run, "activation_checkpointing"));
+	const ad_recommendation *r = rec_of(&run, "chunked_loss");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_non_null(strstr(r->reason, "is the gradient of the logits"));
+	rp_free(&run);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -838,6 +936,10 @@ int main(void)
 	    cmocka_unit_test(test_layers_through_functional),
 	    cmocka_unit_test(test_inference_after_forward),
 	    cmocka_unit_test(test_same_message_twice),
+	    cmocka_unit_test(test_generate_then_train),
+	    cmocka_unit_test(test_request_over_limit),
+	    cmocka_unit_test(test_leak_peak_rise),
+	    cmocka_unit_test(test_offloaded_activations),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -102,10 +102,27 @@ static void advise_microbatch(ad_ctx *c, int priority, const char *why)
 	ad_suggest(c, "reduce_microbatch", priority, title, change, "%s", why);
 }
 
+/* Saved activations offloaded to the host: torch.autograd.graph.save_on_cpu's hooks (or
+ * another saved_tensors_hooks pair of that file) packing in the forward and unpacking in the
+ * backward. What stays on the GPU is what a forward is making or a backward brought back,
+ * which checkpointing does not remove. */
+static int activations_offloaded(const ad_ctx *c)
+{
+	const md_snapshot *s = c->s;
+	for (size_t i = 0; i < s->frame_count; i++) {
+		const md_frame *f = &s->frames[i];
+		const char *name = md_str(s, f->name);
+		if ((strcmp(name, "unpack_from_cpu") == 0 || strcmp(name, "pack_to_cpu") == 0) &&
+		    an_path_has(md_str(s, f->filename), "torch/autograd/graph.py"))
+			return 1;
+	}
+	return 0;
+}
+
 static void advise_checkpointing(ad_ctx *c, int priority)
 {
 	char b1[32];
-	if (ad_technique_on(c, AN_TECH_CHECKPOINT))
+	if (ad_technique_on(c, AN_TECH_CHECKPOINT) || activations_offloaded(c))
 		return; /* already on: the microbatch is the lever left */
 	uint64_t held = 0;
 	const md_frame *target = checkpoint_target(c, &held);
@@ -227,15 +244,36 @@ static void advise_state(ad_ctx *c, const uint64_t *cat, uint64_t asked)
 	           ad_sz(b1, acts), ad_sz(b2, live), ad_pct(acts, live), ad_sz(b3, acts / 2));
 }
 
+/* When the failing request alone is larger than all the process may have, what is live does
+ * not decide: nothing freed beside it lets it fit, and a smaller batch helps only if that one
+ * tensor scales with the batch. The reason, into why; 0 when the request fits the limit. */
+static int request_alone_too_large(const ad_ctx *c, char *why, size_t n)
+{
+	char b1[32], b2[32];
+	uint64_t req = c->dv->oom.present ? c->dv->oom.requested : 0;
+	uint64_t limit = c->a->oom.limit;
+	if (!req || !limit || req <= limit)
+		return 0;
+	snprintf(why, n,
+	         "The failing %s request alone is larger than the %s allowed: freeing what else "
+	         "is live cannot make it fit. Fewer samples per call shrink it if it scales with "
+	         "them; if one sample's tensor is this large (a positions x positions attention "
+	         "matrix, a high-resolution feature map), split each call over fewer positions "
+	         "(tiles, chunks) or use a kernel that never materialises it.",
+	         ad_sz(b1, req), ad_sz(b2, limit));
+	return 1;
+}
+
 /* Training whose activations fill the memory. */
 static void advise_training(ad_ctx *c, const uint64_t *cat)
 {
-	char why[256], b1[32], b2[32], b3[32];
+	char why[400], b1[32], b2[32], b3[32];
 	uint64_t live = ad_live_total(cat), acts = cat[AN_CAT_ACTIVATIONS];
-	snprintf(why, sizeof why,
-	         "Activations hold %s of %s live memory (%d%%) and scale with the batch: halving "
-	         "the microbatch frees about %s.",
-	         ad_sz(b1, acts), ad_sz(b2, live), ad_pct(acts, live), ad_sz(b3, acts / 2));
+	if (!request_alone_too_large(c, why, sizeof why))
+		snprintf(why, sizeof why,
+		         "Activations hold %s of %s live memory (%d%%) and scale with the batch: "
+		         "halving the microbatch frees about %s.",
+		         ad_sz(b1, acts), ad_sz(b2, live), ad_pct(acts, live), ad_sz(b3, acts / 2));
 	advise_microbatch(c, AD_PRIO_CAPACITY, why);
 	advise_checkpointing(c, AD_PRIO_CAPACITY + 10);
 	if (!c->run->accumulating && !c->run->maybe_accumulating &&
@@ -273,7 +311,7 @@ static void advise_training(ad_ctx *c, const uint64_t *cat)
  * graphs for nothing (evaluation), or a run the trace cannot place (either way). */
 static void advise_forward_only(ad_ctx *c, const uint64_t *cat)
 {
-	char why[320], b1[32], b2[32], b3[32];
+	char why[400], b1[32], b2[32], b3[32];
 	uint64_t live = ad_live_total(cat), acts = cat[AN_CAT_ACTIVATIONS];
 	an_run_kind kind = ad_run_kind(c);
 	if (kind == AN_RUN_EVALUATION)
@@ -294,7 +332,7 @@ static void advise_forward_only(ad_ctx *c, const uint64_t *cat)
 		    "every sequence in the batch: fewer sequences at once, a shorter generation, "
 		    "or a static, quantized or offloaded cache.",
 		    ad_sz(b1, kv), ad_sz(b2, live));
-	else
+	else if (!request_alone_too_large(c, why, sizeof why))
 		snprintf(
 		    why, sizeof why,
 		    "Activations hold %s of %s live memory (%d%%) and scale with the number of "
@@ -422,16 +460,36 @@ static const md_block *largest_live(const ad_ctx *c)
 	return best;
 }
 
+/* Whether the innermost shown Python frame of a stack is user code: an operation the model's
+ * own module writes out (attention, a reshape), not the torch.nn layer it calls. */
+static int innermost_python_is_user(const ad_ctx *c, uint32_t stack)
+{
+	const md_snapshot *s = c->s;
+	const md_stack *st = &s->stacks[stack];
+	for (size_t k = 0; k < st->count; k++) {
+		const md_frame *fr = &s->frames[st->first + k];
+		const char *file = md_str(s, fr->filename);
+		size_t n = strlen(file);
+		if (an_frame_hidden(s, fr) || n < 3 || strcmp(file + n - 3, ".py") != 0)
+			continue;
+		return !an_library_file(file);
+	}
+	return 0;
+}
+
 /* A stack that makes logits: a loss function, or the model's output projection (a module the
  * model calls directly: two nested module calls), unless that module is a torch.nn layer
- * other than Linear (an LSTM's, a convolution's or an embedding's output is no logits). */
+ * other than Linear (an LSTM's, a convolution's or an embedding's output is no logits) or the
+ * allocation is the user's own line inside it (a decoder's attention block, also called
+ * directly, computes its scores there). */
 static int logits_stack(const ad_ctx *c, uint32_t stack)
 {
 	if (stack >= c->s->stack_count)
 		return 0;
 	const an_stack_info *si = &c->info[stack];
-	return (si->flags & AN_SF_LOSS) || ((si->flags & AN_SF_MODULE_CALL) &&
-	                                    si->model_calls == 2 && !(si->flags & AN_SF_NN_LAYER));
+	return (si->flags & AN_SF_LOSS) ||
+	       ((si->flags & AN_SF_MODULE_CALL) && si->model_calls == 2 &&
+	        !(si->flags & AN_SF_NN_LAYER) && !innermost_python_is_user(c, stack));
 }
 
 /* The largest live block made by the loss or the output projection whose size is a or b:
@@ -458,7 +516,12 @@ static const md_block *live_logits_sized(const ad_ctx *c, uint64_t a, uint64_t b
 static void logits_words(ad_text *t, int copy, int req_logits, uint64_t req, uint64_t live_logits)
 {
 	char b1[32], b2[32];
-	if (copy)
+	if (copy == 2)
+		ad_text_printf(t,
+		               "the failing %s request, in the backward, is the gradient of the "
+		               "logits (%s live)",
+		               ad_sz(b1, req), ad_sz(b2, live_logits));
+	else if (copy)
 		ad_text_printf(t,
 		               "the failing %s request is a float32 copy of the logits (%s live)",
 		               ad_sz(b1, req), ad_sz(b2, live_logits));
@@ -493,6 +556,20 @@ int ad_rule_logits(ad_ctx *c)
 	                    (c->info[e->stack].flags & AN_SF_PYTHON);
 	int copy = big_is && outside_model && (req == big->size * 2 || req == big->size);
 	int not_largest = 0;
+	/* in the backward: the gradient of the logits (of their float32 copy: twice their bf16
+	 * bytes), which the autograd engine allocates with no frame of the loss */
+	int in_backward = e->stack >= c->s->stack_count ||
+	                  (c->info[e->stack].flags & (AN_SF_BACKWARD | AN_SF_ENGINE_THREAD)) ||
+	                  !(c->info[e->stack].flags & AN_SF_PYTHON);
+	if (!copy && in_backward && !req_logits) {
+		const md_block *lg = live_logits_sized(c, req / 2, req);
+		if (lg) {
+			not_largest = lg != big;
+			big = lg;
+			big_is = 1;
+			copy = 2;
+		}
+	}
 	if (!copy && outside_model && !req_logits) {
 		/* the logits it copies, when another tensor is the largest */
 		const md_block *lg = live_logits_sized(c, req / 2, req);
@@ -522,6 +599,11 @@ int ad_rule_logits(ad_ctx *c)
 	}
 	/* first when they are a large share of the budget; else one lever among others */
 	int priority = total * 4 >= budget ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 15;
+	/* the logits' gradient in the backward: first only when the logits outweigh the other
+	 * activations still held for it (else the batch's levers shrink more) */
+	uint64_t acts = dv->categories[AN_CAT_ACTIVATIONS];
+	if (copy == 2 && acts > live_logits && acts - live_logits > live_logits)
+		priority = AD_PRIO_CAPACITY + 15;
 	ad_text_printf(&t, "The loss's logits %s: ",
 	               priority == AD_PRIO_TARGETED ? "decide this run"
 	               : not_largest                ? "are among the large tensors"

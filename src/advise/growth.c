@@ -1,7 +1,9 @@
 /* growth.c: growth across real iterations, and segments released and taken again. */
 #include "advise/growth.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/units.h"
@@ -23,6 +25,64 @@ int ad_leak_explains(const ad_ctx *c)
 	       c->dv->pool[AN_POOL_ALL].allocated;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* How much each whole iteration's peak rises over the one before, the median; 0 unless it
+ * rises at three of four increments at least (over three or more). Allocated bytes are
+ * followed from the trace (relative to its start: the offset cancels). */
+static uint64_t peak_rise(const ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	const md_device *md = md_find_device(c->s, c->dv->device);
+	if (!md || r->start_count < 5)
+		return 0;
+	size_t n = r->start_count - 1; /* whole iterations: the last runs to the trace's end */
+	int64_t *peak = calloc(n, sizeof *peak);
+	uint64_t *rise = calloc(n, sizeof *rise);
+	uint64_t median = 0;
+	if (!peak || !rise)
+		goto done;
+	int64_t now = 0;
+	for (size_t k = 0; k < n; k++) {
+		peak[k] = now;
+		for (size_t i = r->starts[k]; i < r->starts[k + 1] && i < md->event_count; i++) {
+			const md_event *e = &md->events[i];
+			if (e->action == MD_ACT_ALLOC)
+				now += (int64_t)e->size;
+			else if (e->action == MD_ACT_FREE_REQUESTED)
+				now -= (int64_t)e->size;
+			if (now > peak[k])
+				peak[k] = now;
+		}
+	}
+	size_t up = 0;
+	for (size_t k = 1; k < n; k++) {
+		up += peak[k] > peak[k - 1];
+		rise[k - 1] = peak[k] > peak[k - 1] ? (uint64_t)(peak[k] - peak[k - 1]) : 0;
+	}
+	if (n - 1 >= 3 && up * 4 >= (n - 1) * 3) {
+		qsort(rise, n - 1, sizeof *rise, cmp_u64);
+		median = rise[(n - 1) / 2];
+	}
+done:
+	free(peak);
+	free(rise);
+	return median;
+}
+
+uint64_t ad_leak_rate(const ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	if (!r || !r->growth_found)
+		return 0;
+	uint64_t rise = peak_rise(c);
+	return rise > r->growth_per_iteration ? rise : r->growth_per_iteration;
+}
+
 int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes)
 {
 	const an_structure *r = c->run;
@@ -30,7 +90,7 @@ int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes)
 	    r->growth_positive * 4 < r->growth_increments * 3 ||
 	    generation_growth(c, r->growth_site_count ? &r->growth_sites[0] : NULL))
 		return 0;
-	return free_bytes <= r->growth_per_iteration * r->growth_increments;
+	return free_bytes <= ad_leak_rate(c) * r->growth_increments;
 }
 
 /* The bytes per iteration of the growing sites that are parameters or optimizer state, and of

@@ -18,6 +18,10 @@ int ad_leak_explains(const ad_ctx *c);
  * already run, so the leak, not the allocator's layout, is what the run fails on, whatever
  * share of live memory the iteration's own tensors hold. Not the KV cache of generation. */
 int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes);
+/* How fast a leak the trace shows eats free memory, per iteration: the live floor's growth, or
+ * each iteration's peak's rise when that is faster (tensors the iteration computes against
+ * what leaks, such as logits over a growing bank, grow with it); 0 without a leak. */
+uint64_t ad_leak_rate(const ad_ctx *c);
 void ad_rule_releases(ad_ctx *c);
 /* An OOM in training, with no growth found, where a quarter or more of live memory is
  * activations that an earlier iteration's forward allocated and its backward did not free

@@ -277,10 +277,11 @@ static void advise_oom(ad_ctx *c)
 		         ad_sz(b3, o->usable_largest));
 	if (could_serve && leak_fills)
 		snprintf(delay, sizeof delay,
-		         " Packed together it would have held the request, but live memory grows "
-		         "%s per iteration: fixing fragmentation would buy about %llu iterations.",
-		         ad_sz(b5, r->growth_per_iteration),
-		         (unsigned long long)(o->usable_free / r->growth_per_iteration));
+		         " Packed together it would have held the request, but each iteration "
+		         "needs %s more than the last: fixing fragmentation would buy about %llu "
+		         "iterations.",
+		         ad_sz(b5, ad_leak_rate(c)),
+		         (unsigned long long)(o->usable_free / ad_leak_rate(c)));
 	else if (could_serve && !barely)
 		snprintf(delay, sizeof delay,
 		         " The scattered free memory is too small a share of the budget to matter: "

@@ -260,6 +260,8 @@ typedef struct {
 	size_t fwd_start_count, fwd_start_cap;
 	uint64_t kept_alloc, kept_live;       /* over finished forwards */
 	uint64_t survive_early, survive_live; /* over finished layers */
+	size_t spans_graph, spans_no_graph;   /* finished forwards keeping / freeing their graph */
+	double last_kept;                     /* what the last finished forward kept */
 } phases;
 
 enum { PH_NONE, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_OTHER };
@@ -275,6 +277,9 @@ typedef struct {
 	size_t mark_count;
 	uint32_t prev_stack;
 	uint32_t first_stack; /* the span's first allocation */
+	int generates;        /* inside generate(), which runs under no_grad by construction: its
+	                         forwards say nothing of whether the run's own forwards record a
+	                         graph */
 } span_state;
 
 /* Adds up what the span kept, as a whole (when it finished) and over its finished layers (all
@@ -292,11 +297,14 @@ static void close_span(span_state *sp, int finished, phases *ph)
 			early_live += kept;
 		}
 	}
-	if (finished && alloc >= MR_MIB) {
+	if (finished && alloc >= MR_MIB && !sp->generates) {
 		ph->kept_alloc += alloc;
 		ph->kept_live += live;
+		ph->last_kept = (double)live / (double)alloc;
+		ph->spans_graph += ph->last_kept >= KEPT_GRAPH;
+		ph->spans_no_graph += ph->last_kept < KEPT_NO_GRAPH;
 	}
-	if (sp->mark_count >= 2 && early >= MR_MIB) {
+	if (sp->mark_count >= 2 && early >= MR_MIB && !sp->generates) {
 		ph->survive_early += early;
 		ph->survive_live += early_live;
 	}
@@ -453,6 +461,7 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 			out->maybe_accumulating |= since_step && !out->optimizer_phases;
 			out->forward_spans++;
 			sp.first_stack = e->stack;
+			sp.generates = (c->info[e->stack].flags & AN_SF_GENERATE) != 0;
 			ff.retried |= ff.armed && same_innermost(c, e->stack, ff.first_stack);
 			if (since_forward &&
 			    MR_GROW(ph->fwd_starts, ph->fwd_start_cap, ph->fwd_start_count + 1))
@@ -893,7 +902,22 @@ static mr_status read_releases(const sctx *c, an_structure *out, mr_error *err)
 
 /* ---- kind of run ---- */
 
-static void decide_kind(an_structure *out, const phases *ph)
+/* Whether the trace's last allocation inside a model call ran inside generate(): a trace that
+ * generates and then runs forwards of its own (an RL step scoring and training on what it
+ * generated) is not told inference by the generate() it holds. */
+static int last_forward_generates(const sctx *c)
+{
+	for (size_t i = c->md->event_count; i-- > 0;) {
+		const md_event *e = &c->md->events[i];
+		if (e->action != MD_ACT_ALLOC || e->stack >= c->s->stack_count ||
+		    !(c->info[e->stack].flags & AN_SF_MODULE_CALL))
+			continue;
+		return (c->info[e->stack].flags & AN_SF_GENERATE) != 0;
+	}
+	return 1;
+}
+
+static void decide_kind(an_structure *out, const phases *ph, int generates)
 {
 	uint32_t f = out->flags_seen;
 	out->kind = AN_RUN_TRAINING;
@@ -918,13 +942,19 @@ static void decide_kind(an_structure *out, const phases *ph)
 		out->evidence = AN_KIND_FRAMEWORK_NO_GRAD;
 		return;
 	}
-	if (f & AN_SF_GENERATE) {
+	if ((f & AN_SF_GENERATE) && generates) {
 		out->evidence = AN_KIND_GENERATE;
 		return;
 	}
 	/* Finished forwards say it best; a forward that died part-way, its finished layers. */
-	int graph = 0, no_graph = 0;
-	if (out->kept_known) {
+	int graph = 0, no_graph = 0, mixed = ph->spans_graph && ph->spans_no_graph;
+	if (out->kept_known && mixed) {
+		/* some forwards free their activations and others keep them (a no_grad teacher,
+		 * reference or scoring pass beside the one trained): their sum says neither; the
+		 * last one says what the step was doing when it ended */
+		graph = ph->last_kept >= KEPT_GRAPH;
+		no_graph = ph->last_kept < KEPT_NO_GRAPH;
+	} else if (out->kept_known) {
 		graph = out->kept_ratio >= KEPT_GRAPH;
 		no_graph = out->kept_ratio < KEPT_NO_GRAPH;
 	} else if (out->survival_known) {
@@ -933,7 +963,8 @@ static void decide_kind(an_structure *out, const phases *ph)
 	}
 	if (no_graph) {
 		out->evidence = AN_KIND_NO_GRAPH;
-	} else if (graph && out->forward_spans >= 2 && out->forward_spans > out->forwards_cut) {
+	} else if (graph && !mixed && out->forward_spans >= 2 &&
+	           out->forward_spans > out->forwards_cut) {
 		/* an evaluation loop that keeps its graphs and a training step that adds up the
 		 * losses of its microbatches before one backward look the same until the backward
 		 */
@@ -1046,7 +1077,7 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 	out->kept_ratio = ph.kept_alloc ? (double)ph.kept_live / (double)ph.kept_alloc : 0;
 	out->survival_known = ph.survive_early >= MR_MIB;
 	out->survival = ph.survive_early ? (double)ph.survive_live / (double)ph.survive_early : 0;
-	decide_kind(out, &ph);
+	decide_kind(out, &ph, last_forward_generates(&c));
 	if ((st = choose_iterations(&c, out, &ph, err)))
 		goto done;
 	if ((st = read_casts(&c, out, err)))
