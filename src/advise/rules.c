@@ -275,14 +275,19 @@ static void advise_oom(ad_ctx *c)
 		snprintf(freebuf, sizeof freebuf, "%s%s was cached but free (largest piece %s)",
 		         real_share ? "" : "only ", ad_sz(b2, o->usable_free),
 		         ad_sz(b3, o->usable_largest));
-	if (could_serve && leak_fills)
+	if (could_serve && leak_fills) {
+		unsigned long long n = (unsigned long long)(o->usable_free / ad_leak_rate(c));
+		char iters[48];
+		snprintf(iters, sizeof iters,
+		         n == 0   ? "less than one iteration"
+		         : n == 1 ? "about one iteration"
+		                  : "about %llu iterations",
+		         n);
 		snprintf(delay, sizeof delay,
 		         " Packed together it would have held the request, but each iteration "
-		         "needs %s more than the last: fixing fragmentation would buy about %llu "
-		         "iterations.",
-		         ad_sz(b5, ad_leak_rate(c)),
-		         (unsigned long long)(o->usable_free / ad_leak_rate(c)));
-	else if (could_serve && !barely)
+		         "needs %s more than the last: fixing fragmentation would buy %s.",
+		         ad_sz(b5, ad_leak_rate(c)), iters);
+	} else if (could_serve && !barely)
 		snprintf(delay, sizeof delay,
 		         " The scattered free memory is too small a share of the budget to matter: "
 		         "fixing fragmentation would only make it fail a little later.");
