@@ -212,6 +212,23 @@ static int barely_serves(const an_oom *o, uint64_t budget, char *delay, size_t n
 	return 1;
 }
 
+/* What packing `free_bytes` of free pieces would buy when a leak fills them. */
+static void leak_delay(const ad_ctx *c, uint64_t free_bytes, char *out, size_t n)
+{
+	char b1[32], iters[48];
+	uint64_t rate = ad_leak_rate(c);
+	unsigned long long k = rate ? (unsigned long long)(free_bytes / rate) : 0;
+	if (k < 2)
+		snprintf(iters, sizeof iters, "%s",
+		         k ? "about one iteration" : "less than one iteration");
+	else
+		snprintf(iters, sizeof iters, "about %llu iterations", k);
+	snprintf(out, n,
+	         " Packed together it would have held the request, but each iteration needs %s "
+	         "more than the last: fixing fragmentation would buy %s.",
+	         ad_sz(b1, rate), iters);
+}
+
 /* The failed allocation, read from the layout it met. */
 static void advise_oom(ad_ctx *c)
 {
@@ -275,19 +292,9 @@ static void advise_oom(ad_ctx *c)
 		snprintf(freebuf, sizeof freebuf, "%s%s was cached but free (largest piece %s)",
 		         real_share ? "" : "only ", ad_sz(b2, o->usable_free),
 		         ad_sz(b3, o->usable_largest));
-	if (could_serve && leak_fills) {
-		unsigned long long n = (unsigned long long)(o->usable_free / ad_leak_rate(c));
-		char iters[48];
-		snprintf(iters, sizeof iters,
-		         n == 0   ? "less than one iteration"
-		         : n == 1 ? "about one iteration"
-		                  : "about %llu iterations",
-		         n);
-		snprintf(delay, sizeof delay,
-		         " Packed together it would have held the request, but each iteration "
-		         "needs %s more than the last: fixing fragmentation would buy %s.",
-		         ad_sz(b5, ad_leak_rate(c)), iters);
-	} else if (could_serve && !barely)
+	if (could_serve && leak_fills)
+		leak_delay(c, o->usable_free, delay, sizeof delay);
+	else if (could_serve && !barely)
 		snprintf(delay, sizeof delay,
 		         " The scattered free memory is too small a share of the budget to matter: "
 		         "fixing fragmentation would only make it fail a little later.");
