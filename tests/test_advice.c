@@ -807,6 +807,42 @@ static void test_inference_after_forward(void **state)
 	rp_free(&run);
 }
 
+/* One request larger than the whole memory fraction (retrieval_scores_oom: scores = q @ index.T
+ * under inference_mode asks for more than `cap_bytes`): nothing freed
+ * beside it can make room, so the operation is split, not "free the tensors". Its forwards
+ * free their activations; the first one's cuBLAS workspace does not make them keep a graph. */
+static void test_request_over_limit(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "retrieval_scores_oom";
+	char snap[1024], msg[1024];
+	tu_snapshot(s, snap, sizeof snap);
+	tu_sample(s, "oom_message.txt", msg, sizeof msg);
+	assert_int_equal(load2(snap, msg, &run), 0);
+	long long cap = tu_corpus_int(s, "facts.json", "cap_bytes");
+	/* the observer's `alloc` is the segment asked of CUDA for the request */
+	assert_int_equal(run.an.devices[0].oom.alloc_size, tu_corpus_int(s, "facts.json", "alloc"));
+	assert_int_equal(run.advice.oom.limit, cap);
+	assert_true(run.advice.oom.requested > (uint64_t)cap);
+	const an_structure *r = &run.an.devices[0].run;
+	assert_int_equal(r->kind, AN_RUN_INFERENCE);
+	assert_int_equal(r->evidence, AN_KIND_NO_GRAPH);
+	assert_int_equal(rank_of(&run, "split_operation"), 1);
+	assert_int_equal(rank_of(&run, "release_references"), 0);
+	assert_non_null(strstr(run.advice.verdict, "larger than the limit"));
+	rp_free(&run);
+	/* a request under the limit (infer_cat_preds_oom's cat) is not split */
+	s = "infer_cat_preds_oom";
+	tu_snapshot(s, snap, sizeof snap);
+	tu_sample(s, "oom_message.txt", msg, sizeof msg);
+	assert_int_equal(load2(snap, msg, &run), 0);
+	assert_true(run.advice.oom.requested <
+	            (uint64_t)tu_corpus_int(s, "facts.json", "cap_bytes"));
+	assert_int_equal(rank_of(&run, "split_operation"), 0);
+	rp_free(&run);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -837,6 +873,7 @@ int main(void)
 	    cmocka_unit_test(test_state_growth),
 	    cmocka_unit_test(test_layers_through_functional),
 	    cmocka_unit_test(test_inference_after_forward),
+	    cmocka_unit_test(test_request_over_limit),
 	    cmocka_unit_test(test_same_message_twice),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

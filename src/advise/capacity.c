@@ -346,6 +346,34 @@ int ad_state_bound(const uint64_t *cat, const an_oom *o)
 	       (acts + request) * 4 < live + request;
 }
 
+/* A failed request larger than all the process may use: freeing, packing or an allocator
+ * setting cannot make it fit, only the operation that asks for it working in pieces. Returns 1
+ * when it said so. */
+static int split_oversized(ad_ctx *c)
+{
+	char b1[32], b2[32];
+	const an_device *dv = c->dv;
+	const md_device *md = md_find_device(c->s, dv->device);
+	uint64_t limit = c->a->oom.limit, req = dv->oom.requested;
+	if (!md || !dv->oom.present || dv->oom.event >= md->event_count || !limit || req <= limit)
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "The %s request that failed is more than the %s this process may use, so "
+	               "nothing freed beside it would make it fit; ",
+	               ad_sz(b1, req), ad_sz(b2, limit));
+	if (!ad_user_site(&t, c->s, md->events[dv->oom.event].stack))
+		ad_text_printf(&t, "the call that asked for it");
+	ad_text_printf(&t, " must make it in pieces, reducing each piece (a top-k, a sum) before "
+	                   "the next.");
+	ad_suggest_text(
+	    c, "split_operation", AD_PRIO_TARGETED, "Compute the oversized result in chunks",
+	    "for i in range(0, n, k): out.append(f(x[i:i+k]).topk(100))  # or a smaller "
+	    "batch",
+	    &t);
+	return 1;
+}
+
 void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)
 {
 	char b1[32], b2[32];
@@ -385,6 +413,8 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)
 		           ad_sz(b1, cat[AN_CAT_PARAMETERS]), ad_sz(b2, live));
 		return;
 	}
+	if (oom && split_oversized(c))
+		return;
 	if (oom && c->dv->site_count) {
 		/* Neither the model state nor activations: name what holds the memory. */
 		const an_site *top = &c->dv->sites[0];
