@@ -843,6 +843,27 @@ static void test_request_over_limit(void **state)
 	rp_free(&run);
 }
 
+/* An evaluation under no_grad inside a training run (eval_bigger_batch_oom) dies copying its
+ * logits to float32 (the observer's `alloc` is `eval_logits_fp32_bytes`): the live activations
+ * are the bf16 logits, which checkpointing would keep anyway, so it is not advised; a training
+ * forward that keeps its graph (hf_llama_oom) still gets it. */
+static void test_no_checkpointing_for_logits_alone(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "eval_bigger_batch_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	assert_int_equal(run.advice.oom.requested,
+	                 tu_corpus_int(s, "facts.json", "eval_logits_fp32_bytes"));
+	assert_int_equal(run.advice.oom.requested, tu_corpus_int(s, "facts.json", "alloc"));
+	assert_int_equal(rank_of(&run, "chunked_loss"), 1);
+	assert_int_equal(rank_of(&run, "activation_checkpointing"), 0);
+	rp_free(&run);
+	assert_int_equal(load_sample("hf_llama_oom", NULL, &run), 0);
+	assert_true(rank_of(&run, "activation_checkpointing") > 0);
+	rp_free(&run);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -874,6 +895,7 @@ int main(void)
 	    cmocka_unit_test(test_layers_through_functional),
 	    cmocka_unit_test(test_inference_after_forward),
 	    cmocka_unit_test(test_request_over_limit),
+	    cmocka_unit_test(test_no_checkpointing_for_logits_alone),
 	    cmocka_unit_test(test_same_message_twice),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

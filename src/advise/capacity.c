@@ -102,11 +102,22 @@ static void advise_microbatch(ad_ctx *c, int priority, const char *why)
 	ad_suggest(c, "reduce_microbatch", priority, title, change, "%s", why);
 }
 
-static void advise_checkpointing(ad_ctx *c, int priority)
+static const md_block *largest_live(const ad_ctx *c);
+static int logits_stack(const ad_ctx *c, uint32_t stack);
+
+/* acts: the live activation bytes. */
+static void advise_checkpointing(ad_ctx *c, int priority, uint64_t acts)
 {
 	char b1[32];
 	if (ad_technique_on(c, AN_TECH_CHECKPOINT))
 		return; /* already on: the microbatch is the lever left */
+	/* the model's output logits are kept whatever is recomputed: when they are nearly all
+	 * the activations (a forward that saved nothing for backward), there is nothing to
+	 * checkpoint */
+	const md_block *big = largest_live(c);
+	if (big && logits_stack(c, big->stack) && big->size <= acts &&
+	    (acts - big->size) * 8 < acts)
+		return;
 	uint64_t held = 0;
 	const md_frame *target = checkpoint_target(c, &held);
 	ad_text t = {0};
@@ -237,7 +248,7 @@ static void advise_training(ad_ctx *c, const uint64_t *cat)
 	         "the microbatch frees about %s.",
 	         ad_sz(b1, acts), ad_sz(b2, live), ad_pct(acts, live), ad_sz(b3, acts / 2));
 	advise_microbatch(c, AD_PRIO_CAPACITY, why);
-	advise_checkpointing(c, AD_PRIO_CAPACITY + 10);
+	advise_checkpointing(c, AD_PRIO_CAPACITY + 10, acts);
 	if (!c->run->accumulating && !c->run->maybe_accumulating &&
 	    !ad_framework(c, AN_FW_HF_TRAINER | AN_FW_LIGHTNING))
 		ad_suggest(c, "gradient_accumulation", AD_PRIO_CAPACITY + 20,
