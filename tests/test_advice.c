@@ -905,6 +905,63 @@ static void test_offloaded_activations(void **state)
 	rp_free(&run);
 }
 
+/* One request larger than the whole memory fraction (retrieval_scores_oom: scores = q @ index.T
+ * under inference_mode asks for more than `cap_bytes`): nothing freed
+ * beside it can make room, so the operation is split, not "free the tensors". Its forwards
+ * free their activations; the first one's cuBLAS workspace does not make them keep a graph. */
+static void test_request_over_cap_split(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "retrieval_scores_oom";
+	char snap[1024], msg[1024];
+	tu_snapshot(s, snap, sizeof snap);
+	tu_sample(s, "oom_message.txt", msg, sizeof msg);
+	assert_int_equal(load2(snap, msg, &run), 0);
+	long long cap = tu_corpus_int(s, "facts.json", "cap_bytes");
+	/* the observer's `alloc` is the segment asked of CUDA for the request */
+	assert_int_equal(run.an.devices[0].oom.alloc_size, tu_corpus_int(s, "facts.json", "alloc"));
+	assert_int_equal(run.advice.oom.limit, cap);
+	assert_true(run.advice.oom.requested > (uint64_t)cap);
+	const an_structure *r = &run.an.devices[0].run;
+	assert_int_equal(r->kind, AN_RUN_INFERENCE);
+	assert_int_equal(r->evidence, AN_KIND_NO_GRAPH);
+	assert_int_equal(rank_of(&run, "split_operation"), 1);
+	assert_int_equal(rank_of(&run, "release_references"), 0);
+	assert_non_null(strstr(run.advice.verdict, "larger than the limit"));
+	rp_free(&run);
+	/* a request under the limit (infer_cat_preds_oom's cat) is not split */
+	s = "infer_cat_preds_oom";
+	tu_snapshot(s, snap, sizeof snap);
+	tu_sample(s, "oom_message.txt", msg, sizeof msg);
+	assert_int_equal(load2(snap, msg, &run), 0);
+	assert_true(run.advice.oom.requested <
+	            (uint64_t)tu_corpus_int(s, "facts.json", "cap_bytes"));
+	assert_int_equal(rank_of(&run, "split_operation"), 0);
+	rp_free(&run);
+}
+
+/* An evaluation under no_grad inside a training run (eval_bigger_batch_oom) dies copying its
+ * logits to float32 (the observer's `alloc` is `eval_logits_fp32_bytes`): the live activations
+ * are the bf16 logits, which checkpointing would keep anyway, so it is not advised; a training
+ * forward that keeps its graph (hf_llama_oom) still gets it. */
+static void test_no_checkpointing_for_logits_alone(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "eval_bigger_batch_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	assert_int_equal(run.advice.oom.requested,
+	                 tu_corpus_int(s, "facts.json", "eval_logits_fp32_bytes"));
+	assert_int_equal(run.advice.oom.requested, tu_corpus_int(s, "facts.json", "alloc"));
+	assert_int_equal(rank_of(&run, "chunked_loss"), 1);
+	assert_int_equal(rank_of(&run, "activation_checkpointing"), 0);
+	rp_free(&run);
+	assert_int_equal(load_sample("hf_llama_oom", NULL, &run), 0);
+	assert_true(rank_of(&run, "activation_checkpointing") > 0);
+	rp_free(&run);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -940,6 +997,8 @@ int main(void)
 	    cmocka_unit_test(test_request_over_limit),
 	    cmocka_unit_test(test_leak_peak_rise),
 	    cmocka_unit_test(test_offloaded_activations),
+	    cmocka_unit_test(test_request_over_cap_split),
+	    cmocka_unit_test(test_no_checkpointing_for_logits_alone),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

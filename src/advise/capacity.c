@@ -119,11 +119,22 @@ static int activations_offloaded(const ad_ctx *c)
 	return 0;
 }
 
-static void advise_checkpointing(ad_ctx *c, int priority)
+static const md_block *largest_live(const ad_ctx *c);
+static int logits_stack(const ad_ctx *c, uint32_t stack);
+
+/* acts: the live activation bytes. */
+static void advise_checkpointing(ad_ctx *c, int priority, uint64_t acts)
 {
 	char b1[32];
 	if (ad_technique_on(c, AN_TECH_CHECKPOINT) || activations_offloaded(c))
 		return; /* already on: the microbatch is the lever left */
+	/* the model's output logits are kept whatever is recomputed: when they are nearly all
+	 * the activations (a forward that saved nothing for backward), there is nothing to
+	 * checkpoint */
+	const md_block *big = largest_live(c);
+	if (big && logits_stack(c, big->stack) && big->size <= acts &&
+	    (acts - big->size) * 8 < acts)
+		return;
 	uint64_t held = 0;
 	const md_frame *target = checkpoint_target(c, &held);
 	ad_text t = {0};
@@ -275,7 +286,7 @@ static void advise_training(ad_ctx *c, const uint64_t *cat)
 		         "halving the microbatch frees about %s.",
 		         ad_sz(b1, acts), ad_sz(b2, live), ad_pct(acts, live), ad_sz(b3, acts / 2));
 	advise_microbatch(c, AD_PRIO_CAPACITY, why);
-	advise_checkpointing(c, AD_PRIO_CAPACITY + 10);
+	advise_checkpointing(c, AD_PRIO_CAPACITY + 10, acts);
 	if (!c->run->accumulating && !c->run->maybe_accumulating &&
 	    !ad_framework(c, AN_FW_HF_TRAINER | AN_FW_LIGHTNING))
 		ad_suggest(c, "gradient_accumulation", AD_PRIO_CAPACITY + 20,
@@ -384,6 +395,34 @@ int ad_state_bound(const uint64_t *cat, const an_oom *o)
 	       (acts + request) * 4 < live + request;
 }
 
+/* A failed request larger than all the process may use: freeing, packing or an allocator
+ * setting cannot make it fit, only the operation that asks for it working in pieces. Returns 1
+ * when it said so. */
+static int split_oversized(ad_ctx *c)
+{
+	char b1[32], b2[32];
+	const an_device *dv = c->dv;
+	const md_device *md = md_find_device(c->s, dv->device);
+	uint64_t limit = c->a->oom.limit, req = dv->oom.requested;
+	if (!md || !dv->oom.present || dv->oom.event >= md->event_count || !limit || req <= limit)
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "The %s request that failed is more than the %s this process may use, so "
+	               "nothing freed beside it would make it fit; ",
+	               ad_sz(b1, req), ad_sz(b2, limit));
+	if (!ad_user_site(&t, c->s, md->events[dv->oom.event].stack))
+		ad_text_printf(&t, "the call that asked for it");
+	ad_text_printf(&t, " must make it in pieces, reducing each piece (a top-k, a sum) before "
+	                   "the next.");
+	ad_suggest_text(
+	    c, "split_operation", AD_PRIO_TARGETED, "Compute the oversized result in chunks",
+	    "for i in range(0, n, k): out.append(f(x[i:i+k]).topk(100))  # or a smaller "
+	    "batch",
+	    &t);
+	return 1;
+}
+
 void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)
 {
 	char b1[32], b2[32];
@@ -423,6 +462,8 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)
 		           ad_sz(b1, cat[AN_CAT_PARAMETERS]), ad_sz(b2, live));
 		return;
 	}
+	if (oom && split_oversized(c))
+		return;
 	if (oom && c->dv->site_count) {
 		/* Neither the model state nor activations: name what holds the memory. */
 		const an_site *top = &c->dv->sites[0];

@@ -157,6 +157,12 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "hold %s of %s live; activations are only %s, so a smaller batch cannot "
 		    "help.",
 		    sz(b1, state), sz(b2, live), sz(b3, cat[AN_CAT_ACTIVATIONS]));
+	else if (first_rec_is(a, "split_operation"))
+		mr_buf_printf(b,
+		              "Out of memory from one request larger than the limit: %s asked for, "
+		              "%s allowed, with %s live beside it.",
+		              sz(b1, o->requested), sz(b2, a->oom.limit),
+		              sz(b3, dv->pool[AN_POOL_ALL].allocated));
 	else if (first_rec_is(a, "chunked_loss"))
 		mr_buf_printf(
 		    b,

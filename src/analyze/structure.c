@@ -259,6 +259,8 @@ typedef struct {
 	size_t *fwd_starts; /* the first forward, and each forward after a backward or a step */
 	size_t fwd_start_count, fwd_start_cap;
 	uint64_t kept_alloc, kept_live;       /* over finished forwards */
+	uint64_t first_alloc, first_live;     /* the first finished forward's share of them */
+	size_t finished;                      /* finished forwards counted in kept_* */
 	uint64_t survive_early, survive_live; /* over finished layers */
 	size_t spans_graph, spans_no_graph;   /* finished forwards keeping / freeing their graph */
 	double last_kept;                     /* what the last finished forward kept */
@@ -298,6 +300,10 @@ static void close_span(span_state *sp, int finished, phases *ph)
 		}
 	}
 	if (finished && alloc >= MR_MIB && !sp->generates) {
+		if (!ph->finished++) {
+			ph->first_alloc = alloc;
+			ph->first_live = live;
+		}
 		ph->kept_alloc += alloc;
 		ph->kept_live += live;
 		ph->last_kept = (double)live / (double)alloc;
@@ -1073,6 +1079,13 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 	techniques(out, private_segments);
 	if ((st = read_phases(&c, out, &ph, err)))
 		goto done;
+	/* The first forward also makes the run's one-time allocations (cuBLAS workspaces, lazily
+	 * built buffers), which stay alive as a saved graph would: with later forwards to judge
+	 * by, it is left out. */
+	if (ph.finished >= 2) {
+		ph.kept_alloc -= ph.first_alloc;
+		ph.kept_live -= ph.first_live;
+	}
 	out->kept_known = ph.kept_alloc >= MR_MIB && out->forward_spans >= 2;
 	out->kept_ratio = ph.kept_alloc ? (double)ph.kept_live / (double)ph.kept_alloc : 0;
 	out->survival_known = ph.survive_early >= MR_MIB;
