@@ -962,6 +962,23 @@ static void test_no_checkpointing_for_logits_alone(void **state)
 	rp_free(&run);
 }
 
+/* The verdict says what the logits are to the request that failed, as the recommendation
+ * does: a float32 copy of them for the loss (oom_loss_logits, whose request facts.json gives),
+ * their gradient in the backward (save_on_cpu_bigvocab_oom): not "the logits" whatever it was. */
+static void test_logits_verdict(void **state)
+{
+	(void)state;
+	rp_report run;
+	assert_int_equal(load_sample("save_on_cpu_bigvocab_oom", NULL, &run), 0);
+	assert_int_equal(rank_of(&run, "chunked_loss"), 1);
+	assert_non_null(strstr(run.advice.verdict, "is the gradient of the logits"));
+	rp_free(&run);
+	assert_int_equal(load_sample("oom_loss_logits", NULL, &run), 0); /* a shared sample */
+	assert_int_equal(rank_of(&run, "chunked_loss"), 1);
+	assert_non_null(strstr(run.advice.verdict, "is a float32 copy of the logits"));
+	rp_free(&run);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -999,6 +1016,7 @@ int main(void)
 	    cmocka_unit_test(test_offloaded_activations),
 	    cmocka_unit_test(test_request_over_cap_split),
 	    cmocka_unit_test(test_no_checkpointing_for_logits_alone),
+	    cmocka_unit_test(test_logits_verdict),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,6 +76,8 @@ typedef struct {
 	uint64_t others;         /* other processes' (listed, else total - free - this process) */
 	ev_process processes[8]; /* the other processes the message lists */
 	size_t process_count;
+	char logits[192]; /* what the logits are to the failed request, in words (the logits
+	                     rule), "" when it did not fire */
 } ad_oom;
 
 enum {

@@ -626,6 +626,9 @@ int ad_rule_logits(ad_ctx *c)
 	uint64_t live_logits = big_is ? big->size : 0;
 	uint64_t total = (req_logits || copy ? req : 0) + live_logits;
 	ad_text t = {0};
+	logits_words(&t, copy, req_logits, req, live_logits); /* the verdict's words */
+	snprintf(c->a->oom.logits, sizeof c->a->oom.logits, "%s", t.b.data ? t.b.data : "");
+	ad_text_free(&t);
 	if (ad_run_kind(c) == AN_RUN_INFERENCE) {
 		ad_text_printf(&t, "The logits are the largest tensors here: ");
 		logits_words(&t, copy, req_logits, req, live_logits);

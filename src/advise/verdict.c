@@ -163,12 +163,10 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		              "%s allowed, with %s live beside it.",
 		              sz(b1, o->requested), sz(b2, a->oom.limit),
 		              sz(b3, dv->pool[AN_POOL_ALL].allocated));
-	else if (first_rec_is(a, "chunked_loss"))
+	else if (first_rec_is(a, "chunked_loss") && o->logits[0])
 		mr_buf_printf(
-		    b,
-		    "Out of memory from capacity at the logits: live tensors hold %s, and "
-		    "the %s request that failed is the logits of the loss.",
-		    sz(b1, dv->pool[AN_POOL_ALL].allocated), sz(b2, o->requested));
+		    b, "Out of memory from capacity at the logits: live tensors hold %s, and %s.",
+		    sz(b1, dv->pool[AN_POOL_ALL].allocated), o->logits);
 	else
 		mr_buf_printf(
 		    b,
