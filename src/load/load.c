@@ -6,8 +6,10 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "base/addrmap.h"
 #include "base/buf.h"
 #include "base/error.h"
+#include "base/hash128.h"
 #include "base/mem.h"
 #include "base/units.h"
 #include "decode/snapshot.h"
@@ -70,12 +72,21 @@ static int same_oom(const ev_oom *a, const ev_oom *b)
 	return 1;
 }
 
-static int seen_oom(const ev_text *dst, const ev_oom *o)
+/* A key for a message's content (never UINT64_MAX, which am_map cannot hold). */
+static uint64_t oom_key(const ev_oom *o)
 {
-	for (size_t i = 0; i < dst->oom_count; i++)
-		if (same_oom(&dst->ooms[i], o))
-			return 1;
-	return 0;
+	uint64_t f[OOM_FIELDS];
+	oom_fields(o, f);
+	h128_state h;
+	h128_init(&h, 0);
+	h128_update(&h, f, sizeof f);
+	h128_str(&h, o->backend);
+	h128_str(&h, o->status);
+	h128_digest d;
+	h128_final(&h, &d);
+	uint64_t k;
+	memcpy(&k, d.bytes, sizeof k);
+	return k == UINT64_MAX ? 0 : k;
 }
 
 /* Moves the tables and messages of src to the end of dst; src keeps only what it must free.
@@ -95,16 +106,24 @@ static mr_status merge_text(ev_text *dst, ev_text *src, mr_error *err)
 	if (src->summary_count)
 		memcpy(sm + dst->summary_count, src->summaries, src->summary_count * sizeof *sm);
 	dst->summary_count += src->summary_count;
-	size_t earlier = dst->oom_count;
+	/* the earlier inputs' messages by content: one look-up a message, not a scan */
+	am_map earlier = {0};
+	uint64_t at;
+	for (size_t i = 0; i < dst->oom_count; i++)
+		if (am_put(&earlier, oom_key(&oo[i]), i)) {
+			am_free(&earlier);
+			return mr_oom(err);
+		}
 	for (size_t i = 0; i < src->oom_count; i++) {
-		ev_text before = {.ooms = dst->ooms, .oom_count = earlier};
-		if (seen_oom(&before, &src->ooms[i]))
+		if (am_get(&earlier, oom_key(&src->ooms[i]), &at) &&
+		    same_oom(&oo[at], &src->ooms[i]))
 			continue; /* its process list stays with src, freed with it */
 		oo[dst->oom_count++] = src->ooms[i];
 		/* the message's process list now belongs to dst */
 		src->ooms[i].other_processes = NULL;
 		src->ooms[i].other_process_count = 0;
 	}
+	am_free(&earlier);
 	return MR_OK;
 }
 
