@@ -1,11 +1,10 @@
 /* growth.c: growth across real iterations, and segments released and taken again. */
 #include "advise/growth.h"
 
-#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "base/units.h"
 
 static int generation_growth(const ad_ctx *c, const an_growth_site *site)
@@ -25,62 +24,12 @@ int ad_leak_explains(const ad_ctx *c)
 	       c->dv->pool[AN_POOL_ALL].allocated;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return (x > y) - (x < y);
-}
-
-/* How much each whole iteration's peak rises over the one before, the median; 0 unless it
- * rises at three of four increments at least (over three or more). Allocated bytes are
- * followed from the trace (relative to its start: the offset cancels). */
-static uint64_t peak_rise(const ad_ctx *c)
-{
-	const an_structure *r = c->run;
-	const md_device *md = md_find_device(c->s, c->dv->device);
-	if (!md || r->start_count < 5)
-		return 0;
-	size_t n = r->start_count - 1; /* whole iterations: the last runs to the trace's end */
-	int64_t *peak = calloc(n, sizeof *peak);
-	uint64_t *rise = calloc(n, sizeof *rise);
-	uint64_t median = 0;
-	if (!peak || !rise)
-		goto done;
-	int64_t now = 0;
-	for (size_t k = 0; k < n; k++) {
-		peak[k] = now;
-		for (size_t i = r->starts[k]; i < r->starts[k + 1] && i < md->event_count; i++) {
-			const md_event *e = &md->events[i];
-			if (e->action == MD_ACT_ALLOC)
-				now += (int64_t)e->size;
-			else if (e->action == MD_ACT_FREE_REQUESTED)
-				now -= (int64_t)e->size;
-			if (now > peak[k])
-				peak[k] = now;
-		}
-	}
-	size_t up = 0;
-	for (size_t k = 1; k < n; k++) {
-		up += peak[k] > peak[k - 1];
-		rise[k - 1] = peak[k] > peak[k - 1] ? (uint64_t)(peak[k] - peak[k - 1]) : 0;
-	}
-	if (n - 1 >= 3 && up * 4 >= (n - 1) * 3) {
-		qsort(rise, n - 1, sizeof *rise, cmp_u64);
-		median = rise[(n - 1) / 2];
-	}
-done:
-	free(peak);
-	free(rise);
-	return median;
-}
-
 uint64_t ad_leak_rate(const ad_ctx *c)
 {
 	const an_structure *r = c->run;
 	if (!r || !r->growth_found)
 		return 0;
-	uint64_t rise = peak_rise(c);
-	return rise > r->growth_per_iteration ? rise : r->growth_per_iteration;
+	return MR_MAX(r->peak_rise, r->growth_per_iteration);
 }
 
 int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes)

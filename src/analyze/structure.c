@@ -622,6 +622,51 @@ static int site_cmp(const void *a, const void *b)
 	return (x->stack > y->stack) - (x->stack < y->stack);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* an_structure.peak_rise. Allocated bytes are followed from the trace (relative to its start:
+ * the offset cancels); the last iteration runs to the trace's end and is not whole. */
+static mr_status read_peak_rise(const sctx *c, an_structure *out, mr_error *err)
+{
+	const md_event *ev = c->md->events;
+	size_t n = out->start_count - 1;
+	int64_t *peak = mr_alloc_array(n, sizeof *peak), now = 0;
+	uint64_t *rise = mr_alloc_array(n, sizeof *rise);
+	size_t up = 0;
+	mr_status st = MR_OK;
+	if (!peak || !rise) {
+		st = mr_oom(err);
+		goto done;
+	}
+	for (size_t k = 0; k < n; k++) {
+		peak[k] = now;
+		for (size_t i = out->starts[k]; i < out->starts[k + 1] && i < c->md->event_count;
+		     i++) {
+			if (ev[i].action == MD_ACT_ALLOC)
+				now += (int64_t)ev[i].size;
+			else if (ev[i].action == MD_ACT_FREE_REQUESTED)
+				now -= (int64_t)ev[i].size;
+			peak[k] = MR_MAX(peak[k], now);
+		}
+	}
+	for (size_t k = 1; k < n; k++) {
+		up += peak[k] > peak[k - 1];
+		rise[k - 1] = peak[k] > peak[k - 1] ? (uint64_t)(peak[k] - peak[k - 1]) : 0;
+	}
+	if (n - 1 >= 3 && up * 4 >= (n - 1) * 3) {
+		qsort(rise, n - 1, sizeof *rise, cmp_u64);
+		out->peak_rise = rise[(n - 1) / 2];
+	}
+done:
+	free(peak);
+	free(rise);
+	return st;
+}
+
 /* Live allocated bytes at the start of every iteration, walking the trace forwards; and which
  * allocations after the first iteration are still alive at its end, by stack. */
 static mr_status read_growth(const sctx *c, uint64_t initial, an_structure *out, mr_error *err)
@@ -1099,8 +1144,10 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 		goto done;
 	if (out->start_count >= 2 && (st = read_carried(&c, out, err)))
 		goto done;
-	if (out->start_count >= 4)
-		st = read_growth(&c, initial_allocated, out, err);
+	if (out->start_count >= 4 && (st = read_growth(&c, initial_allocated, out, err)))
+		goto done;
+	if (out->start_count >= 5)
+		st = read_peak_rise(&c, out, err);
 done:
 	free(ph.fwd_starts);
 	if (st)

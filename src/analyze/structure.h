@@ -109,6 +109,9 @@ typedef struct {
 	int growth_found;
 	uint64_t growth_per_iteration; /* median increase per iteration */
 	size_t growth_increments, growth_positive;
+	/* How much each whole iteration's peak allocated rises over the one before, the median;
+	 * 0 unless it rises at three of four increments at least, over three or more. */
+	uint64_t peak_rise;
 	an_growth_site *growth_sites; /* largest first */
 	size_t growth_site_count;
 
