@@ -255,15 +255,22 @@ static void advise_state(ad_ctx *c, const uint64_t *cat, uint64_t asked)
 	           ad_sz(b1, acts), ad_sz(b2, live), ad_pct(acts, live), ad_sz(b3, acts / 2));
 }
 
+/* The failed request when it alone is larger than all the process may use (the limit is
+ * known), else 0. */
+static uint64_t request_over_limit(const ad_ctx *c)
+{
+	uint64_t req = c->dv->oom.present ? c->dv->oom.requested : 0, limit = c->a->oom.limit;
+	return limit && req > limit ? req : 0;
+}
+
 /* When the failing request alone is larger than all the process may have, what is live does
  * not decide: nothing freed beside it lets it fit, and a smaller batch helps only if that one
  * tensor scales with the batch. The reason, into why; 0 when the request fits the limit. */
 static int request_alone_too_large(const ad_ctx *c, char *why, size_t n)
 {
 	char b1[32], b2[32];
-	uint64_t req = c->dv->oom.present ? c->dv->oom.requested : 0;
-	uint64_t limit = c->a->oom.limit;
-	if (!req || !limit || req <= limit)
+	uint64_t req = request_over_limit(c), limit = c->a->oom.limit;
+	if (!req)
 		return 0;
 	snprintf(why, n,
 	         "The failing %s request alone is larger than the %s allowed: freeing what else "
@@ -403,8 +410,8 @@ static int split_oversized(ad_ctx *c)
 	char b1[32], b2[32];
 	const an_device *dv = c->dv;
 	const md_device *md = md_find_device(c->s, dv->device);
-	uint64_t limit = c->a->oom.limit, req = dv->oom.requested;
-	if (!md || !dv->oom.present || dv->oom.event >= md->event_count || !limit || req <= limit)
+	uint64_t limit = c->a->oom.limit, req = request_over_limit(c);
+	if (!md || !req || dv->oom.event >= md->event_count)
 		return 0;
 	ad_text t = {0};
 	ad_text_printf(&t,
