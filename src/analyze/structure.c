@@ -628,76 +628,92 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* an_structure.peak_rise. Allocated bytes are followed from the trace (relative to its start:
- * the offset cancels); the last iteration runs to the trace's end and is not whole. */
-static mr_status read_peak_rise(const sctx *c, an_structure *out, mr_error *err)
+/* One forward walk over a device's trace for the readers of its iterations (read_carried,
+ * read_growth, read_peak_rise). Ownership: walk_free releases it. */
+typedef struct {
+	am_map live;    /* address -> event index of its allocation, for those live at the end */
+	int64_t *level; /* block bytes allocated at each iteration's start (start_count) */
+	int64_t *peak;  /* the requested bytes' highest level in each whole iteration (the last runs
+	                   to the trace's end), relative to the trace's start: offsets cancel */
+} live_walk;
+
+static void walk_free(live_walk *w)
+{
+	am_free(&w->live);
+	free(w->level);
+	free(w->peak);
+}
+
+static mr_status walk_live(const sctx *c, const an_structure *out, uint64_t initial, live_walk *w,
+                           mr_error *err)
 {
 	const md_event *ev = c->md->events;
-	size_t n = out->start_count - 1;
-	int64_t *peak = mr_alloc_array(n, sizeof *peak), now = 0;
-	uint64_t *rise = mr_alloc_array(n, sizeof *rise);
-	size_t up = 0;
-	mr_status st = MR_OK;
-	if (!peak || !rise) {
-		st = mr_oom(err);
-		goto done;
-	}
-	for (size_t k = 0; k < n; k++) {
-		peak[k] = now;
-		for (size_t i = out->starts[k]; i < out->starts[k + 1] && i < c->md->event_count;
-		     i++) {
-			if (ev[i].action == MD_ACT_ALLOC)
-				now += (int64_t)ev[i].size;
-			else if (ev[i].action == MD_ACT_FREE_REQUESTED)
-				now -= (int64_t)ev[i].size;
-			peak[k] = MR_MAX(peak[k], now);
+	size_t m = out->start_count, k = 0;
+	uint64_t alloc = initial, at;
+	int64_t now = 0;
+	memset(w, 0, sizeof *w);
+	w->level = mr_alloc_array(m, sizeof *w->level);
+	w->peak = mr_alloc_array(m, sizeof *w->peak);
+	if (!w->level || !w->peak)
+		return mr_oom(err);
+	for (size_t i = 0; i < c->md->event_count; i++) {
+		for (; k < m && out->starts[k] == i; k++) {
+			w->level[k] = (int64_t)alloc;
+			w->peak[k] = now;
 		}
+		const md_event *e = &ev[i];
+		if (e->action == MD_ACT_ALLOC) {
+			alloc += block_size(e->size);
+			now += (int64_t)e->size;
+			if (am_put(&w->live, e->addr, i))
+				return mr_oom(err);
+		} else if (e->action == MD_ACT_FREE_REQUESTED) {
+			uint64_t b = block_size(e->size);
+			alloc = alloc > b ? alloc - b : 0;
+			now -= (int64_t)e->size;
+			am_take(&w->live, e->addr, &at);
+		}
+		if (k)
+			w->peak[k - 1] = MR_MAX(w->peak[k - 1], now);
 	}
+	for (; k < m; k++)
+		w->level[k] = (int64_t)alloc;
+	return MR_OK;
+}
+
+/* an_structure.peak_rise, from the peaks of the whole iterations. */
+static mr_status read_peak_rise(const live_walk *w, an_structure *out, mr_error *err)
+{
+	size_t n = out->start_count - 1, up = 0;
+	uint64_t *rise = mr_alloc_array(n, sizeof *rise);
+	if (!rise)
+		return mr_oom(err);
 	for (size_t k = 1; k < n; k++) {
-		up += peak[k] > peak[k - 1];
-		rise[k - 1] = peak[k] > peak[k - 1] ? (uint64_t)(peak[k] - peak[k - 1]) : 0;
+		up += w->peak[k] > w->peak[k - 1];
+		rise[k - 1] =
+		    w->peak[k] > w->peak[k - 1] ? (uint64_t)(w->peak[k] - w->peak[k - 1]) : 0;
 	}
 	if (n - 1 >= 3 && up * 4 >= (n - 1) * 3) {
 		qsort(rise, n - 1, sizeof *rise, cmp_u64);
 		out->peak_rise = rise[(n - 1) / 2];
 	}
-done:
-	free(peak);
 	free(rise);
-	return st;
+	return MR_OK;
 }
 
-/* Live allocated bytes at the start of every iteration, walking the trace forwards; and which
+/* Live allocated bytes at the start of every iteration (the walk's levels); and which
  * allocations after the first iteration are still alive at its end, by stack. */
-static mr_status read_growth(const sctx *c, uint64_t initial, an_structure *out, mr_error *err)
+static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *out, mr_error *err)
 {
 	const md_event *ev = c->md->events;
-	size_t m = out->start_count, k = 0;
-	int64_t *level = mr_alloc_array(m, sizeof *level);
+	const int64_t *level = w->level;
+	size_t m = out->start_count;
 	int64_t *inc = mr_alloc_array(m, sizeof *inc);
 	uint64_t *site_bytes = mr_alloc_array(c->s->stack_count, sizeof *site_bytes);
 	uint64_t *site_blocks = mr_alloc_array(c->s->stack_count, sizeof *site_blocks);
-	am_map live = {0}; /* address -> event index of its allocation */
 	mr_status st = MR_OK;
-	uint64_t alloc = initial, at;
-	if (!level || !inc || !site_bytes || !site_blocks)
+	if (!inc || !site_bytes || !site_blocks)
 		goto oom;
-	for (size_t i = 0; i < c->md->event_count; i++) {
-		while (k < m && out->starts[k] == i)
-			level[k++] = (int64_t)alloc;
-		const md_event *e = &ev[i];
-		if (e->action == MD_ACT_ALLOC) {
-			alloc += block_size(e->size);
-			if (am_put(&live, e->addr, i))
-				goto oom;
-		} else if (e->action == MD_ACT_FREE_REQUESTED) {
-			uint64_t b = block_size(e->size);
-			alloc = alloc > b ? alloc - b : 0;
-			am_take(&live, e->addr, &at);
-		}
-	}
-	while (k < m)
-		level[k++] = (int64_t)alloc;
 	/* increments between the starts of iterations 1, 2, ...: the first is warm-up (the
 	 * optimizer's state, workspaces, caches appear there) */
 	size_t n = 0, positive = 0;
@@ -720,10 +736,10 @@ static mr_status read_growth(const sctx *c, uint64_t initial, an_structure *out,
 	/* what is still alive from iterations 1 .. m-2 (whole iterations after the first) */
 	size_t from = out->starts[1], to = out->starts[m - 1];
 	size_t nsites = 0;
-	for (size_t i = 0; i < live.cap; i++) {
-		if (!live.keys[i])
+	for (size_t i = 0; i < w->live.cap; i++) {
+		if (!w->live.keys[i])
 			continue;
-		size_t ai = (size_t)live.vals[i];
+		size_t ai = (size_t)w->live.vals[i];
 		if (ai < from || ai >= to)
 			continue;
 		uint32_t stk = ev[ai].stack < c->s->stack_count ? ev[ai].stack : 0;
@@ -748,36 +764,26 @@ static mr_status read_growth(const sctx *c, uint64_t initial, an_structure *out,
 oom:
 	st = mr_oom(err);
 done:
-	free(level);
 	free(inc);
 	free(site_bytes);
 	free(site_blocks);
-	am_free(&live);
 	return st;
 }
 
 /* Activations allocated between the first iteration's start and the last one's that are still
  * live at the trace's end, and the stack that holds the most of them. */
-static mr_status read_carried(const sctx *c, an_structure *out, mr_error *err)
+static mr_status read_carried(const sctx *c, const live_walk *w, an_structure *out, mr_error *err)
 {
 	const md_event *ev = c->md->events;
 	size_t from = out->starts[0], to = out->starts[out->start_count - 1];
 	uint64_t *by_stack =
 	    mr_alloc_array(c->s->stack_count ? c->s->stack_count : 1, sizeof *by_stack);
-	am_map live = {0}; /* address -> event index of its allocation */
-	mr_status st = MR_OK;
-	uint64_t at, best = 0;
+	uint64_t best = 0;
 	if (!by_stack)
-		goto oom;
-	for (size_t i = from; i < c->md->event_count; i++) {
-		if (ev[i].action == MD_ACT_ALLOC && am_put(&live, ev[i].addr, i))
-			goto oom;
-		if (ev[i].action == MD_ACT_FREE_REQUESTED)
-			am_take(&live, ev[i].addr, &at);
-	}
-	for (size_t i = 0; i < live.cap; i++) {
-		size_t ai = (size_t)live.vals[i];
-		uint32_t stk = live.keys[i] && ai < to ? ev[ai].stack : UINT32_MAX;
+		return mr_oom(err);
+	for (size_t i = 0; i < w->live.cap; i++) {
+		size_t ai = (size_t)w->live.vals[i];
+		uint32_t stk = w->live.keys[i] && ai >= from && ai < to ? ev[ai].stack : UINT32_MAX;
 		if (stk >= c->s->stack_count ||
 		    an_stack_category(c->info, stk, AN_CAT_GRADIENTS) != AN_CAT_ACTIVATIONS)
 			continue;
@@ -788,13 +794,8 @@ static mr_status read_carried(const sctx *c, an_structure *out, mr_error *err)
 			out->carried_stack = stk;
 		}
 	}
-	goto done;
-oom:
-	st = mr_oom(err);
-done:
 	free(by_stack);
-	am_free(&live);
-	return st;
+	return MR_OK;
 }
 
 /* ---- segments given back to CUDA ---- */
@@ -1105,6 +1106,7 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 	memset(out, 0, sizeof *out);
 	sctx c = {s, md, info, kinds, 0};
 	phases ph = {0};
+	live_walk w = {{0}, NULL, NULL};
 	mr_status st = MR_OK;
 	if (!md || !md->event_count) {
 		out->evidence = AN_KIND_NO_TRACE;
@@ -1142,13 +1144,17 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 		goto done;
 	if ((st = read_releases(&c, out, err)))
 		goto done;
-	if (out->start_count >= 2 && (st = read_carried(&c, out, err)))
+	if (out->start_count < 2)
 		goto done;
-	if (out->start_count >= 4 && (st = read_growth(&c, initial_allocated, out, err)))
+	if ((st = walk_live(&c, out, initial_allocated, &w, err)) ||
+	    (st = read_carried(&c, &w, out, err)))
+		goto done;
+	if (out->start_count >= 4 && (st = read_growth(&c, &w, out, err)))
 		goto done;
 	if (out->start_count >= 5)
-		st = read_peak_rise(&c, out, err);
+		st = read_peak_rise(&w, out, err);
 done:
+	walk_free(&w);
 	free(ph.fwd_starts);
 	if (st)
 		an_structure_free(out);
