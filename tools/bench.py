@@ -162,6 +162,29 @@ def capacity(memreport, runs):
     print("capacity search: no corpus trace to plan from")
 
 
+def log(memreport, runs):
+    """A 256 MiB training log that ends in an OOM message (the text readers' scan of every
+    line), against `cat` and `grep -c` over the same file."""
+    path = os.path.join(OUT, "train256.log")
+    if not os.path.exists(path):
+        line = b"step %08d loss 1.2345 lr 0.0003 tokens/s 123456 | epoch 3\n"
+        oom = (b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
+               b"has a total capacity of 139.72 GiB of which 1.25 GiB is free.\n")
+        with open(path + ".part", "wb") as f:
+            for i in range(0, (256 << 20) // len(line % 0), 4096):
+                f.write(b"".join(line % k for k in range(i, i + 4096)))
+            f.write(oom)
+        os.rename(path + ".part", path)
+    size = os.path.getsize(path)
+    cat = timed(["cat", path], runs)[0]
+    grep = timed(["grep", "-c", "out of memory", path], runs)[0]
+    t, r = timed([memreport, "-q", path, "--format", "json", "-o", os.path.join(OUT, "log.json")],
+                 runs)
+    print(f"train.log of {size / 2**20:.0f} MiB: memreport json {t:.3f} s "
+          f"({size / t / 2**20:.0f} MiB/s, peak RSS {r / 2**20:.0f} MiB), /cat {t / cat:.1f}, "
+          f"/grep -c {t / grep:.1f}")
+
+
 def uptime():
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
@@ -174,6 +197,7 @@ def main():
     opwalk = ensure_opwalk()
     capacity(memreport, runs)
     batch(memreport, runs)
+    log(memreport, runs)
     small = ensure_input("88MB", 1)
     for label, k in SCALES:
         if label not in sizes:

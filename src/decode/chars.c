@@ -3,31 +3,6 @@
 
 #include <string.h>
 
-int tc_isdigit(char c)
-{
-	return c >= '0' && c <= '9';
-}
-
-int tc_isupper(char c)
-{
-	return c >= 'A' && c <= 'Z';
-}
-
-int tc_isalpha(char c)
-{
-	return (c >= 'a' && c <= 'z') || tc_isupper(c);
-}
-
-int tc_isblank(char c)
-{
-	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
-}
-
-char tc_lower(char c)
-{
-	return tc_isupper(c) ? (char)(c - 'A' + 'a') : c;
-}
-
 /* Does s[pos..n) start with lit (case-sensitive)? */
 int tc_at(const char *s, size_t n, size_t pos, const char *lit)
 {

@@ -8,11 +8,32 @@
 
 #include <stddef.h>
 
-int tc_isdigit(char c);
-int tc_isupper(char c);
-int tc_isalpha(char c);
-int tc_isblank(char c); /* space, tab, CR, LF, FF, VT */
-char tc_lower(char c);
+/* The tests are inline: the parsers call them for every byte of a log. */
+static inline int tc_isdigit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static inline int tc_isupper(char c)
+{
+	return c >= 'A' && c <= 'Z';
+}
+
+static inline int tc_isalpha(char c)
+{
+	return (c >= 'a' && c <= 'z') || tc_isupper(c);
+}
+
+static inline int tc_isblank(char c) /* space, tab, CR, LF, FF, VT */
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
+}
+
+static inline char tc_lower(char c)
+{
+	return tc_isupper(c) ? (char)(c - 'A' + 'a') : c;
+}
+
 /* Does s[pos..n) start with lit? tc_at_ci ignores ASCII case. */
 int tc_at(const char *s, size_t n, size_t pos, const char *lit);
 int tc_at_ci(const char *s, size_t n, size_t pos, const char *lit);

@@ -543,6 +543,12 @@ static size_t ev_oom_at(const ev_squeezed *q, size_t i, ev_oom *o, int *found, i
 	return next;
 }
 
+/* Whether ev_oom_at could find a message at a byte: the first letters it looks for. */
+static int ev_may_start(char c)
+{
+	return c == 'T' || c == 'w' || c == 'b' || c == 'e' || c == 'C' || c == 'o' || c == 'O';
+}
+
 mr_status ev_find_ooms(const char *d, size_t len, ev_oom **items, size_t *count, mr_error *err)
 {
 	ev_squeezed q = {0};
@@ -550,6 +556,11 @@ mr_status ev_find_ooms(const char *d, size_t len, ev_oom **items, size_t *count,
 	mr_status st = ev_squeeze(d, len, &q, err);
 	int after_thc = 0; /* the last message found was THCudaCheck's line */
 	for (size_t i = 0; st == MR_OK && i < q.n;) {
+		/* a large log should not cost a record's initialisation per byte */
+		if (!ev_may_start(q.s[i])) {
+			i++;
+			continue;
+		}
 		ev_oom o;
 		ev_oom_init(&o);
 		int found, thc;

@@ -317,10 +317,8 @@ static size_t ev_line(const char *d, size_t len, size_t pos, size_t *end)
 /* Offset of the top border ("|===") in the line, or n. */
 static size_t ev_find_top_border(const char *s, size_t n)
 {
-	for (size_t i = 0; i + 3 < n; i++)
-		if (s[i] == '|' && s[i + 1] == '=' && s[i + 2] == '=' && s[i + 3] == '=')
-			return i;
-	return n;
+	const char *b = memmem(s, n, "|===", 4);
+	return b ? (size_t)(b - s) : n;
 }
 
 /* A line that can belong to a table: holds a '|', or only '=', '-' and blanks (a hard-wrapped
@@ -373,6 +371,11 @@ mr_status ev_find_summaries(const char *d, size_t len, ev_summary **items, size_
 	while (pos < len) {
 		size_t end, next = ev_line(d, len, pos, &end);
 		lineno++;
+		if (!memchr(d + pos, '|',
+		            end - pos)) { /* neither a border nor a fragment's start */
+			pos = next;
+			continue;
+		}
 		size_t b = ev_find_top_border(d + pos, end - pos);
 		if (b == end - pos && ev_fragment_start(d + pos, end - pos))
 			b = 0; /* a table without its header: from the line's start */
