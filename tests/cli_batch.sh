@@ -23,8 +23,10 @@ project=$(ls -d tests/corpus/*/ | wc -l)
 [ "$count" -ge "$project" ] && ok "batch: the $project runs of tests/corpus at least ($count)" \
 	|| nok "batch: the $project runs of tests/corpus at least ($count)"
 
+# With a cache that starts empty: the uncached path is golden.sh's and test_batch's, and the
+# outputs equal theirs (the hashes); here the second run is compared with this one.
 # shellcheck disable=SC2086
-"$bin" batch $runs -o "$tmp/out" -q 2>"$tmp/err"
+"$bin" batch $runs -o "$tmp/out" --cache "$tmp/cache" -q 2>"$tmp/err"
 rc=$?
 [ "$rc" -eq 0 ] && ok "batch over the corpus exits 0" || nok "batch over the corpus exits 0 (exit $rc: $(head -c 300 "$tmp/err"))"
 missing=""
@@ -79,14 +81,19 @@ if command -v zip >/dev/null 2>&1; then
 fi
 
 # the cache: a second run comes from it, with the same bytes
-"$bin" batch $runs -o "$tmp/c1" --cache "$tmp/cache" -q
 "$bin" batch $runs -o "$tmp/c2" --cache "$tmp/cache" 2>"$tmp/err"
 grep -q "($count from the cache)" "$tmp/err" && ok "second batch comes from the cache" || nok "second batch comes from the cache ($(cat "$tmp/err"))"
 cmp -s "$tmp/out/index.json" "$tmp/c2/index.json" && ok "cached index.json equals the uncached one" || nok "cached index.json equals the uncached one"
-for f in "$tmp/cache"/*; do printf 'garbage' > "$f"; done
+# three entries garbage (test_batch corrupts others in other ways): rebuilt, the rest read
+spoilt=0
+for f in "$tmp/cache"/*; do
+	[ "$spoilt" -lt 3 ] || break
+	printf 'garbage' >"$f"
+	spoilt=$((spoilt + 1))
+done
 "$bin" batch $runs -o "$tmp/c3" --cache "$tmp/cache" 2>"$tmp/err"
 rc=$?
-[ "$rc" -eq 0 ] && grep -q "(0 from the cache)" "$tmp/err" && cmp -s "$tmp/out/index.json" "$tmp/c3/index.json" \
+[ "$rc" -eq 0 ] && grep -q "($((count - 3)) from the cache)" "$tmp/err" && cmp -s "$tmp/out/index.json" "$tmp/c3/index.json" \
 	&& ok "corrupt cache entries are rebuilt, not trusted" || nok "corrupt cache entries are rebuilt (exit $rc: $(cat "$tmp/err"))"
 
 # hostile cache entries (issue 14 item 8): a FIFO, a link to /dev/zero and a huge sparse file in

@@ -537,12 +537,13 @@ static void test_batch_corpus(void **state)
 	assert_int_equal(l1, l2);
 	assert_memory_equal(j1, j2, l1);
 	free(j2);
-	/* corrupt every cache entry: they are rebuilt, and the result does not change */
+	/* corrupt every fourth cache entry, flipped in its middle or cut short: those are rebuilt,
+	 * the others read, and the result does not change */
 	DIR *cd = opendir(cache);
 	assert_non_null(cd);
 	size_t entries = 0;
 	while ((e = readdir(cd))) {
-		if (e->d_name[0] == '.')
+		if (e->d_name[0] == '.' || entries++ % 4)
 			continue;
 		char p[2048];
 		snprintf(p, sizeof p, "%s/%s", cache, e->d_name);
@@ -550,9 +551,8 @@ static void test_batch_corpus(void **state)
 		unsigned char *bytes = tu_read(p, &len);
 		assert_non_null(bytes);
 		bytes[len / 2] ^= 0xff;
-		write_file(p, bytes, entries % 2 ? len : len / 3);
+		write_file(p, bytes, entries % 8 == 1 ? len : len / 3);
 		free(bytes);
-		entries++;
 	}
 	closedir(cd);
 	assert_int_equal(entries, n);
