@@ -369,7 +369,7 @@ TABLE += [
                                            "cpu_offload"],
                                     no_finds=["memory_growth", "oom_fragmentation"], log=True)),
     ("moco_queue_healthy", dict(cause=None, kind="training", first="",
-                                no_finds=["memory_growth"],
+                                no_finds=["memory_growth", "high_fragmentation"],
                                 never=["release_references", "expandable_segments"])),
     ("memory_bank_grows_oom", dict(cause="capacity", kind="training", first="release_references",
                                    finds=["memory_growth"], no_finds=["oom_fragmentation"],

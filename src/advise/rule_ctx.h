@@ -12,6 +12,7 @@
 
 #include "advise/advice.h"
 #include "analyze/analyze.h"
+#include "analyze/moments.h"
 #include "load/load.h"
 
 typedef struct {
@@ -21,7 +22,8 @@ typedef struct {
 	const an_device *dv;     /* the device diagnosed; NULL without a snapshot */
 	const an_structure *run; /* its run structure; NULL without a snapshot */
 	const an_stack_info *info;
-	const ev_oom *msg; /* the OOM message analysed (the last of the logs), or NULL */
+	const an_moment *peak; /* the state at dv's peak, rebuilt from the trace; NULL: none */
+	const ev_oom *msg;     /* the OOM message analysed (the last of the logs), or NULL */
 	int failed;
 	int *rec_priority; /* parallel to a->recs while collecting */
 	size_t prio_cap;

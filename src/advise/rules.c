@@ -36,6 +36,9 @@ enum {
 	HIGH_FRAG_PERCENT = 15,
 };
 #define HIGH_FRAG_MIN_BYTES (256 * MR_MIB)
+/* Free memory at the peak counts as cut up when its largest block holds under three quarters
+ * of it (an_fragmentation 0.25 or more). */
+#define PEAK_CUT_UP 0.25
 
 static void rank(ad_ctx *c)
 {
@@ -495,6 +498,11 @@ static void advise_peak_overhead(ad_ctx *c)
 		        ad_sz(b1, dv->initial_reserved), ad_sz(b2, dv->peak_allocated));
 		return;
 	}
+	/* Free memory at the peak that is mostly one block is cached, not cut up: the allocator
+	 * hands any request up to that block's size out of it, and no setting shrinks it. */
+	if (c->peak && c->peak->totals.free_cached &&
+	    an_fragmentation(&c->peak->totals) < PEAK_CUT_UP)
+		return;
 	ad_note(c, "high_fragmentation", AD_WARNING,
 	        "At the peak, %s was reserved for %s allocated: %s (%d%% of reserved, the overhead "
 	        "at the peak) held no tensor, cut up by fragmentation and the caching of "
@@ -592,8 +600,16 @@ static void quote_plan(ad_ctx *c)
 		c->failed = 1;
 }
 
-mr_status ad_advise(const ld_evidence *ev, const an_result *an, int device, uint64_t budget,
-                    ad_advice *out, mr_error *err)
+/* The moment of the device's peak, if one was rebuilt. */
+static const an_moment *peak_moment(const an_result *an, const an_moments *moments,
+                                    const an_device *dv)
+{
+	const an_moments *m = moments && dv ? &moments[dv - an->devices] : NULL;
+	return m && m->peak != AN_NO_MOMENT ? &m->moments[m->peak] : NULL;
+}
+
+mr_status ad_advise(const ld_evidence *ev, const an_result *an, const an_moments *moments,
+                    int device, uint64_t budget, ad_advice *out, mr_error *err)
 {
 	memset(out, 0, sizeof *out);
 	ad_ctx c = {.a = out, .ev = ev, .s = &ev->snap};
@@ -602,6 +618,7 @@ mr_status ad_advise(const ld_evidence *ev, const an_result *an, int device, uint
 		c.dv = primary_device(an, device);
 		c.info = an->stack_info;
 		c.run = c.dv ? &c.dv->run : NULL;
+		c.peak = peak_moment(an, moments, c.dv);
 	}
 	out->device = c.dv ? c.dv->device : -1;
 	if (c.dv) {

@@ -134,7 +134,8 @@ mr_status rp_build(rp_report *out, ld_evidence *ev, const rp_params *params, mr_
 	    ((st = an_analyze(&out->ev.snap, 0, &out->an, err)) ||
 	     (st = replay_and_allocs(out, err)) || (st = read_moments(out, err))))
 		goto done;
-	if ((st = ad_advise(&out->ev, &out->an, params->device, params->budget, &out->advice, err)))
+	if ((st = ad_advise(&out->ev, &out->an, out->moments, params->device, params->budget,
+	                    &out->advice, err)))
 		goto done;
 	st = ad_replay_settings(&out->ev, &out->an, out->recorded, &out->advice, err);
 done:
