@@ -367,6 +367,37 @@ static void test_flushes_that_are_no_retries(void **state)
 	}
 }
 
+/* A capacity bound drawn while a leak fills memory says the leak is counted in it: each step of
+ * grad_hook_leak_oom kept another set of gradients (kept_bytes_per_step) until the cap its log
+ * shows (cap_bytes) ran out. A capacity OOM without growth (oom_capacity) says nothing of it. */
+static void test_capacity_line_leak(void **state)
+{
+	(void)state;
+	rp_report run;
+	char snap[1024], log[1024];
+	const char *s = "grad_hook_leak_oom";
+	tu_snapshot(s, snap, sizeof snap);
+	tu_sample(s, "train.log", log, sizeof log);
+	assert_int_equal(load2(snap, log, &run), 0);
+	const ad_advice *a = &run.advice;
+	assert_true(a->oom.by_growth);
+	assert_int_equal(a->capacity.budget, (uint64_t)tu_corpus_int(s, "facts.json", "cap_bytes"));
+	assert_int_equal(a->capacity.method, AD_PLAN_UPPER_BOUND);
+	assert_non_null(find(&run, "memory_growth"));
+	/* the growth it blames is the gradients kept each step, within 10% */
+	double kept = (double)tu_corpus_int(s, "facts.json", "kept_bytes_per_step");
+	double grew = (double)run.an.devices[0].run.growth_per_iteration;
+	assert_true(grew > kept * 0.9 && grew < kept * 1.1);
+	assert_non_null(strstr(a->capacity_line, "Memory grew every iteration until the OOM"));
+	rp_free(&run);
+	tu_snapshot("oom_capacity", snap, sizeof snap);
+	tu_sample("oom_capacity", "train.log", log, sizeof log);
+	assert_int_equal(load2(snap, log, &run), 0);
+	assert_false(run.advice.oom.by_growth);
+	assert_null(strstr(run.advice.capacity_line, "grew every iteration"));
+	rp_free(&run);
+}
+
 /* The message a log holds and the oom_message.txt cut from it are one message, not two (the
  * figures PyTorch printed, compared whatever line they were on); repeats in one log are real. */
 static void test_same_message_twice(void **state)
@@ -1006,6 +1037,7 @@ int main(void)
 	    cmocka_unit_test(test_oom_fragmentation),
 	    cmocka_unit_test(test_oom_capacity),
 	    cmocka_unit_test(test_cached_peak_free),
+	    cmocka_unit_test(test_capacity_line_leak),
 	    cmocka_unit_test(test_oom_capacity_params),
 	    cmocka_unit_test(test_fragmentation_without_oom),
 	    cmocka_unit_test(test_expandable_never_recommended),

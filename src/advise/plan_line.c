@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "advise/rule_ctx.h"
 #include "base/buf.h"
@@ -89,6 +90,31 @@ static void bound(mr_buf *b, const ad_capacity *cp, const char *what, const char
 	              what);
 }
 
+static int has_finding(const ad_advice *a, const char *id)
+{
+	for (size_t i = 0; i < a->finding_count; i++)
+		if (strcmp(a->findings[i].id, id) == 0)
+			return 1;
+	return 0;
+}
+
+/* A plan scales the microbatch over memory as the run had it; memory that a leak or an earlier
+ * iteration left behind is counted as what does not scale, and it is not fixed. */
+static void left_behind(mr_buf *b, const ad_advice *a, const char *what)
+{
+	if (a->oom.by_growth)
+		mr_buf_printf(
+		    b,
+		    " Memory grew every iteration until the OOM: this counts what had "
+		    "grown by then, and a smaller %s would run out too, later, unless the "
+		    "growth stops.",
+		    what);
+	else if (has_finding(a, "activations_carried"))
+		mr_buf_printf(
+		    b, " Activations an earlier iteration saved were still live: this counts "
+		       "them as memory that does not scale, and it moves once they are freed.");
+}
+
 int ad_write_capacity_line(ad_advice *a, const md_snapshot *s, const an_stack_info *info,
                            const an_structure *run)
 {
@@ -110,6 +136,8 @@ int ad_write_capacity_line(ad_advice *a, const md_snapshot *s, const an_stack_in
 		if (cp->method != AD_PLAN_NONE && !cp->at_cap)
 			deciding(&b, cp, s, info,
 			         cp->method == AD_PLAN_UPPER_BOUND ? "At the OOM" : "At that peak");
+		if (cp->method != AD_PLAN_NONE)
+			left_behind(&b, a, what);
 	}
 	if (b.failed) {
 		mr_buf_free(&b);
