@@ -371,8 +371,8 @@ mr_status ev_find_summaries(const char *d, size_t len, ev_summary **items, size_
 	while (pos < len) {
 		size_t end, next = ev_line(d, len, pos, &end);
 		lineno++;
-		if (!memchr(d + pos, '|',
-		            end - pos)) { /* neither a border nor a fragment's start */
+		/* a line without a '|' starts neither a border nor a fragment */
+		if (!memchr(d + pos, '|', end - pos)) {
 			pos = next;
 			continue;
 		}
