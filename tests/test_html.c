@@ -512,6 +512,8 @@ static void test_helpers(void **state)
 	     "d\xef\xbf\xbd"
 	     "e"},
 	    {"a: b:/c @ # www", "a: b:/c @ # www"},
+	    /* quotes are text in Markdown (no attribute to end): they stay, < & > do not */
+	    {"the loss's \"x\" <b a='1'>&", "the loss's \"x\" &lt;b a='1'&gt;&amp;"},
 	};
 	for (size_t i = 0; i < sizeof md_cases / sizeof *md_cases; i++) {
 		m.len = 0;

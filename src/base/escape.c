@@ -61,16 +61,16 @@ static void escape(mr_buf *b, const char *s, size_t len, escape_rule *rule)
 	mr_buf_append(b, s + run, i - run);
 }
 
-static const char *html_rule(const unsigned char *p, size_t left, size_t *n, char tmp[8])
+/* & < > as entities, quotes too when `quotes` is set; controls and invalid UTF-8 as U+FFFD. */
+static const char *html_common(const unsigned char *p, size_t left, size_t *n, int quotes)
 {
-	(void)tmp;
 	*n = 1;
 	switch (*p) {
 	case '&': return "&amp;";
 	case '<': return "&lt;";
 	case '>': return "&gt;";
-	case '"': return "&quot;";
-	case '\'': return "&#39;";
+	case '"': return quotes ? "&quot;" : NULL;
+	case '\'': return quotes ? "&#39;" : NULL;
 	default: break;
 	}
 	if (*p < 0x20 && *p != '\n' && *p != '\t')
@@ -80,6 +80,18 @@ static const char *html_rule(const unsigned char *p, size_t left, size_t *n, cha
 		return REPLACEMENT;
 	}
 	return NULL;
+}
+
+static const char *html_rule(const unsigned char *p, size_t left, size_t *n, char tmp[8])
+{
+	(void)tmp;
+	return html_common(p, left, n, 1);
+}
+
+static const char *text_rule(const unsigned char *p, size_t left, size_t *n, char tmp[8])
+{
+	(void)tmp;
+	return html_common(p, left, n, 0);
 }
 
 size_t mr_bidi_control_len(const char *s, size_t n)
@@ -135,6 +147,11 @@ static const char *json_rule(const unsigned char *p, size_t left, size_t *n, cha
 void mr_buf_html(mr_buf *b, const char *s, size_t len)
 {
 	escape(b, s, len, html_rule);
+}
+
+void mr_buf_html_text(mr_buf *b, const char *s, size_t len)
+{
+	escape(b, s, len, text_rule);
 }
 
 void mr_buf_plain(mr_buf *b, const char *s, size_t len)

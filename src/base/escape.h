@@ -12,6 +12,9 @@
 /* HTML element content and attribute values (& < > " '); control characters other than
  * newline and tab become U+FFFD. */
 void mr_buf_html(mr_buf *b, const char *s, size_t len);
+/* The same for text that is only ever element content, never an attribute value (Markdown
+ * prose): quotes stay as they are. */
+void mr_buf_html_text(mr_buf *b, const char *s, size_t len);
 /* A terminal: control characters (an ESC sequence in a stranger's function name would drive
  * the terminal), DEL, C1 controls and bidirectional controls become U+FFFD. */
 void mr_buf_plain(mr_buf *b, const char *s, size_t len);

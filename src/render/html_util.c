@@ -75,13 +75,14 @@ void hu_md_text(mr_buf *b, const char *s, size_t max)
 		size_t bidi = (unsigned char)c >= 0x80 ? mr_bidi_control_len(s + i, n - i) : 0;
 		size_t brk = bidi ? 0 : md_link_break(s, i, n);
 		int punct = strchr("\\`*_[]|~", c) != NULL;
-		int html = strchr("<>&\"'", c) != NULL;
+		int html = strchr("<>&", c) != NULL;
 		int space = c == '\n' || c == '\r' || c == '\t';
 		if (!bidi && !brk && !punct && !html && !space) {
 			i++;
 			continue;
 		}
-		mr_buf_html(b, s + run, i - run); /* plain text: validates UTF-8, drops controls */
+		mr_buf_html_text(b, s + run,
+		                 i - run); /* plain text: validates UTF-8, drops controls */
 		if (bidi) {
 			mr_buf_puts(b, "\xEF\xBF\xBD");
 			i += bidi;
@@ -93,7 +94,7 @@ void hu_md_text(mr_buf *b, const char *s, size_t max)
 			if (space)
 				mr_buf_putc(b, ' ');
 			else if (html)
-				mr_buf_html(b, s + i, 1);
+				mr_buf_html_text(b, s + i, 1);
 			else {
 				mr_buf_putc(b, '\\');
 				mr_buf_putc(b, c);
@@ -102,7 +103,7 @@ void hu_md_text(mr_buf *b, const char *s, size_t max)
 		}
 		run = i;
 	}
-	mr_buf_html(b, s + run, n - run);
+	mr_buf_html_text(b, s + run, n - run);
 	if (n < len)
 		mr_buf_puts(b, "\xe2\x80\xa6");
 }

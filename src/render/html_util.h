@@ -15,12 +15,12 @@
  * boundary) with "…" appended when it was cut. */
 void hu_text(mr_buf *b, const char *s, size_t max);
 
-/* Appends s escaped for Markdown (GitHub): HTML-significant characters become entities and
- * the inline Markdown punctuation (\\ ` * _ [ ] | ~) is backslash-escaped, so text from a snapshot
- * can neither start markup nor raw HTML. What GitHub would link or ping (`https://`, `www.`,
- * `@user`, `#12`, `GH-12`, mail addresses) gets an invisible word joiner that breaks the
- * pattern, and bidirectional controls become U+FFFD. Newlines become spaces. Cut like
- * hu_text. */
+/* Appends s escaped for Markdown (GitHub): & < > become entities (quotes stay: Markdown text
+ * is never an attribute value) and the inline Markdown punctuation (\\ ` * _ [ ] | ~) is
+ * backslash-escaped, so text from a snapshot can neither start markup nor raw HTML. What
+ * GitHub would link or ping (`https://`, `www.`, `@user`, `#12`, `GH-12`, mail addresses) gets
+ * an invisible word joiner that breaks the pattern, and bidirectional controls become U+FFFD.
+ * Newlines become spaces. Cut like hu_text. */
 void hu_md_text(mr_buf *b, const char *s, size_t max);
 
 /* A template placeholder: {{name}} in the template becomes value (inserted verbatim). */
