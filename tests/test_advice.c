@@ -957,6 +957,35 @@ static void test_offloaded_activations(void **state)
 	rp_free(&run);
 }
 
+/* A notebook: an earlier model and its AdamW state (facts.json `settings.held_bytes`) were
+ * allocated before the history was recorded and are still referenced when a second model trains.
+ * The blocks older than the trace outweigh both the new model's state and its activations: the
+ * advice names them as memory from before the trace, not as blocks "with no stack recorded"
+ * lumped with the autograd engine's gradients, and not as a batch or state problem. */
+static void test_older_than_trace_first(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "notebook_stale_model_oom";
+	long long held = tu_corpus_int(s, "facts.json", "model_a_param_bytes") +
+	                 tu_corpus_int(s, "facts.json", "model_a_opt_state_bytes");
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	uint64_t older = run.advice.categories.bytes[AD_CAT_UNKNOWN];
+	/* the earlier model's tensors, plus its workspaces: never less than them */
+	assert_true(older >= (uint64_t)held);
+	assert_true(older <= (uint64_t)held + 128 * 1048576ull);
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_CAPACITY);
+	const ad_recommendation *r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_non_null(strstr(r->reason, "allocated before the trace began"));
+	assert_null(strstr(r->reason, "no stack recorded"));
+	assert_int_equal(rank_of(&run, "reduce_microbatch"), 0);
+	assert_int_equal(rank_of(&run, "mixed_precision"), 0);
+	assert_int_equal(rank_of(&run, "cpu_offload"), 0);
+	rp_free(&run);
+}
+
 /* One request larger than the whole memory fraction (retrieval_scores_oom: scores = q @ index.T
  * under inference_mode asks for more than `cap_bytes`): nothing freed
  * beside it can make room, so the operation is split, not "free the tensors". Its forwards
@@ -1069,6 +1098,7 @@ int main(void)
 	    cmocka_unit_test(test_leak_peak_rise),
 	    cmocka_unit_test(test_offloaded_activations),
 	    cmocka_unit_test(test_request_over_cap_split),
+	    cmocka_unit_test(test_older_than_trace_first),
 	    cmocka_unit_test(test_no_checkpointing_for_logits_alone),
 	    cmocka_unit_test(test_logits_verdict),
 	};

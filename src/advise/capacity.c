@@ -430,6 +430,29 @@ static int split_oversized(ad_ctx *c)
 	return 1;
 }
 
+/* Memory older than the trace with no stack (recording began after it was allocated) that
+ * outweighs both the model state the trace shows and its activations: something from before the
+ * window holds most of the budget, and the trace cannot say what. 1 when advised. */
+static int advise_older(ad_ctx *c, const uint64_t *cat)
+{
+	char b1[32], b2[32];
+	uint64_t live = ad_live_total(cat);
+	uint64_t older = cat[AN_CAT_UNKNOWN];
+	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
+	if (older < state || older < cat[AN_CAT_ACTIVATIONS])
+		return 0;
+	ad_suggest(
+	    c, "release_references", AD_PRIO_CAPACITY, "Free the memory held from before the trace",
+	    "del old_model, old_optimizer; gc.collect()  # or record the history from the start",
+	    "Live memory is %s, and %s of it (%d%%) was allocated before the trace began and is "
+	    "never touched by it: no step the trace shows holds it. It may be an earlier model, "
+	    "its optimizer or tensors a notebook or an earlier phase still references, or "
+	    "recording began late; the trace cannot tell which. Free what an earlier phase left, "
+	    "or record the history from the start to name it.",
+	    ad_sz(b1, live), ad_sz(b2, older), ad_pct(older, live));
+	return 1;
+}
+
 void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)
 {
 	char b1[32], b2[32];
@@ -440,6 +463,8 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)
 		return;
 	an_run_kind kind = ad_run_kind(c);
 	int state_big = ad_pct(state, live) >= AD_DOMINANT_PERCENT && kind == AN_RUN_TRAINING;
+	if (oom && advise_older(c, cat))
+		return;
 	const an_oom *o = oom ? &c->dv->oom : NULL;
 	uint64_t asked =
 	    o && ad_request_is_state(o) && o->category == AN_CAT_OPTIMIZER ? o->requested : 0;
