@@ -820,6 +820,69 @@ static void test_state_growth(void **state)
 	rp_free(&run);
 }
 
+/* A WGAN-GP critic step (wgan_gp_double_backward_oom): the real pass and the fake pass each
+ * backwarded, then the gradient penalty's autograd.grad(create_graph=True) died. Two backward
+ * passes with no step between, but after forwards from different lines: the losses of one
+ * step, not microbatches. The fragmentation replay ends at the OOM, and says so. A real
+ * accumulation (accelerate_accum_oom, 4 microbatches of one loop line) stays one. */
+static void test_losses_are_not_microbatches(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "wgan_gp_double_backward_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	const an_structure *r = &run.an.devices[0].run;
+	assert_int_equal(r->kind, AN_RUN_TRAINING);
+	assert_int_equal(r->backward_phases, 2); /* real, fake: no critic step finished */
+	assert_false(r->accumulating);
+	assert_null(strstr(run.advice.what_ran, "accumulated"));
+	/* the observer's alloc is the request's cudaMalloc, rounded up to 2 MiB */
+	uint64_t alloc = (uint64_t)tu_corpus_int(s, "facts.json", "alloc");
+	assert_true(run.advice.oom.requested <= alloc);
+	assert_true(alloc - run.advice.oom.requested < 2u << 20);
+	const ad_recommendation *e = rec_of(&run, "expandable_segments");
+	assert_non_null(e);
+	assert_non_null(strstr(e->reason, "no OOM up to where the trace ends"));
+	assert_non_null(strstr(e->reason, "not in the trace"));
+	const ad_recommendation *m = rec_of(&run, "reduce_microbatch");
+	assert_true(m == NULL || strstr(m->title, "accumulation steps") == NULL);
+	rp_free(&run);
+	assert_int_equal(load_sample("accelerate_accum_oom", NULL, &run), 0);
+	assert_true(run.an.devices[0].run.accumulating);
+	rp_free(&run);
+}
+
+/* DP-SGD with per-sample gradients by torch.func.vmap(grad) (dpsgd_vmap_pergrad_oom): at the OOM
+ * of step 1 (batch 98, facts.json) the backward's gradients are fc2's and fc3's for every
+ * sample, 98 x their parameters, dozens of times the model (model_param_bytes). They scale with
+ * the batch, not with the model: the microbatch is the lever, and neither checkpointing nor
+ * sharding or offloading the model state is advice. */
+static void test_per_sample_gradients(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "dpsgd_vmap_pergrad_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	uint64_t params = (uint64_t)tu_corpus_int(s, "facts.json", "model_param_bytes");
+	uint64_t fc1 = (3072u * 2048u + 2048u) * 4u; /* the layer whose gradient failed */
+	uint64_t grads = run.an.devices[0].categories[AN_CAT_GRADIENTS];
+	assert_true(grads >= 98 * (params - fc1));
+	assert_true(grads < 98 * params);
+	assert_int_equal(run.advice.oom.requested, tu_corpus_int(s, "facts.json", "alloc"));
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_CAPACITY);
+	assert_int_equal(rank_of(&run, "reduce_microbatch"), 1);
+	assert_non_null(strstr(rec_of(&run, "reduce_microbatch")->reason, "per-sample"));
+	assert_int_equal(rank_of(&run, "activation_checkpointing"), 0);
+	assert_int_equal(rank_of(&run, "cpu_offload"), 0);
+	assert_int_equal(rank_of(&run, "fsdp"), 0);
+	rp_free(&run);
+	/* gradients kept by a hook over steps (grad_hook_leak_oom) are a leak, not the batch's */
+	assert_int_equal(load_sample("grad_hook_leak_oom", NULL, &run), 0);
+	const ad_recommendation *m = rec_of(&run, "reduce_microbatch");
+	assert_true(m == NULL || strstr(m->reason, "per-sample") == NULL);
+	rp_free(&run);
+}
+
 /* A 3D conv net whose BatchNorm and MaxPool layers allocate through torch.nn.functional (and
  * torch/_jit_internal.py): their outputs are layers' activations, not logits
  * (conv3d_video_oom); the failing request is the conv3d's output (facts.json's observer). */
@@ -1090,6 +1153,8 @@ int main(void)
 	    cmocka_unit_test(test_text_variants),
 	    cmocka_unit_test(test_carried_activations),
 	    cmocka_unit_test(test_state_growth),
+	    cmocka_unit_test(test_losses_are_not_microbatches),
+	    cmocka_unit_test(test_per_sample_gradients),
 	    cmocka_unit_test(test_layers_through_functional),
 	    cmocka_unit_test(test_inference_after_forward),
 	    cmocka_unit_test(test_same_message_twice),

@@ -190,8 +190,9 @@ static void check_sample(const char *dir, const char *name, void *ctx)
 	const char *observer = facts ? strstr(facts, "\"oom_observer_stats\": {") : NULL;
 	/* more OOMs in memory_stats.json than the observer had seen: the snapshot is of an
 	 * earlier OOM that the run survived (cuDNN falling back to an algorithm with a smaller
-	 * workspace), and the run allocated (and may have reserved) more before the OOM the
-	 * except block caught; its peaks only bound the trace's from above */
+	 * workspace), and the run allocated (and reserved) more before the OOM the except block
+	 * caught; its reserved bytes are of another moment, its peaks only bound the trace's from
+	 * above */
 	long long ooms_after = 0, ooms_at = 0;
 	int later = oom && observer && tu_json_int(stats, "num_ooms", &ooms_after) &&
 	            tu_json_int(observer, "num_ooms", &ooms_at) && ooms_after > ooms_at;

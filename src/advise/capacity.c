@@ -282,18 +282,46 @@ static int request_alone_too_large(const ad_ctx *c, char *why, size_t n)
 	return 1;
 }
 
-/* Training whose activations fill the memory. */
-static void advise_training(ad_ctx *c, const uint64_t *cat)
+/* Gradient bytes beyond twice the parameters' (fp32 gradients of bf16 weights are twice them)
+ * are not one .grad per parameter but what the backward makes for every sample: per-sample
+ * gradients (torch.func.vmap(grad)) or gradients of activations. They scale with the batch, not
+ * with the model: sharding or offloading the model state does not touch them, nor does
+ * recomputing activations. Returns the bytes beyond one gradient per parameter, else 0. */
+static uint64_t batch_gradients(const ad_ctx *c, const uint64_t *cat)
 {
-	char why[400], b1[32], b2[32], b3[32];
-	uint64_t live = ad_live_total(cat), acts = cat[AN_CAT_ACTIVATIONS];
-	if (!request_alone_too_large(c, why, sizeof why))
-		snprintf(why, sizeof why,
-		         "Activations hold %s of %s live memory (%d%%) and scale with the batch: "
-		         "halving the microbatch frees about %s.",
-		         ad_sz(b1, acts), ad_sz(b2, live), ad_pct(acts, live), ad_sz(b3, acts / 2));
+	uint64_t p = cat[AN_CAT_PARAMETERS], g = cat[AN_CAT_GRADIENTS];
+	/* in a run that grows, the extra gradients may be earlier steps' kept (a hook's list) */
+	if (c->run->growth_found)
+		return 0;
+	return p && g > 2 * p ? g - p : 0;
+}
+
+/* Training whose activations (cat's, with the batch's gradients bg among them) fill the memory. */
+static void advise_training(ad_ctx *c, const uint64_t *cat, uint64_t bg)
+{
+	char why[400], b1[32], b2[32], b3[32], b4[32], b5[32];
+	uint64_t live = ad_live_total(cat), scaled = cat[AN_CAT_ACTIVATIONS], acts = scaled - bg;
+	if (!request_alone_too_large(c, why, sizeof why)) {
+		if (bg)
+			snprintf(
+			    why, sizeof why,
+			    "Activations (%s) and gradients the size of the batch, not of the "
+			    "model (%s beyond one per parameter: per-sample gradients, or the "
+			    "backward's gradients of activations), hold %s of %s live memory "
+			    "(%d%%) and scale with the batch: halving the microbatch frees about "
+			    "%s.",
+			    ad_sz(b1, acts), ad_sz(b4, bg), ad_sz(b2, scaled), ad_sz(b3, live),
+			    ad_pct(scaled, live), ad_sz(b5, scaled / 2));
+		else
+			snprintf(why, sizeof why,
+			         "Activations hold %s of %s live memory (%d%%) and scale with the "
+			         "batch: halving the microbatch frees about %s.",
+			         ad_sz(b1, acts), ad_sz(b2, live), ad_pct(acts, live),
+			         ad_sz(b3, acts / 2));
+	}
 	advise_microbatch(c, AD_PRIO_CAPACITY, why);
-	advise_checkpointing(c, AD_PRIO_CAPACITY + 10, acts);
+	if (acts * 4 >= bg) /* recomputation does not remove gradients */
+		advise_checkpointing(c, AD_PRIO_CAPACITY + 10, acts);
 	if (!c->run->accumulating && !c->run->maybe_accumulating &&
 	    !ad_framework(c, AN_FW_HF_TRAINER | AN_FW_LIGHTNING))
 		ad_suggest(c, "gradient_accumulation", AD_PRIO_CAPACITY + 20,
@@ -453,9 +481,14 @@ static int advise_older(ad_ctx *c, const uint64_t *cat)
 	return 1;
 }
 
-void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)
+void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 {
 	char b1[32], b2[32];
+	/* the batch's gradients count with what scales with the batch, not with the model state */
+	uint64_t cat[AN_CAT_COUNT], bg = batch_gradients(c, cat_in);
+	memcpy(cat, cat_in, sizeof cat);
+	cat[AN_CAT_GRADIENTS] -= bg;
+	cat[AN_CAT_ACTIVATIONS] += bg;
 	uint64_t live = ad_live_total(cat);
 	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
 	uint64_t acts = cat[AN_CAT_ACTIVATIONS];
@@ -475,7 +508,7 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom)
 	if (ad_pct(acts, live) >= AD_DOMINANT_PERCENT || (oom && ad_pct(acts, live) >= 25) ||
 	    state_big) {
 		if (kind == AN_RUN_TRAINING)
-			advise_training(c, cat);
+			advise_training(c, cat, bg);
 		else
 			advise_forward_only(c, cat);
 		/* the state is large too: its levers come after the batch's */

@@ -180,7 +180,8 @@ static size_t settings_jobs(const ld_evidence *ev, const an_device *dv, const ad
 	return n;
 }
 
-/* Each setting's replay, quoted in the reason of the recommendation it tests. With a cap the
+/* Each setting's replay, quoted in the reason of the recommendation it tests; against a run that
+ * ran out of memory the replay ends where the trace ends, and says so. With a cap the
  * snapshot does not record (guessed), the recording allows any from what its own replay
  * reserved: a setting that reserves more than that fitted only under the cap assumed. Where
  * the OOM was not fragmentation, its rule judged the setting at the OOM ("would not save this
@@ -213,6 +214,15 @@ static mr_status quote_replays(ad_advice *a, const size_t rec_at[4], int guessed
 			         "below that peak: whether it fits is not known.",
 			         rp->conf, b3, b1, recorded->oom ? "out of memory at " : "", b2,
 			         b2);
+		else if (recorded->oom && !rp->oom)
+			/* the request that failed fits; what the run did after it is not recorded
+			 */
+			snprintf(
+			    quote, sizeof quote,
+			    " Replayed with %s: no OOM up to where the trace ends, peak reserved "
+			    "%s (recorded: out of memory at %s); whether the rest of the run "
+			    "fits is not in the trace.",
+			    rp->conf, b1, b2);
 		else
 			snprintf(quote, sizeof quote,
 			         " Replayed with %s: %s, peak reserved %s (recorded: %s%s).",

@@ -350,18 +350,33 @@ static int phase_of(const sctx *c, uint32_t stack)
 	return f & AN_SF_PYTHON ? PH_OTHER : PH_NONE;
 }
 
-/* Counts backward passes and optimizer steps at each change of phase. */
-static void count_phase(an_structure *out, phases *ph, int phase, int p, size_t *since_step)
+/* The backward passes since the last optimizer step (or zero_grad), and the forward the last one
+ * followed. Microbatches repeat one forward from one line of the loop; the losses of one step
+ * (a critic's real, fake and gradient-penalty passes, a second backward through the same graph)
+ * are not microbatches. */
+typedef struct {
+	size_t count;    /* backward passes since the last step */
+	uint32_t fwd;    /* the first allocation's stack of the forward the last one followed */
+	size_t fwd_span; /* that forward's number (forward_spans then) */
+} since_step_t;
+
+/* Counts backward passes and optimizer steps at each change of phase; fwd is the first stack of
+ * the forward read last. */
+static void count_phase(an_structure *out, phases *ph, int phase, int p, since_step_t *ss,
+                        uint32_t fwd)
 {
 	if (p == PH_BACKWARD && phase != PH_BACKWARD) {
 		out->backward_phases++;
-		if (++*since_step >= 2)
+		if (ss->count && out->forward_spans != ss->fwd_span && fwd == ss->fwd)
 			out->accumulating = 1;
+		ss->count++;
+		ss->fwd = fwd;
+		ss->fwd_span = out->forward_spans;
 	}
 	if (p == PH_OPTIMIZER) {
 		ph->opt_allocs++;
 		out->optimizer_phases += phase != PH_OPTIMIZER;
-		*since_step = 0;
+		ss->count = 0;
 	}
 }
 
@@ -421,7 +436,7 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 	span_state sp = {.prev_stack = UINT32_MAX};
 	failed_fwd ff = {0};
 	int phase = PH_NONE, since_forward = 1; /* a backward or step since the last forward */
-	size_t since_step = 0;                  /* backward passes since the last step */
+	since_step_t since_step = {0, UINT32_MAX, 0};
 	size_t last_oom = last_oom_event(c->md);
 	mr_status st = MR_OK;
 	uint64_t idx, bytes;
@@ -437,7 +452,7 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 			 * not accumulating into them */
 			if (e->stack < c->s->stack_count &&
 			    (c->info[e->stack].flags & AN_SF_ZERO_GRAD))
-				since_step = 0;
+				since_step.count = 0;
 			continue;
 		}
 		if (i == last_oom && ff.armed) {
@@ -460,11 +475,11 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 		int p = e->action == MD_ACT_ALLOC ? phase_of(c, e->stack) : PH_NONE;
 		if (p == PH_NONE)
 			continue;
-		count_phase(out, ph, phase, p, &since_step);
+		count_phase(out, ph, phase, p, &since_step, sp.first_stack);
 		if (phase == PH_FORWARD && p != PH_FORWARD)
 			close_span(&sp, 1, ph);
 		if (p == PH_FORWARD && phase != PH_FORWARD) {
-			out->maybe_accumulating |= since_step && !out->optimizer_phases;
+			out->maybe_accumulating |= since_step.count && !out->optimizer_phases;
 			out->forward_spans++;
 			sp.first_stack = e->stack;
 			sp.generates = (c->info[e->stack].flags & AN_SF_GENERATE) != 0;

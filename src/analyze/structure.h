@@ -95,11 +95,12 @@ typedef struct {
 	uint64_t held_from_failed;
 	size_t handled_oom_event;
 	size_t optimizer_phases; /* runs of the optimizer's own allocations (steps that allocate) */
-	int accumulating;       /* two backward passes with no optimizer step between them: gradient
-	                           accumulation (or an optimizer that allocates nothing) */
-	int maybe_accumulating; /* a forward after a backward with no optimizer step between, and
-	                           no step seen at all: accumulation, or a stateless optimizer */
-	int kept_known;         /* kept_ratio was measured over complete forwards */
+	int accumulating;        /* two backward passes with no optimizer step between them, each
+	                            after its own forward from the same call: gradient accumulation
+	                            (or an optimizer that allocates nothing) */
+	int maybe_accumulating;  /* a forward after a backward with no optimizer step between, and
+	                            no step seen at all: accumulation, or a stateless optimizer */
+	int kept_known;          /* kept_ratio was measured over complete forwards */
 	double kept_ratio;  /* bytes a forward allocated that live at its end / all it allocated */
 	int survival_known; /* survival was measured over a model's layers */
 	double survival;    /* the same, for layers that had finished */
