@@ -91,6 +91,45 @@ static void test_oom_fragmentation(void **state)
 	rp_free(&run);
 }
 
+/* The forward that failed, against the earlier ones. eval_bigger_batch_oom died in an evaluation
+ * under no_grad at eval_batch samples after training at microbatch ones: its finished layers
+ * freed their tensors, and its operations asked for eval_batch / microbatch times as much.
+ * convnext_resize_oom died in a training forward (saving its layers) at 224-pixel images after
+ * 128-pixel ones: (224 / 128)^2 times. ckpt_on_oom's checkpointed blocks free their tensors
+ * in any training forward: it cannot tell. */
+static void test_failing_pass(void **state)
+{
+	(void)state;
+	rp_report run;
+	char snap[1024], log[1024];
+	const char *s = "eval_bigger_batch_oom";
+	tu_snapshot(s, snap, sizeof snap);
+	tu_sample(s, "train.log", log, sizeof log);
+	assert_int_equal(load2(snap, log, &run), 0);
+	const an_structure *r = &run.an.devices[0].run;
+	double want = (double)tu_corpus_int(s, "facts.json", "eval_batch") /
+	              (double)tu_corpus_int(s, "facts.json", "microbatch");
+	assert_int_equal(r->oom_forward_graph, -1);
+	assert_true(r->oom_input_ratio > want * 0.95 && r->oom_input_ratio < want * 1.05);
+	assert_non_null(find(&run, "eval_pass_oom"));
+	assert_non_null(find(&run, "larger_input"));
+	assert_int_equal(rank_of(&run, "gradient_accumulation"), 0);
+	assert_int_equal(rank_of(&run, "activation_checkpointing"), 0);
+	rp_free(&run);
+	assert_int_equal(load_sample("convnext_resize_oom", NULL, &run), 0);
+	r = &run.an.devices[0].run;
+	want = (224.0 / 128.0) * (224.0 / 128.0);
+	assert_int_equal(r->oom_forward_graph, 1);
+	assert_true(r->oom_input_ratio > want * 0.95 && r->oom_input_ratio < want * 1.05);
+	assert_non_null(find(&run, "larger_input"));
+	assert_null(find(&run, "eval_pass_oom"));
+	rp_free(&run);
+	assert_int_equal(load_sample("ckpt_on_oom", NULL, &run), 0);
+	assert_int_equal(run.an.devices[0].run.oom_forward_graph, 0);
+	assert_null(find(&run, "eval_pass_oom"));
+	rp_free(&run);
+}
+
 /* The overhead at the peak is over the warning's bar (PyTorch's own peaks), but the free memory
  * at the peak is one block (a bounded memory bank, reused every step): cached, not cut up. */
 static void test_cached_peak_free(void **state)
@@ -1129,6 +1168,7 @@ int main(void)
 	    cmocka_unit_test(test_oom_fragmentation),
 	    cmocka_unit_test(test_oom_capacity),
 	    cmocka_unit_test(test_cached_peak_free),
+	    cmocka_unit_test(test_failing_pass),
 	    cmocka_unit_test(test_capacity_line_leak),
 	    cmocka_unit_test(test_oom_capacity_params),
 	    cmocka_unit_test(test_fragmentation_without_oom),

@@ -67,6 +67,34 @@ static uint64_t live_with(const ad_ctx *c, uint32_t flag)
 	return b;
 }
 
+/* Saved activations offloaded to the host: torch.autograd.graph.save_on_cpu's hooks (or
+ * another saved_tensors_hooks pair of that file) packing in the forward and unpacking in the
+ * backward. What stays on the GPU is what a forward is making or a backward brought back,
+ * which checkpointing does not remove. */
+static int activations_offloaded(const ad_ctx *c)
+{
+	const md_snapshot *s = c->s;
+	for (size_t i = 0; i < s->frame_count; i++) {
+		const md_frame *f = &s->frames[i];
+		const char *name = md_str(s, f->name);
+		if ((strcmp(name, "unpack_from_cpu") == 0 || strcmp(name, "pack_to_cpu") == 0) &&
+		    an_path_has(md_str(s, f->filename), "torch/autograd/graph.py"))
+			return 1;
+	}
+	return 0;
+}
+
+/* The kind of the pass the capacity advice is for: a training run's OOM in a forward that saved
+ * nothing for a backward (an evaluation or inference pass) is advised as inference is. */
+static an_run_kind pass_kind(const ad_ctx *c)
+{
+	an_run_kind kind = ad_run_kind(c);
+	/* offloaded activations leave the forward as saved tensors do under no_grad */
+	int no_graph =
+	    c->dv->oom.present && c->run->oom_forward_graph < 0 && !activations_offloaded(c);
+	return kind == AN_RUN_TRAINING && no_graph ? AN_RUN_INFERENCE : kind;
+}
+
 /* The microbatch advice in the words of the run's framework. */
 static void advise_microbatch(ad_ctx *c, int priority, const char *why)
 {
@@ -74,7 +102,7 @@ static void advise_microbatch(ad_ctx *c, int priority, const char *why)
 	                     "optimizer.step()";
 	const char *title =
 	    "Use a smaller microbatch, with gradient accumulation to keep the batch";
-	an_run_kind kind = ad_run_kind(c);
+	an_run_kind kind = pass_kind(c);
 	if (kind == AN_RUN_INFERENCE || kind == AN_RUN_EVALUATION) {
 		title = "Put fewer samples through the model at once";
 		change = "batch_size //= 2  # fewer sequences (or images) per forward";
@@ -102,21 +130,31 @@ static void advise_microbatch(ad_ctx *c, int priority, const char *why)
 	ad_suggest(c, "reduce_microbatch", priority, title, change, "%s", why);
 }
 
-/* Saved activations offloaded to the host: torch.autograd.graph.save_on_cpu's hooks (or
- * another saved_tensors_hooks pair of that file) packing in the forward and unpacking in the
- * backward. What stays on the GPU is what a forward is making or a backward brought back,
- * which checkpointing does not remove. */
-static int activations_offloaded(const ad_ctx *c)
+/* The ratio at which the failing forward's input counts as larger than the earlier ones'. */
+#define LARGER_INPUT 1.5
+
+void ad_rule_failing_pass(ad_ctx *c)
 {
-	const md_snapshot *s = c->s;
-	for (size_t i = 0; i < s->frame_count; i++) {
-		const md_frame *f = &s->frames[i];
-		const char *name = md_str(s, f->name);
-		if ((strcmp(name, "unpack_from_cpu") == 0 || strcmp(name, "pack_to_cpu") == 0) &&
-		    an_path_has(md_str(s, f->filename), "torch/autograd/graph.py"))
-			return 1;
-	}
-	return 0;
+	const an_structure *r = c->run;
+	if (!c->dv->oom.present)
+		return;
+	if (pass_kind(c) != ad_run_kind(c))
+		ad_note(c, "eval_pass_oom", AD_WARNING,
+		        "The forward that failed saved nothing for a backward (its finished layers "
+		        "freed their tensors as it went: no_grad), after %zu backward passes: an "
+		        "evaluation or inference pass inside the training run. Its batch is the "
+		        "lever, not the training microbatch: accumulation and checkpointing do "
+		        "nothing for it.",
+		        r->backward_phases);
+	if (r->oom_input_ratio < LARGER_INPUT)
+		return;
+	ad_note(c, "larger_input", AD_WARNING,
+	        "The forward that failed asked for %.1fx what the same operations asked for in "
+	        "the earlier forwards (the median over %zu of them): its input was larger than "
+	        "any before it (more samples, longer sequences or larger images), and the "
+	        "earlier ones fit. Size the batch for the largest input the run will see, or cap "
+	        "or bucket the input size (sort by length, crop, resize).",
+	        r->oom_input_ratio, r->oom_input_sites);
 }
 
 static const md_block *largest_live(const ad_ctx *c);
@@ -359,7 +397,7 @@ static void advise_forward_only(ad_ctx *c, const uint64_t *cat)
 {
 	char why[400], b1[32], b2[32], b3[32];
 	uint64_t live = ad_live_total(cat), acts = cat[AN_CAT_ACTIVATIONS];
-	an_run_kind kind = ad_run_kind(c);
+	an_run_kind kind = pass_kind(c);
 	if (kind == AN_RUN_EVALUATION)
 		ad_suggest(
 		    c, "no_grad_eval", AD_PRIO_TARGETED, "Evaluate under torch.no_grad()",
@@ -494,7 +532,7 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 	uint64_t acts = cat[AN_CAT_ACTIVATIONS];
 	if (!live)
 		return;
-	an_run_kind kind = ad_run_kind(c);
+	an_run_kind kind = pass_kind(c);
 	int state_big = ad_pct(state, live) >= AD_DOMINANT_PERCENT && kind == AN_RUN_TRAINING;
 	if (oom && advise_older(c, cat))
 		return;
@@ -766,7 +804,7 @@ int ad_rule_attention(ad_ctx *c)
 	uint64_t live = ad_live_total(dv->categories), bytes = 0;
 	int eager = 0;
 	char b1[32], b2[32];
-	if (!live || ad_run_kind(c) == AN_RUN_INFERENCE)
+	if (!live || pass_kind(c) == AN_RUN_INFERENCE)
 		return 0; /* without a graph, the probabilities of one layer at a time */
 	for (size_t i = 0; i < dv->site_count; i++)
 		if (cat_of(c, dv->sites[i].stack) == AN_CAT_ACTIVATIONS &&

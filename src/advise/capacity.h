@@ -22,6 +22,11 @@ int ad_request_is_state(const an_oom *o);
  * room. */
 int ad_state_bound(const uint64_t *cat, const an_oom *o);
 
+/* What the forward that failed tells of its input: a larger one than the earlier forwards fed
+ * the same operations (finding larger_input), or a pass that saved nothing for a backward
+ * inside a training run (eval_pass_oom: an evaluation or inference forward). */
+void ad_rule_failing_pass(ad_ctx *c);
+
 /* The advice for live memory by category cat (AN_CAT_COUNT values), at an OOM or not. */
 void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom);
 

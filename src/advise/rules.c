@@ -312,6 +312,7 @@ static void advise_oom(ad_ctx *c)
 		ad_note_text(c, "oom_capacity", AD_CRITICAL, &t);
 	}
 	advise_failed_attempt(c);
+	ad_rule_failing_pass(c);
 	/* a leak that filled the memory: the growth rule says what to change, not the batch;
 	 * one that outgrows the free pieces but holds less than half of live memory: the
 	 * batch's levers still shrink the rest, after the leak's */

@@ -284,21 +284,30 @@ typedef struct {
 	                         graph */
 } span_state;
 
-/* Adds up what the span kept, as a whole (when it finished) and over its finished layers (all
- * but the last two boundaries' worth), and empties it for the next span. */
-static void close_span(span_state *sp, int finished, phases *ph)
+/* What the span allocated and still holds, in all (*alloc, *live) and over its finished layers
+ * (all but the last two boundaries' worth: *early, *early_live). */
+static void span_sums(const span_state *sp, uint64_t sums[4])
 {
-	uint64_t alloc = 0, live = 0, early = 0, early_live = 0;
 	size_t cut = sp->mark_count >= 2 ? sp->marks[(sp->mark_count - 2) % 2] : 0;
+	memset(sums, 0, 4 * sizeof *sums);
 	for (size_t r = 0; r < sp->count; r++) {
 		uint64_t size = sp->allocs[r].size, kept = sp->allocs[r].freed ? 0 : size;
-		alloc += size;
-		live += kept;
+		sums[0] += size;
+		sums[1] += kept;
 		if (r < cut) {
-			early += size;
-			early_live += kept;
+			sums[2] += size;
+			sums[3] += kept;
 		}
 	}
+}
+
+/* Adds up what the span kept, as a whole (when it finished) and over its finished layers, and
+ * empties it for the next span. */
+static void close_span(span_state *sp, int finished, phases *ph)
+{
+	uint64_t sums[4];
+	span_sums(sp, sums);
+	uint64_t alloc = sums[0], live = sums[1], early = sums[2], early_live = sums[3];
 	if (finished && alloc >= MR_MIB && !sp->generates) {
 		if (!ph->finished++) {
 			ph->first_alloc = alloc;
@@ -421,6 +430,21 @@ static int hold_failed(failed_fwd *ff, const span_state *sp, size_t i)
 	return 0;
 }
 
+/* Whether the forward the last OOM cut short was saving its finished layers' tensors for a
+ * backward (survival over them), when it had finished enough of them to tell. */
+static void oom_forward_survival(const span_state *sp, an_structure *out)
+{
+	uint64_t sums[4];
+	span_sums(sp, sums);
+	/* checkpointed blocks free their layers' tensors too, and recompute them in backward */
+	if (sums[2] < MR_MIB || (out->techniques & AN_TECH_CHECKPOINT))
+		return;
+	double survival = (double)sums[3] / (double)sums[2];
+	out->oom_forward_graph = survival >= SURVIVAL_GRAPH     ? 1
+	                         : survival < SURVIVAL_NO_GRAPH ? -1
+	                                                        : 0;
+}
+
 static size_t last_oom_event(const md_device *md)
 {
 	for (size_t i = md->event_count; i-- > 0;)
@@ -466,6 +490,8 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 		if (e->action == MD_ACT_OOM && phase == PH_FORWARD) {
 			/* the forward died here: it did not finish, whatever runs next */
 			out->forwards_cut++;
+			if (i == last_oom)
+				oom_forward_survival(&sp, out);
 			if (i < last_oom && hold_failed(&ff, &sp, i))
 				goto oom;
 			close_span(&sp, 0, ph);
@@ -505,6 +531,86 @@ done:
 	free(sp.allocs);
 	am_free(&sp.where);
 	am_free(&ff.held);
+	return st;
+}
+
+/* ---- the input of the forward that failed, against the earlier ones ---- */
+
+enum { INPUT_INNER = 4, INPUT_MIN_SITES = 4 };
+
+/* The innermost frames of a stack, as a map key (never 0 nor the map's reserved top value):
+ * the same operation of the same layer, whichever loop called the model. */
+static uint64_t inner_key(const sctx *c, uint32_t stack)
+{
+	if (stack >= c->s->stack_count || !c->s->stacks[stack].count)
+		return 0;
+	const md_stack *st = &c->s->stacks[stack];
+	uint64_t h = 0x9e3779b97f4a7c15ull;
+	for (size_t k = 0; k < INPUT_INNER && k < st->count; k++) {
+		const md_frame *f = &c->s->frames[st->first + k];
+		uint64_t v[3] = {f->name, f->filename, (uint32_t)f->line};
+		for (int j = 0; j < 3; j++) {
+			h ^= v[j] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+			h *= 0xff51afd7ed558ccdull;
+		}
+	}
+	return (h >> 2) | 1;
+}
+
+static int dbl_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Each forward operation's largest request (1 MiB or more) in the forward the last OOM ended
+ * (from its start to the OOM's own request) over the largest the same operation made before
+ * it: the median of those ratios is how much larger that forward's input was. Needs a forward
+ * before it and INPUT_MIN_SITES operations in both. */
+static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure *out, mr_error *err)
+{
+	size_t oom = last_oom_event(c->md), from = SIZE_MAX;
+	for (size_t k = ph->fwd_start_count; oom != SIZE_MAX && k-- > 1;)
+		if (ph->fwd_starts[k] <= oom) {
+			from = ph->fwd_starts[k];
+			break;
+		}
+	if (from == SIZE_MAX)
+		return MR_OK;
+	am_map maps[2] = {{0}, {0}}; /* before the failing forward, in it */
+	double *ratios = NULL;
+	size_t n = 0;
+	mr_status st = MR_OK;
+	for (size_t i = 0; i <= oom; i++) {
+		const md_event *e = &c->md->events[i];
+		uint64_t key, have = 0;
+		if ((e->action != MD_ACT_ALLOC && i != oom) || e->size < MR_MIB ||
+		    phase_of(c, e->stack) != PH_FORWARD || !(key = inner_key(c, e->stack)))
+			continue;
+		am_map *m = &maps[i >= from];
+		if ((!am_get(m, key, &have) || have < e->size) && am_put(m, key, e->size))
+			goto oom;
+	}
+	if (!(ratios = mr_alloc_array(maps[1].count ? maps[1].count : 1, sizeof *ratios)))
+		goto oom;
+	for (size_t k = 0; k < maps[1].cap; k++) {
+		uint64_t before;
+		if (maps[1].keys[k] && am_get(&maps[0], maps[1].keys[k] - 1, &before))
+			ratios[n++] = (double)maps[1].vals[k] / (double)before;
+	}
+	if (n >= INPUT_MIN_SITES) {
+		qsort(ratios, n, sizeof *ratios, dbl_cmp);
+		out->oom_input_ratio =
+		    n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+		out->oom_input_sites = n;
+	}
+	goto done;
+oom:
+	st = mr_oom(err);
+done:
+	free(ratios);
+	am_free(&maps[0]);
+	am_free(&maps[1]);
 	return st;
 }
 
@@ -1139,7 +1245,7 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 		if (s->blocks[i].stack < s->stack_count)
 			out->flags_seen |= info[s->blocks[i].stack].flags;
 	techniques(out, private_segments);
-	if ((st = read_phases(&c, out, &ph, err)))
+	if ((st = read_phases(&c, out, &ph, err)) || (st = read_input_ratio(&c, &ph, out, err)))
 		goto done;
 	/* The first forward also makes the run's one-time allocations (cuBLAS workspaces, lazily
 	 * built buffers), which stay alive as a saved graph would: with later forwards to judge

@@ -89,6 +89,15 @@ typedef struct {
 	size_t backward_phases, forward_spans;
 	size_t
 	    forwards_cut; /* forward spans an out-of-memory error ended (the trace's oom events) */
+	/* The forward the last OOM ended: 1 when its finished layers' tensors were being saved
+	 * for a backward, -1 when they were freed as it went (no_grad: an evaluation or inference
+	 * pass), 0 when it cannot tell (too little finished, or the OOM was not in a forward). */
+	int oom_forward_graph;
+	/* How much larger that forward's input was than the earlier forwards': the median, over
+	 * the forward operations it shares with them (oom_input_sites of them, at least 4), of
+	 * its largest request over their largest. 0: unknown (no earlier forward). */
+	double oom_input_ratio;
+	size_t oom_input_sites;
 	/* A forward that an earlier, handled OOM cut short, and the model called again after it
 	 * (a retry): the bytes that failed forward allocated and that are still live at the trace's
 	 * last OOM, and the handled OOM's event. 0 when no retry followed a handled OOM. */
