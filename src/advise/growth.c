@@ -228,8 +228,9 @@ void ad_rule_releases(ad_ctx *c)
 		ad_note(c, "allocator_retries", AD_WARNING,
 		        "cudaMalloc failed %zu time%s and the allocator freed its cached segments "
 		        "(%s) to retry: the run lives at the edge of its memory, and each flush "
-		        "synchronises the device. Blocks cached for other sizes (shapes that vary) "
-		        "are what it had to give back.",
+		        "synchronises the device. What it gave back were blocks cached for sizes "
+		        "this request could not use (varying shapes, or memory an earlier phase "
+		        "cached).",
 		        retries, retries == 1 ? "" : "s", seen);
 	if (!r || r->empty_cache_releases < 2 ||
 	    (r->start_count && r->empty_cache_releases * 2 < r->start_count))
