@@ -130,6 +130,32 @@ static void test_failing_pass(void **state)
 	rp_free(&run);
 }
 
+/* generate()'s decoding loop is an inference run's iteration (hf_generate_kv_oom's KV cache
+ * grows kv_bytes_per_token_per_seq x batch a token), not a training run's: the PPO step of
+ * ppo_rlhf_train_oom generated new_tokens tokens and died in the first training forward after,
+ * within its first step. */
+static void test_generation_loop(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "hf_generate_kv_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	const an_structure *r = &run.an.devices[0].run;
+	double per_token = (double)tu_corpus_int(s, "facts.json", "kv_bytes_per_token_per_seq") *
+	                   (double)tu_corpus_int(s, "facts.json", "batch");
+	assert_int_equal(r->kind, AN_RUN_INFERENCE);
+	assert_true(r->start_count >= 3);
+	assert_true((double)r->growth_per_iteration > per_token * 0.95 &&
+	            (double)r->growth_per_iteration < per_token * 1.05);
+	rp_free(&run);
+	assert_int_equal(load_sample("ppo_rlhf_train_oom", NULL, &run), 0);
+	r = &run.an.devices[0].run;
+	assert_int_equal(r->kind, AN_RUN_TRAINING);
+	assert_true(tu_corpus_int("ppo_rlhf_train_oom", "facts.json", "new_tokens") > 2);
+	assert_true(r->start_count < 2);
+	rp_free(&run);
+}
+
 /* The overhead at the peak is over the warning's bar (PyTorch's own peaks), but the free memory
  * at the peak is one block (a bounded memory bank, reused every step): cached, not cut up. */
 static void test_cached_peak_free(void **state)
@@ -1169,6 +1195,7 @@ int main(void)
 	    cmocka_unit_test(test_oom_capacity),
 	    cmocka_unit_test(test_cached_peak_free),
 	    cmocka_unit_test(test_failing_pass),
+	    cmocka_unit_test(test_generation_loop),
 	    cmocka_unit_test(test_capacity_line_leak),
 	    cmocka_unit_test(test_oom_capacity_params),
 	    cmocka_unit_test(test_fragmentation_without_oom),

@@ -209,15 +209,29 @@ static int edges_desc(const void *a, const void *b)
 	return (x->edge_count < y->edge_count) - (x->edge_count > y->edge_count);
 }
 
+/* The frame of the function that holds the loop, or NULL. */
+static const md_frame *loop_function(const sctx *c, const loop_cand *l)
+{
+	const md_frame *fn = NULL;
+	chain ch = loop_chain(c, l->stack);
+	for (int i = 0; i <= l->level; i++)
+		fn = chain_next(&ch);
+	return fn;
+}
+
+/* generate()'s decoding loop, which calls the model once a token. */
+static int generation_loop(const sctx *c, const loop_cand *l)
+{
+	const md_frame *fn = loop_function(c, l);
+	return fn && an_path_has(md_str(c->s, fn->filename), "transformers/generation/");
+}
+
 /* A loop is an iteration loop when its function is not torch's own (the optimizer's loop over
  * its parameters, module._apply's) and most of its iterations call the model from its body. */
 static mr_status qualify(const sctx *c, loop_cand *l, mr_error *err)
 {
 	const md_event *ev = c->md->events;
-	const md_frame *fn = NULL;
-	chain ch = loop_chain(c, l->stack);
-	for (int i = 0; i <= l->level; i++)
-		fn = chain_next(&ch);
+	const md_frame *fn = loop_function(c, l);
 	if (!fn || an_torch_internal(md_str(c->s, fn->filename)))
 		return MR_OK;
 	l->member = mr_alloc_array(c->s->stack_count, 1);
@@ -702,6 +716,10 @@ static mr_status choose_iterations(const sctx *c, an_structure *out, phases *ph,
 		if ((st = qualify(c, l, err)) || !l->qualifies)
 			continue;
 		if (out->backward_phases && l->iterations > out->backward_phases + 1)
+			continue;
+		/* in training, generate()'s tokens are not its steps (a PPO step generates first);
+		 * in inference they are what the run iterates over */
+		if (out->kind == AN_RUN_TRAINING && generation_loop(c, l))
 			continue;
 		int big = l->iterations >= 3, best_big = best && best->iterations >= 3;
 		if (!best || big > best_big ||
