@@ -4,6 +4,7 @@
  * memory_stats.json, the OOM message), never from memreport. */
 #include "testutil.h"
 
+#include "base/units.h"
 #include "render/redact.h"
 #include "render/render_json.h"
 #include "report/report.h"
@@ -1150,6 +1151,81 @@ static void test_request_over_cap_split(void **state)
 	rp_free(&run);
 }
 
+/* No memory older than the trace (argsort_scores_oom: every live byte was allocated in the
+ * trace, by torch.rand and torch.argsort, no model) is no "free what an earlier phase left":
+ * the largest site is named instead, and the failing request (the observer's `alloc`) comes
+ * from the same line as it. */
+static void test_no_older_memory(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "argsort_scores_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	assert_int_equal(run.an.devices[0].oom.alloc_size, tu_corpus_int(s, "facts.json", "alloc"));
+	assert_int_equal(run.advice.categories.bytes[AD_CAT_UNKNOWN], 0);
+	assert_int_equal(run.advice.categories.bytes[AD_CAT_PARAMETERS], 0);
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_CAPACITY);
+	const ad_recommendation *r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_null(strstr(r->reason, "allocated before the trace began"));
+	assert_non_null(strstr(r->reason, "comes from the same line"));
+	rp_free(&run);
+}
+
+/* torch.cuda.empty_cache() called by Lightning's teardown between the fits of a batch ladder
+ * (lightning_bf16true_ladder_oom) is no line of the user's to delete: the trace's releases are
+ * counted, but neither the churn finding nor its advice follows. The failing request (the
+ * observer's `alloc`, the bf16 log-softmax of 500 MiB logits) is as large as the logits: no
+ * float32 upcast is claimed. */
+static void test_library_empty_cache(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "lightning_bf16true_ladder_oom";
+	char snap[1024], msg[1024];
+	tu_snapshot(s, snap, sizeof snap);
+	tu_sample(s, "oom_message.txt", msg, sizeof msg);
+	assert_int_equal(load2(snap, msg, &run), 0);
+	assert_int_equal(run.advice.oom.requested, tu_corpus_int(s, "facts.json", "alloc"));
+	assert_true(run.an.devices[0].run.empty_cache_releases >= 2);
+	assert_null(find(&run, "empty_cache_churn"));
+	assert_int_equal(rank_of(&run, "remove_empty_cache"), 0);
+	assert_int_equal(rank_of(&run, "reduce_microbatch"), 1);
+	const ad_recommendation *r = rec_of(&run, "chunked_loss");
+	assert_non_null(r);
+	assert_null(strstr(r->reason, "float32"));
+	assert_null(strstr(r->reason, "half the size"));
+	rp_free(&run);
+	/* the user's own call in the loop still is (empty_cache_each_step_healthy) */
+	assert_int_equal(load_sample("empty_cache_each_step_healthy", NULL, &run), 0);
+	assert_non_null(find(&run, "empty_cache_churn"));
+	assert_int_equal(rank_of(&run, "remove_empty_cache"), 1);
+	rp_free(&run);
+}
+
+/* A dataset moved to the GPU whole before training (gpu_dataset_resident_oom: `dataset_bytes`
+ * in one block) is named beside the batch's levers, after the first: it holds more than halving
+ * the microbatch would free. */
+static void test_resident_data_named(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "gpu_dataset_resident_oom";
+	long long data = tu_corpus_int(s, "facts.json", "dataset_bytes");
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_CAPACITY);
+	assert_true(run.advice.categories.bytes[AD_CAT_OTHER] >= (uint64_t)data);
+	assert_int_equal(rank_of(&run, "reduce_microbatch"), 1);
+	const ad_recommendation *r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 2);
+	char b[32];
+	mr_format_bytes(b, sizeof b, (uint64_t)data);
+	assert_non_null(strstr(r->reason, b));
+	rp_free(&run);
+}
+
 /* An evaluation under no_grad inside a training run (eval_bigger_batch_oom) dies copying its
  * logits to float32 (the observer's `alloc` is `eval_logits_fp32_bytes`): the live activations
  * are the bf16 logits, which checkpointing would keep anyway, so it is not advised; a training
@@ -1233,6 +1309,9 @@ int main(void)
 	    cmocka_unit_test(test_older_than_trace_first),
 	    cmocka_unit_test(test_no_checkpointing_for_logits_alone),
 	    cmocka_unit_test(test_logits_verdict),
+	    cmocka_unit_test(test_no_older_memory),
+	    cmocka_unit_test(test_library_empty_cache),
+	    cmocka_unit_test(test_resident_data_named),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

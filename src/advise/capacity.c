@@ -497,15 +497,17 @@ static int split_oversized(ad_ctx *c)
 }
 
 /* Memory older than the trace with no stack (recording began after it was allocated) that
- * outweighs both the model state the trace shows and its activations: something from before the
- * window holds most of the budget, and the trace cannot say what. 1 when advised. */
+ * outweighs the model state the trace shows, its activations and the other tensors it shows
+ * allocated: something from before the window holds most of the budget, and the trace cannot
+ * say what. None of it (a run whose memory is all tensors the trace saw made) is no such
+ * case. 1 when advised. */
 static int advise_older(ad_ctx *c, const uint64_t *cat)
 {
 	char b1[32], b2[32];
 	uint64_t live = ad_live_total(cat);
 	uint64_t older = cat[AN_CAT_UNKNOWN];
 	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
-	if (older < state || older < cat[AN_CAT_ACTIVATIONS])
+	if (!older || older < state || older < cat[AN_CAT_ACTIVATIONS] || older < cat[AN_CAT_OTHER])
 		return 0;
 	ad_suggest(
 	    c, "release_references", AD_PRIO_CAPACITY, "Free the memory held from before the trace",
@@ -517,6 +519,77 @@ static int advise_older(ad_ctx *c, const uint64_t *cat)
 	    "or record the history from the start to name it.",
 	    ad_sz(b1, live), ad_sz(b2, older), ad_pct(older, live));
 	return 1;
+}
+
+/* Whether the user's line that allocated stack is the one whose request failed: the same
+ * file and line of the innermost own frame. */
+static int same_line_as_oom(const ad_ctx *c, uint32_t stack)
+{
+	const md_device *md = md_find_device(c->s, c->dv->device);
+	if (!md || c->dv->oom.event >= md->event_count)
+		return 0;
+	const md_frame *a = an_own_frame(c->s, stack);
+	const md_frame *b = an_own_frame(c->s, md->events[c->dv->oom.event].stack);
+	return a && b && a->line == b->line &&
+	       strcmp(md_str(c->s, a->filename), md_str(c->s, b->filename)) == 0;
+}
+
+/* Whether the trace allocates with stack only before its first iteration starts (at least
+ * once): a tensor made once, ahead of the loop, not one each step makes or keeps. */
+static int allocated_before_loop(const ad_ctx *c, uint32_t stack)
+{
+	const md_device *md = md_find_device(c->s, c->dv->device);
+	if (!md || !c->run || !c->run->start_count)
+		return 0;
+	size_t first = c->run->starts[0], seen = 0;
+	for (size_t i = 0; i < md->event_count; i++) {
+		const md_event *e = &md->events[i];
+		if (e->action != MD_ACT_ALLOC || e->stack != stack)
+			continue;
+		if (i >= first)
+			return 0;
+		seen++;
+	}
+	return seen > 0;
+}
+
+/* Beside the batch's levers: the largest site of tensors that are neither model state nor
+ * activations and that the trace shows made once before the loop (a dataset moved to the GPU
+ * whole, a table the code made), when it holds a quarter of live memory or more and at least
+ * what halving the activations frees. The trace cannot tell whether they must be on the GPU at
+ * once: said as a choice, after the first lever, and never over another release advice. */
+static void advise_resident(ad_ctx *c, const uint64_t *cat, uint64_t live)
+{
+	char b1[32], b2[32];
+	const an_site *top = NULL;
+	for (size_t i = 0; i < c->a->rec_count; i++)
+		if (strcmp(c->a->recs[i].id, "release_references") == 0)
+			return;
+	for (size_t i = 0; i < c->dv->site_count && !top; i++) {
+		const an_site *st = &c->dv->sites[i];
+		if (an_stack_category(c->info, st->stack, AN_CAT_UNKNOWN) == AN_CAT_OTHER)
+			top = st;
+	}
+	if (!top || top->bytes * 4 < live || top->bytes * 2 < cat[AN_CAT_ACTIVATIONS] ||
+	    !allocated_before_loop(c, top->stack))
+		return;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "%s of the %s live is neither parameters, gradients, optimizer state nor "
+	               "activations: the site ",
+	               ad_sz(b1, top->bytes), ad_sz(b2, live));
+	if (!ad_user_site(&t, c->s, top->stack))
+		ad_text_printf(&t, "with no stack recorded");
+	ad_text_printf(&t,
+	               " holds it in %llu block%s, tensors the code itself put on the GPU (a "
+	               "dataset moved there whole, a table). If a step needs only part of "
+	               "them, keeping them on the CPU and moving what each step uses frees "
+	               "that much without a smaller batch.",
+	               (unsigned long long)top->count, top->count == 1 ? "" : "s");
+	ad_suggest_text(
+	    c, "release_references", AD_PRIO_CAPACITY + 5,
+	    "Keep the large tensors the code made outside the model on the CPU",
+	    "X = X.pin_memory()  # on the CPU; per step: xb = X[idx].cuda(non_blocking=True)", &t);
 }
 
 void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
@@ -554,6 +627,8 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 		if (state_big)
 			advise_state(c, cat, asked);
 		ad_rank_later(c, before, 5);
+		if (oom)
+			advise_resident(c, cat, live);
 		return;
 	}
 	if (ad_pct(state, live) >= AD_DOMINANT_PERCENT) {
@@ -579,6 +654,12 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 			ad_text_printf(&t, "with no stack recorded");
 		ad_text_printf(&t, ", holds %s in %llu blocks.", ad_sz(b2, top->bytes),
 		               (unsigned long long)top->count);
+		if (same_line_as_oom(c, top->stack))
+			ad_text_printf(&t,
+			               " The failing request comes from the same line: one "
+			               "operation's outputs and temporaries make this memory, so "
+			               "that operation on smaller pieces of its input (or on the "
+			               "CPU) is the lever.");
 		ad_suggest_text(c, "release_references", AD_PRIO_CAPACITY,
 		                "Free the tensors that hold the memory, or make them smaller",
 		                "del big_tensor  # or keep it on the CPU until it is needed", &t);
@@ -665,6 +746,14 @@ static void logits_words(ad_text *t, int copy, int req_logits, uint64_t req, uin
 		               "the failing %s request, in the backward, is the gradient of the "
 		               "logits (%s live)",
 		               ad_sz(b1, req), ad_sz(b2, live_logits));
+	else if (copy && req != live_logits * 2)
+		/* as many bytes as the logits: a copy in their own dtype (the loss's log-softmax),
+		 * no upcast */
+		ad_text_printf(
+		    t,
+		    "the failing %s request is a copy of the logits as large as they are "
+		    "(%s live), made for the loss",
+		    ad_sz(b1, req), ad_sz(b2, live_logits));
 	else if (copy)
 		ad_text_printf(t,
 		               "the failing %s request is a float32 copy of the logits (%s live)",
@@ -758,9 +847,11 @@ int ad_rule_logits(ad_ctx *c)
 	logits_words(&t, copy, req_logits, req, live_logits);
 	ad_text_printf(&t,
 	               ", %s together, %d%% of %s. Computed over chunks of the sequence (or by a "
-	               "fused linear cross-entropy) they never exist whole; kept in bf16 the copy "
-	               "is half the size.",
-	               ad_sz(b1, total), ad_pct(total, budget), ad_sz(b2, budget));
+	               "fused linear cross-entropy) they never exist whole%s",
+	               ad_sz(b1, total), ad_pct(total, budget), ad_sz(b2, budget),
+	               copy == 1 && req != live_logits * 2
+	                   ? "."
+	                   : "; kept in bf16 the copy is half the size.");
 	ad_suggest_text(c, "chunked_loss", priority,
 	                "Compute the loss in chunks, or keep the logits in bf16",
 	                "for i in range(0, T, k): loss += F.cross_entropy(head(h[:, i:i+k])"

@@ -207,6 +207,28 @@ static long text_retries(const ad_ctx *c)
 	return -1;
 }
 
+/* Whether the call of torch.cuda.empty_cache() in stack is a library's (a framework's
+ * teardown between fits, a package's helper): the Python frame that calls it is in an installed
+ * package, so there is no line of the user's to delete. */
+static int empty_cache_by_library(const md_snapshot *s, uint32_t stack)
+{
+	if (stack >= s->stack_count)
+		return 0;
+	const md_stack *st = &s->stacks[stack];
+	int below = 0; /* the empty_cache frame itself was passed */
+	for (uint32_t k = 0; k < st->count; k++) {
+		const md_frame *f = &s->frames[st->first + k];
+		const char *file = md_str(s, f->filename);
+		size_t n = strlen(file);
+		if (an_frame_hidden(s, f) || n < 3 || strcmp(file + n - 3, ".py") != 0)
+			continue;
+		if (below)
+			return an_library_file(file) && !an_torch_internal(file);
+		below = strcmp(md_str(s, f->name), "empty_cache") == 0 && an_torch_internal(file);
+	}
+	return 0;
+}
+
 void ad_rule_releases(ad_ctx *c)
 {
 	const an_structure *r = c->run;
@@ -233,7 +255,8 @@ void ad_rule_releases(ad_ctx *c)
 		        "cached).",
 		        retries, retries == 1 ? "" : "s", seen);
 	if (!r || r->empty_cache_releases < 2 ||
-	    (r->start_count && r->empty_cache_releases * 2 < r->start_count))
+	    (r->start_count && r->empty_cache_releases * 2 < r->start_count) ||
+	    empty_cache_by_library(c->s, r->empty_cache_stack))
 		return;
 	ad_text t = {0};
 	ad_text_printf(&t,
