@@ -423,6 +423,7 @@ TABLE += [
                                      techniques=["autocast"],
                                      never=["fsdp", "cpu_offload", "no_grad_eval",
                                             "expandable_segments", "mixed_precision"],
+                                     finds=["larger_input"],
                                      no_finds=["memory_growth", "oom_fragmentation"], log=True)),
     # a twelfth held-out set (tools/record_heldout12.py)
     ("wgan_gp_double_backward_oom", dict(cause="fragmentation", kind="training",
@@ -454,7 +455,7 @@ TABLE += [
                                       has=["release_references"],
                                       change_has={"release_references": "pin_memory"},
                                       never=["fsdp", "cpu_offload", "no_grad_eval",
-                                             "expandable_segments"],
+                                             "expandable_segments"], finds=["larger_input"],
                                       no_finds=["memory_growth", "oom_fragmentation"], log=True)),
     ("argsort_scores_oom", dict(cause="capacity", kind="unknown", first="release_references",
                                 change_has={"release_references": "del big_tensor"},

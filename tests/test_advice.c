@@ -96,8 +96,8 @@ static void test_oom_fragmentation(void **state)
  * under no_grad at eval_batch samples after training at microbatch ones: its finished layers
  * freed their tensors, and its operations asked for eval_batch / microbatch times as much.
  * convnext_resize_oom died in a training forward (saving its layers) at 224-pixel images after
- * 128-pixel ones: (224 / 128)^2 times. ckpt_on_oom's checkpointed blocks free their tensors
- * in any training forward: it cannot tell. */
+ * 128-pixel ones: (224 / 128)^2 times (facts.json's image_sizes). ckpt_on_oom's checkpointed blocks
+ * free their tensors in any training forward: it cannot tell. */
 static void test_failing_pass(void **state)
 {
 	(void)state;
@@ -124,6 +124,16 @@ static void test_failing_pass(void **state)
 	assert_true(r->oom_input_ratio > want * 0.95 && r->oom_input_ratio < want * 1.05);
 	assert_non_null(find(&run, "larger_input"));
 	assert_null(find(&run, "eval_pass_oom"));
+	rp_free(&run);
+	/* wav2vec2_ctc_varlen_oom died on 15.5 s of audio after 9.8 s at most: the first conv's
+	 * output (conv0_out_bytes_fp32) is the measure of the input */
+	s = "wav2vec2_ctc_varlen_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	want = (double)tu_corpus_int(s, "facts.json", "15.5") /
+	       (double)tu_corpus_int(s, "facts.json", "9.8");
+	r = &run.an.devices[0].run;
+	assert_true(r->oom_input_ratio > want * 0.95 && r->oom_input_ratio < want * 1.05);
+	assert_non_null(find(&run, "larger_input"));
 	rp_free(&run);
 	assert_int_equal(load_sample("ckpt_on_oom", NULL, &run), 0);
 	assert_int_equal(run.an.devices[0].run.oom_forward_graph, 0);

@@ -550,7 +550,7 @@ done:
 
 /* ---- the input of the forward that failed, against the earlier ones ---- */
 
-enum { INPUT_INNER = 4, INPUT_MIN_SITES = 4 };
+enum { INPUT_INNER = 8, INPUT_MIN_SITES = 4 };
 
 /* The innermost frames of a stack, as a map key (never 0 nor the map's reserved top value):
  * the same operation of the same layer, whichever loop called the model. */
