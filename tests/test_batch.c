@@ -497,15 +497,26 @@ static void add_run(const char *dir, const char *name, void *ctx)
 	l->n++;
 }
 
-/* Every run folder of both corpora but the 88 MB one. */
+/* Every sixth run folder of both corpora (the 88 MB one left out), in the order the corpora
+ * list them: kinds of run of every set. The whole corpus goes through batch, its cache and
+ * the cache's spoilt entries in tests/cli_batch.sh, and its outputs are golden.sh's. */
 static void test_batch_corpus(void **state)
 {
 	(void)state;
 	run_list l = {0};
 	tu_each_sample(add_run, &l);
+	assert_true(l.n >= tu_project_samples());
+	size_t n = 0, all = l.n;
+	for (size_t i = 0; i < all; i++) {
+		if (i % 6 == 0) {
+			l.names[n] = l.names[i];
+			l.inputs[n++] = l.inputs[i];
+		} else {
+			free(l.names[i]);
+			free(l.inputs[i]);
+		}
+	}
 	char **names = l.names, **inputs = l.inputs;
-	size_t n = l.n;
-	assert_true(n >= tu_project_samples());
 	struct dirent *e;
 	char *tmp = make_tmp();
 	char out[1024], out2[1024], cache[1024];
