@@ -4,7 +4,7 @@
 # read beside them, the devices' allocations and moments, simulate's two replays, diff's two
 # loads, a batch's runs).
 #
-# The project corpus' eight largest snapshots (build/corpus, tests/samples.sh) and every shared
+# The project corpus' six largest snapshots (build/corpus, tests/samples.sh) and every shared
 # one (with the 1 M-event gpt_large_trace, unpacked into build/) in JSON (the formats render the
 # same analysis: the threads are in the replays, simulate, diff and batch), simulate, a diff
 # of each pair of neighbours; the two-device fixture in JSON and HTML; and a batch of the whole
@@ -35,10 +35,10 @@ same() {
 	rm -rf "$work/one" "$work/many"
 }
 # Every run's report is compared through the batch below; one by one (a report, simulate, a
-# diff) the project's eight longest traces, where the replays and the allocations running side
+# diff) the project's six longest traces, where the replays and the allocations running side
 # by side have the most to do, and every shared sample.
 snaps=$(ls -S "$samples_project"/*/snapshot.pickle "$samples_project"/*/oom_snapshot.pickle \
-	2>/dev/null | head -n 8)
+	2>/dev/null | head -n 6)
 for d in "$samples_shared"/*/; do
 	for f in "$d"snapshot.pickle "$d"oom_snapshot.pickle; do
 		[ -f "$f" ] && snaps="$snaps $f"
