@@ -298,8 +298,8 @@ typedef struct {
 	                         graph */
 } span_state;
 
-/* What the span allocated and still holds, in all (*alloc, *live) and over its finished layers
- * (all but the last two boundaries' worth: *early, *early_live). */
+/* What the span allocated and still holds (sums[0], sums[1]), and the same over its finished
+ * layers, all but the last two boundaries' worth (sums[2], sums[3]). */
 static void span_sums(const span_state *sp, uint64_t sums[4])
 {
 	size_t cut = sp->mark_count >= 2 ? sp->marks[(sp->mark_count - 2) % 2] : 0;
