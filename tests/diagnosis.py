@@ -477,6 +477,7 @@ TABLE += [
                                   no_finds=["memory_growth", "oom_capacity", "oom_fragmentation"])),
     ("gru_eval_carried_hidden_oom", dict(cause="capacity", kind="evaluation", first="no_grad_eval",
                                          finds=["memory_growth"],
+                                         change_has={"release_references": "h.detach()"},
                                          not_first=["expandable_segments", "reduce_microbatch"],
                                          never=["activation_checkpointing", "fsdp", "cpu_offload"],
                                          no_finds=["oom_fragmentation"], log=True)),

@@ -1079,6 +1079,42 @@ static void test_mha_need_weights(void **state)
 	rp_free(&run);
 }
 
+/* An evaluation that carries a GRU's hidden state without detach, grad on: PyTorch's allocated
+ * after each segment rises by the same bytes (facts.json steps), most of it the recurrent
+ * module's outputs (torch/nn/modules/rnn.py). no_grad comes first; what keeps the memory is the
+ * carried state, so the growth's lever says detach it, not "keep numbers" (the loop keeps
+ * only float(loss)). A growth made elsewhere keeps the generic advice. */
+static void test_recurrent_state_growth(void **state)
+{
+	(void)state;
+	rp_report run;
+	char path[1024];
+	size_t len;
+	const char *s = "gru_eval_carried_hidden_oom";
+	char *json = (char *)tu_read(tu_sample(s, "facts.json", path, sizeof path), &len);
+	assert_non_null(json);
+	long long a0 = 0, a1 = 0;
+	const char *p = strstr(json, "\"steps\"");
+	assert_non_null(p);
+	assert_true(tu_json_int(p, "allocated", &a0));
+	p = strstr(p, "\"allocated\":") + 1;
+	assert_true(tu_json_int(p, "allocated", &a1));
+	free(json);
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	assert_int_equal((long long)run.an.devices[0].run.growth_per_iteration, a1 - a0);
+	assert_int_equal(rank_of(&run, "no_grad_eval"), 1);
+	const ad_recommendation *r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_non_null(strstr(r->change, "h.detach()"));
+	assert_non_null(strstr(r->reason, "torch/nn/modules/rnn.py"));
+	rp_free(&run);
+	assert_int_equal(load_sample("train_leak", NULL, &run), 0);
+	r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_null(strstr(r->change, "h.detach()"));
+	rp_free(&run);
+}
+
 /* A bank of keys concatenated every step (16 MiB) and the step's logits against it: PyTorch's
  * allocated bytes rise 80 MiB a step, each step's peak faster. The free pieces would hold the
  * request, but the leak refills them within two iterations: the leak is the cause and its fix
@@ -1354,6 +1390,7 @@ int main(void)
 	    cmocka_unit_test(test_library_empty_cache),
 	    cmocka_unit_test(test_resident_data_named),
 	    cmocka_unit_test(test_mha_need_weights),
+	    cmocka_unit_test(test_recurrent_state_growth),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
