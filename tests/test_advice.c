@@ -1048,6 +1048,73 @@ static void test_request_over_limit(void **state)
 	rp_free(&run);
 }
 
+/* nn.MultiheadAttention called with its default need_weights=True takes the unfused path: the
+ * failing request (PyTorch's OOM observer: one layer's fp32 probabilities, batch x heads x T x T)
+ * is F.softmax under multi_head_attention_forward, and the lever is need_weights=False, not a
+ * rewrite to scaled_dot_product_attention with a causal mask the encoder does not have. A
+ * softmax in the model's own code keeps the generic change, with no causal mask asserted. */
+static void test_mha_need_weights(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "mha_need_weights_longseq_oom";
+	char snap[1024], msg[1024];
+	tu_snapshot(s, snap, sizeof snap);
+	tu_sample(s, "oom_message.txt", msg, sizeof msg);
+	assert_int_equal(load2(snap, msg, &run), 0);
+	assert_int_equal((long long)run.an.devices[0].oom.requested,
+	                 tu_corpus_int(s, "facts.json", "alloc"));
+	assert_int_equal(rank_of(&run, "fused_attention"), 1);
+	const ad_recommendation *r = rec_of(&run, "fused_attention");
+	assert_non_null(strstr(r->change, "need_weights=False"));
+	assert_null(strstr(r->change, "is_causal=True,"));
+	assert_non_null(strstr(r->reason, "multi_head_attention_forward"));
+	rp_free(&run);
+	assert_int_equal(load_sample("manual_attn_expandable_oom", NULL, &run), 0);
+	r = rec_of(&run, "fused_attention");
+	assert_non_null(r);
+	assert_non_null(strstr(r->change, "scaled_dot_product_attention"));
+	assert_null(strstr(r->change, "need_weights"));
+	assert_null(strstr(r->change, "is_causal=True,"));
+	rp_free(&run);
+}
+
+/* An evaluation that carries a GRU's hidden state without detach, grad on: PyTorch's allocated
+ * after each segment rises by the same bytes (facts.json steps), most of it the recurrent
+ * module's outputs (torch/nn/modules/rnn.py). no_grad comes first; what keeps the memory is the
+ * carried state, so the growth's lever says detach it, not "keep numbers" (the loop keeps
+ * only float(loss)). A growth made elsewhere keeps the generic advice. */
+static void test_recurrent_state_growth(void **state)
+{
+	(void)state;
+	rp_report run;
+	char path[1024];
+	size_t len;
+	const char *s = "gru_eval_carried_hidden_oom";
+	char *json = (char *)tu_read(tu_sample(s, "facts.json", path, sizeof path), &len);
+	assert_non_null(json);
+	long long a0 = 0, a1 = 0;
+	const char *p = strstr(json, "\"steps\"");
+	assert_non_null(p);
+	assert_true(tu_json_int(p, "allocated", &a0));
+	p = strstr(p, "\"allocated\":") + 1;
+	assert_true(tu_json_int(p, "allocated", &a1));
+	free(json);
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	assert_int_equal((long long)run.an.devices[0].run.growth_per_iteration, a1 - a0);
+	assert_int_equal(rank_of(&run, "no_grad_eval"), 1);
+	const ad_recommendation *r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_non_null(strstr(r->change, "h.detach()"));
+	assert_non_null(strstr(r->reason, "torch/nn/modules/rnn.py"));
+	rp_free(&run);
+	assert_int_equal(load_sample("train_leak", NULL, &run), 0);
+	r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_null(strstr(r->change, "h.detach()"));
+	rp_free(&run);
+}
+
 /* A bank of keys concatenated every step (16 MiB) and the step's logits against it: PyTorch's
  * allocated bytes rise 80 MiB a step, each step's peak faster. The free pieces would hold the
  * request, but the leak refills them within two iterations: the leak is the cause and its fix
@@ -1322,6 +1389,8 @@ int main(void)
 	    cmocka_unit_test(test_no_older_memory),
 	    cmocka_unit_test(test_library_empty_cache),
 	    cmocka_unit_test(test_resident_data_named),
+	    cmocka_unit_test(test_mha_need_weights),
+	    cmocka_unit_test(test_recurrent_state_growth),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -303,6 +303,12 @@ static void corpus_oom_one(const char *dir, const char *name, int *count)
 	    tu_json_int(observer, "allocated_bytes.all.current", &alloc) &&
 	    (uint64_t)(res - alloc) >= want_req && (uint64_t)(res - alloc) >= want_limit / 10)
 		want_cause = AD_CAUSE_FRAGMENTATION;
+	/* neither: the cache could not hold the request, yet live tensors and the request leave
+	 * over a tenth of the cap (the rest cached in pieces or not yet reserved): from the
+	 * message alone, packing might or might not have made room, so it cannot tell */
+	else if (observer && res && want_limit && (uint64_t)(res - alloc) < want_req &&
+	         (uint64_t)alloc + want_req + want_limit / 10 < want_limit)
+		want_cause = AD_CAUSE_UNKNOWN;
 
 	static const char *files[] = {"oom_message.txt", "train.log"};
 	for (int f = 0; f < 2; f++) {

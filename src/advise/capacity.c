@@ -862,45 +862,68 @@ int ad_rule_logits(ad_ctx *c)
 
 /* ---- attention computed explicitly ---- */
 
-/* Whether a stack's allocation is attention's probabilities (or its other B x H x T x T
- * tensors) computed explicitly: made by F.softmax itself inside a module call and outside a
- * loss, or anywhere inside Hugging Face's eager attention. *eager says which. */
-static int explicit_attention(const ad_ctx *c, uint32_t stack, int *eager)
+/* How attention's probabilities were computed explicitly: by F.softmax in the model's own code,
+ * by nn.MultiheadAttention's unfused path (F.softmax under multi_head_attention_forward, which
+ * materialises them only when its weights are asked for: need_weights defaults to True), or by
+ * Hugging Face's eager attention. */
+enum { ATT_NONE, ATT_SOFTMAX, ATT_MHA, ATT_EAGER };
+
+/* Which of those a stack's allocation is (ATT_NONE: none): made by F.softmax itself inside a
+ * module call and outside a loss, or anywhere inside Hugging Face's eager attention. */
+static int explicit_attention(const ad_ctx *c, uint32_t stack)
 {
 	const md_snapshot *s = c->s;
 	if (stack >= s->stack_count)
-		return 0;
+		return ATT_NONE;
 	uint32_t f = c->info[stack].flags;
 	if (!(f & AN_SF_MODULE_CALL) || (f & AN_SF_LOSS))
-		return 0;
+		return ATT_NONE;
 	const md_stack *st = &s->stacks[stack];
+	int how = ATT_NONE;
 	for (size_t k = 0; k < st->count; k++) {
 		const md_frame *fr = &s->frames[st->first + k];
 		const char *name = md_str(s, fr->name), *file = md_str(s, fr->filename);
-		if (k == 0 && strcmp(name, "softmax") == 0 &&
-		    an_path_has(file, "torch/nn/functional.py"))
-			return 1;
+		int torch_fn = an_path_has(file, "torch/nn/functional.py");
+		if (k == 0 && strcmp(name, "softmax") == 0 && torch_fn)
+			how = ATT_SOFTMAX;
+		else if (how == ATT_SOFTMAX && torch_fn &&
+		         strcmp(name, "multi_head_attention_forward") == 0)
+			return ATT_MHA;
 		if (strcmp(name, "eager_attention_forward") == 0 &&
-		    an_path_has(file, "transformers/")) {
-			*eager = 1;
-			return 1;
-		}
+		    an_path_has(file, "transformers/"))
+			return ATT_EAGER;
 	}
-	return 0;
+	return how;
 }
 
 int ad_rule_attention(ad_ctx *c)
 {
+	static const char *const made_by[] = {
+	    "", "F.softmax inside the model; if these are attention probabilities, that",
+	    "nn.MultiheadAttention's unfused path (F.softmax in multi_head_attention_forward, "
+	    "taken when the attention weights are asked for: need_weights defaults to True)",
+	    "Hugging Face's eager attention (eager_attention_forward)"};
+	static const char *const change[] = {
+	    "",
+	    "y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
+	    "dropout_p=p if self.training else 0.0)  # is_causal=True for a causal mask",
+	    "y, _ = self.attn(q, k, v, need_weights=False)  # its fused (SDPA) path",
+	    "from_pretrained(..., attn_implementation=\"sdpa\")  # or "
+	    "\"flash_attention_2\"; config._attn_implementation = \"sdpa\""};
 	const an_device *dv = c->dv;
 	uint64_t live = ad_live_total(dv->categories), bytes = 0;
-	int eager = 0;
+	int how = ATT_NONE;
 	char b1[32], b2[32];
 	if (!live || pass_kind(c) == AN_RUN_INFERENCE)
 		return 0; /* without a graph, the probabilities of one layer at a time */
-	for (size_t i = 0; i < dv->site_count; i++)
-		if (cat_of(c, dv->sites[i].stack) == AN_CAT_ACTIVATIONS &&
-		    explicit_attention(c, dv->sites[i].stack, &eager))
+	for (size_t i = 0; i < dv->site_count; i++) {
+		int h = cat_of(c, dv->sites[i].stack) == AN_CAT_ACTIVATIONS
+		            ? explicit_attention(c, dv->sites[i].stack)
+		            : ATT_NONE;
+		if (h != ATT_NONE)
 			bytes += dv->sites[i].bytes;
+		how = h > how ? h : how; /* the most specific library signature names the lever */
+	}
 	if (bytes < 64 * MR_MIB || bytes * 5 < live)
 		return 0;
 	ad_text t = {0};
@@ -909,18 +932,10 @@ int ad_rule_attention(ad_ctx *c)
 	               "keeps each layer's batch x heads x T x T probabilities for the backward. "
 	               "A fused kernel (flash or memory-efficient attention) recomputes them "
 	               "instead and its memory grows with T, not T squared.",
-	               ad_sz(b1, bytes), ad_sz(b2, live), ad_pct(bytes, live),
-	               eager ? "Hugging Face's eager attention (eager_attention_forward)"
-	                     : "F.softmax inside the model; if these are attention "
-	                       "probabilities, that");
+	               ad_sz(b1, bytes), ad_sz(b2, live), ad_pct(bytes, live), made_by[how]);
 	ad_suggest_text(c, "fused_attention",
 	                bytes * 4 >= live ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 5,
-	                "Use fused attention instead of softmax(q @ k^T) @ v",
-	                eager ? "from_pretrained(..., attn_implementation=\"sdpa\")  # or "
-	                        "\"flash_attention_2\"; config._attn_implementation = \"sdpa\""
-	                      : "y = F.scaled_dot_product_attention(q, k, v, is_causal=True, "
-	                        "dropout_p=p if self.training else 0.0)",
-	                &t);
+	                "Use fused attention instead of softmax(q @ k^T) @ v", change[how], &t);
 	return 1;
 }
 

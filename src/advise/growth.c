@@ -80,6 +80,50 @@ static int suggest_state_growth(ad_ctx *c)
 	return 1;
 }
 
+/* Whether a stack runs through a recurrent module's forward (nn.RNN, nn.LSTM, nn.GRU). */
+static int in_recurrent_module(const ad_ctx *c, uint32_t stack)
+{
+	const md_snapshot *s = c->s;
+	if (stack >= s->stack_count)
+		return 0;
+	const md_stack *st = &s->stacks[stack];
+	for (size_t k = 0; k < st->count; k++) {
+		const md_frame *fr = &s->frames[st->first + k];
+		if (strcmp(md_str(s, fr->name), "forward") == 0 &&
+		    an_path_has(md_str(s, fr->filename), "torch/nn/modules/rnn.py"))
+			return 1;
+	}
+	return 0;
+}
+
+/* What keeps each iteration's memory: a recurrent state carried on with its graph, where the
+ * largest grower is a recurrent module's output; otherwise tensors the loop keeps. */
+static void suggest_kept(ad_ctx *c, const an_growth_site *site)
+{
+	char b1[32], b2[32];
+	uint64_t rate = c->run->growth_per_iteration;
+	if (site && in_recurrent_module(c, site->stack)) {
+		ad_suggest(c, "release_references", AD_PRIO_TARGETED + 1,
+		           "Detach the recurrent state carried to the next iteration",
+		           "out, h = rnn(x, h)\nh = h.detach()  # an LSTM's (h, c): "
+		           "h = tuple(t.detach() for t in h)",
+		           "What grows most (%s of the %s per iteration) is made by a recurrent "
+		           "module's forward (torch/nn/modules/rnn.py). If the loop passes its "
+		           "hidden state on, that state keeps the graph that made it, and through "
+		           "it every earlier iteration's; detached, only its values carry over.",
+		           ad_sz(b1, site->bytes_per_iteration), ad_sz(b2, rate));
+		return;
+	}
+	ad_suggest(c, "release_references", AD_PRIO_TARGETED + 1,
+	           "Keep numbers, not tensors, from each iteration",
+	           "total += loss.item()   # not: total += loss\n"
+	           "history.append(logits.detach().cpu())  # not: history.append(logits)",
+	           "Memory allocated in each iteration is still referenced later (%s per "
+	           "iteration): a list or a sum of GPU tensors keeps them, and their autograd "
+	           "graphs when they require grad.",
+	           ad_sz(b1, rate));
+}
+
 void ad_rule_growth(ad_ctx *c)
 {
 	const an_structure *r = c->run;
@@ -124,16 +168,8 @@ void ad_rule_growth(ad_ctx *c)
 		    "alive through the tensors the loop keeps: %s per iteration.",
 		    ad_sz(b1, r->growth_per_iteration));
 	ad_rule_summed_losses(c, r->growth_per_iteration);
-	if (suggest_state_growth(c))
-		return;
-	ad_suggest(c, "release_references", AD_PRIO_TARGETED + 1,
-	           "Keep numbers, not tensors, from each iteration",
-	           "total += loss.item()   # not: total += loss\n"
-	           "history.append(logits.detach().cpu())  # not: history.append(logits)",
-	           "Memory allocated in each iteration is still referenced later (%s per "
-	           "iteration): a list or a sum of GPU tensors keeps them, and their autograd "
-	           "graphs when they require grad.",
-	           ad_sz(b1, r->growth_per_iteration));
+	if (!suggest_state_growth(c))
+		suggest_kept(c, site);
 }
 
 void ad_rule_summed_losses(ad_ctx *c, uint64_t per_forward)
