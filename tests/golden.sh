@@ -99,9 +99,12 @@ samples() {
 			[ -f "$d/train.log" ] && run "$prefix$s/with_log.json" "$snap" "$d/train.log" --format json
 			run "$prefix$s/redacted.md" "$snap" --redact-paths --format md
 		fi
+		# every text input alone in JSON; in text the tables and messages (a log and a stats
+		# dump render through the same text writer, and their JSON holds what it prints)
 		for t in memory_summary.txt memory_summary_abbrev.txt oom_message.txt train.log memory_stats.json; do
 			[ -f "$d/$t" ] || continue
 			run "$prefix$s/$t.json" "$d/$t" --format json
+			case $t in train.log | memory_stats.json) continue ;; esac
 			run "$prefix$s/$t.text" "$d/$t" --format text
 		done
 		[ -f "$d/train.log" ] && run "$prefix$s/train.log.html" "$d/train.log"
