@@ -5,7 +5,7 @@
 # node_modules), "ok N - ... # SKIP why". A skip is counted apart, never as passed nor failed.
 # Samples come from tests/corpus, unpacked first into build/corpus (tests/unpack_corpus.sh), and
 # from $MEMREPORT_SHARED (default ../shared). The browser tests, which mostly wait on
-# Chromium, make install/deb/wheel, the golden outputs, threads.sh and the hostile inputs run
+# Chromium, make install/deb/wheel, the golden outputs and threads.sh run
 # beside the others, in a second lane whose lines are printed last.
 set -u
 build=$1
@@ -45,7 +45,7 @@ fi
 (sh tests/browser.sh "$bin" >"$work/browser" 2>&1
 	[ -f tests/browser/run.sh ] && sh tests/browser/run.sh "$bin" >>"$work/browser" 2>&1
 	sh tests/install.sh "$bin" >"$work/install" 2>&1
-	for s in golden threads hostile; do
+	for s in golden threads; do
 		sh "tests/$s.sh" "$bin" >"$work/$s" 2>&1
 	done) &
 lane=$!
@@ -77,7 +77,7 @@ done
 for s in "sh tests/cli.sh $bin" "sh tests/fuzz/replay.sh $build" "sh tests/scaling.sh $bin" \
 	"sh tests/cli_shard.sh $bin" "sh tests/page_data.sh $bin" "sh tools/check_layers.sh" \
 	"sh tools/check_functions.sh" "sh tests/capture.sh $bin" "python3 tests/diagnosis.py $bin" \
-	"python3 tests/capacity.py $bin"; do
+	"python3 tests/capacity.py $bin" "sh tests/hostile.sh $bin"; do
 	$s >"$work/out" 2>&1
 	name=${s#sh }
 	name=${name#python3 }
@@ -93,11 +93,11 @@ if command -v clang-format >/dev/null 2>&1; then
 	fi
 fi
 # the second lane: Chromium on the reports (tests/browser.sh, tests/browser/run.sh); make
-# install, make deb, make wheel; the golden outputs, one thread against several, hostile inputs
+# install, make deb, make wheel; the golden outputs, one thread against several
 wait "$lane"
 tap tests/browser.sh "$work/browser"
 tap tests/install.sh "$work/install"
-for s in golden threads hostile; do
+for s in golden threads; do
 	tap "tests/$s.sh" "$work/$s"
 done
 if [ "$skipped" -ne 0 ]; then
