@@ -69,11 +69,11 @@ for t in "$build"/tests/test_*; do
 	fi
 	count "$(basename "$t")" "$p" "$f" "$s"
 done
-# the command line; every saved fuzz input, replayed; work that grows linearly with the input; sharded batches and their merge; golden outputs;
-# the interactive page's data block against its reference; the stage order of
-# docs/architecture.md; functions of at most 120 lines; memreport.capture against a stand-in
-# torch; what memreport concludes about every real run; the capacity plan against the batch
-# sizes that were really tried
+# the command line; every saved fuzz input, replayed; work that grows linearly with the input;
+# sharded batches and their merge; the interactive page's data block against its reference;
+# the stage order of docs/architecture.md; functions of at most 120 lines; memreport.capture
+# against a stand-in torch; what memreport concludes about every real run; the capacity plan
+# against the batch sizes that were really tried; hostile inputs
 for s in "sh tests/cli.sh $bin" "sh tests/fuzz/replay.sh $build" "sh tests/scaling.sh $bin" \
 	"sh tests/cli_shard.sh $bin" "sh tests/page_data.sh $bin" "sh tools/check_layers.sh" \
 	"sh tools/check_functions.sh" "sh tests/capture.sh $bin" "python3 tests/diagnosis.py $bin" \
