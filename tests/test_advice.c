@@ -472,6 +472,16 @@ static void test_capacity_line_leak(void **state)
 	assert_false(run.advice.oom.by_growth);
 	assert_null(strstr(run.advice.capacity_line, "grew every iteration"));
 	rp_free(&run);
+	/* forwards that kept graphs with no backward (an evaluation without no_grad): no
+	 * "microbatch", a training word, in the bound */
+	s = "eval_no_grad_missing_oom";
+	tu_snapshot(s, snap, sizeof snap);
+	tu_sample(s, "train.log", log, sizeof log);
+	assert_int_equal(load2(snap, log, &run), 0);
+	assert_int_equal(run.an.devices[0].run.kind, AN_RUN_EVALUATION);
+	assert_non_null(strstr(run.advice.capacity_line, "this batch or more"));
+	assert_null(strstr(run.advice.capacity_line, "microbatch"));
+	rp_free(&run);
 }
 
 /* The message a log holds and the oom_message.txt cut from it are one message, not two (the

@@ -121,8 +121,12 @@ int ad_write_capacity_line(ad_advice *a, const md_snapshot *s, const an_stack_in
 	const ad_capacity *cp = &a->capacity;
 	mr_buf b = {0};
 	char sz[32], budget[64];
-	const char *what =
-	    run && run->kind == AN_RUN_INFERENCE ? "batch of sequences" : "microbatch";
+	/* a microbatch is a training word; forwards that kept graphs with no backward may be an
+	 * evaluation or microbatches of a loss not backpropagated yet: the neutral word */
+	an_run_kind kind = run ? run->kind : AN_RUN_UNKNOWN;
+	const char *what = kind == AN_RUN_INFERENCE    ? "batch of sequences"
+	                   : kind == AN_RUN_EVALUATION ? "batch"
+	                                               : "microbatch";
 	snprintf(budget, sizeof budget, "%s%s", ad_sz(sz, cp->budget),
 	         cp->budget_given ? "" : " (the cap the OOM message shows)");
 	if (cp->budget) {
