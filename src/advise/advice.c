@@ -104,6 +104,14 @@ static char *take_text(ad_text *t, ad_paths *paths)
 	return s;
 }
 
+const ad_finding *ad_finding_of(const ad_advice *a, const char *id)
+{
+	for (size_t i = 0; i < a->finding_count; i++)
+		if (strcmp(a->findings[i].id, id) == 0)
+			return &a->findings[i];
+	return NULL;
+}
+
 int ad_add_finding(ad_advice *a, const char *id, ad_severity sev, ad_text *t)
 {
 	ad_paths paths;

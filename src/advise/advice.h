@@ -167,6 +167,8 @@ void ad_text_printf(ad_text *t, const char *fmt, ...) __attribute__((format(prin
 void ad_text_path(ad_text *t, const char *path);
 void ad_text_free(ad_text *t);
 
+/* The first finding with this id, or NULL. */
+const ad_finding *ad_finding_of(const ad_advice *a, const char *id);
 /* Appends a finding made of t (taken over, left empty). Returns 0, -1 when memory ran out. */
 int ad_add_finding(ad_advice *a, const char *id, ad_severity sev, ad_text *t);
 int ad_add_findingf(ad_advice *a, const char *id, ad_severity sev, const char *fmt, ...)

@@ -562,9 +562,8 @@ static void advise_resident(ad_ctx *c, const uint64_t *cat, uint64_t live)
 {
 	char b1[32], b2[32];
 	const an_site *top = NULL;
-	for (size_t i = 0; i < c->a->rec_count; i++)
-		if (strcmp(c->a->recs[i].id, "release_references") == 0)
-			return;
+	if (ad_find_rec(c, "release_references"))
+		return;
 	for (size_t i = 0; i < c->dv->site_count && !top; i++) {
 		const an_site *st = &c->dv->sites[i];
 		if (an_stack_category(c->info, st->stack, AN_CAT_UNKNOWN) == AN_CAT_OTHER)

@@ -3,7 +3,6 @@
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "advise/rule_ctx.h"
 #include "base/buf.h"
@@ -90,14 +89,6 @@ static void bound(mr_buf *b, const ad_capacity *cp, const char *what, const char
 	              what);
 }
 
-static int has_finding(const ad_advice *a, const char *id)
-{
-	for (size_t i = 0; i < a->finding_count; i++)
-		if (strcmp(a->findings[i].id, id) == 0)
-			return 1;
-	return 0;
-}
-
 /* A plan scales the microbatch over memory as the run had it; memory that a leak or an earlier
  * iteration left behind is counted as what does not scale, and it is not fixed. */
 static void left_behind(mr_buf *b, const ad_advice *a, const char *what)
@@ -109,7 +100,7 @@ static void left_behind(mr_buf *b, const ad_advice *a, const char *what)
 		    "grown by then, and a smaller %s would run out too, later, unless the "
 		    "growth stops.",
 		    what);
-	else if (has_finding(a, "activations_carried"))
+	else if (ad_finding_of(a, "activations_carried"))
 		mr_buf_printf(
 		    b, " Activations an earlier iteration saved were still live: this counts "
 		       "them as memory that does not scale, and it moves once they are freed.");

@@ -65,10 +65,7 @@ ad_recommendation *ad_find_rec(ad_ctx *c, const char *id)
 
 int ad_has_finding(const ad_ctx *c, const char *id)
 {
-	for (size_t i = 0; i < c->a->finding_count; i++)
-		if (strcmp(c->a->findings[i].id, id) == 0)
-			return 1;
-	return 0;
+	return ad_finding_of(c->a, id) != NULL;
 }
 
 const char *ad_sz(char *buf, uint64_t v)

@@ -14,14 +14,6 @@ static const char *sz(char *buf, uint64_t v)
 	return buf;
 }
 
-static const ad_finding *find(const ad_advice *a, const char *id)
-{
-	for (size_t i = 0; i < a->finding_count; i++)
-		if (strcmp(a->findings[i].id, id) == 0)
-			return &a->findings[i];
-	return NULL;
-}
-
 static int first_rec_is(const ad_advice *a, const char *id)
 {
 	for (size_t i = 0; i < a->rec_count; i++)
@@ -116,7 +108,7 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		return 0;
 	}
 	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
-	const ad_finding *growth = find(a, "memory_growth");
+	const ad_finding *growth = ad_finding_of(a, "memory_growth");
 	const an_structure *r = &dv->run;
 	if (growth && growth->severity == AD_CRITICAL) {
 		if (r->kind == AN_RUN_EVALUATION)
@@ -142,7 +134,7 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "Out of memory while retrying: %s of the %s live belongs to a forward pass "
 		    "that an earlier out-of-memory error ended and that is still referenced.",
 		    sz(b1, r->held_from_failed), sz(b2, dv->pool[AN_POOL_ALL].allocated));
-	else if (find(a, "activations_carried"))
+	else if (ad_finding_of(a, "activations_carried"))
 		mr_buf_printf(
 		    b,
 		    "Out of memory with an earlier iteration's activations still live: %s of the "
@@ -184,7 +176,7 @@ static ad_moment healthy_verdict(mr_buf *b, const ad_advice *a, const an_device 
 {
 	char b1[32], b2[32], b3[32];
 	const an_structure *r = &dv->run;
-	const ad_finding *growth = find(a, "memory_growth");
+	const ad_finding *growth = ad_finding_of(a, "memory_growth");
 	if (growth && growth->severity != AD_INFO) {
 		mr_buf_printf(b,
 		              "Memory grows %s per iteration and is never released: %s over %zu "
@@ -194,14 +186,14 @@ static ad_moment healthy_verdict(mr_buf *b, const ad_advice *a, const an_device 
 		              r->growth_increments);
 		return AD_MOMENT_SNAPSHOT;
 	}
-	if (find(a, "settings_conflict")) {
+	if (ad_finding_of(a, "settings_conflict")) {
 		mr_buf_printf(b,
 		              "%s reserved for %s allocated at the peak: max_split_size_mb keeps "
 		              "expandable segments from reusing freed memory.",
 		              sz(b1, dv->peak_reserved), sz(b2, dv->peak_allocated));
 		return AD_MOMENT_PEAK;
 	}
-	if (find(a, "high_fragmentation")) {
+	if (ad_finding_of(a, "high_fragmentation")) {
 		mr_buf_printf(b,
 		              "Overhead at the peak: %d%% of reserved memory holds no tensor, %s "
 		              "reserved for %s allocated, cut up by blocks of varying sizes.",
@@ -209,7 +201,7 @@ static ad_moment healthy_verdict(mr_buf *b, const ad_advice *a, const an_device 
 		              sz(b1, dv->peak_reserved), sz(b2, dv->peak_allocated));
 		return AD_MOMENT_PEAK;
 	}
-	if (find(a, "empty_cache_churn")) {
+	if (ad_finding_of(a, "empty_cache_churn")) {
 		mr_buf_printf(
 		    b,
 		    "No memory problem, but torch.cuda.empty_cache() inside the loop hands "
@@ -217,14 +209,14 @@ static ad_moment healthy_verdict(mr_buf *b, const ad_advice *a, const an_device 
 		    r->empty_cache_releases, sz(b1, r->empty_cache_bytes));
 		return AD_MOMENT_SNAPSHOT;
 	}
-	if (find(a, "allocator_retries")) {
+	if (ad_finding_of(a, "allocator_retries")) {
 		mr_buf_printf(b,
 		              "No OOM, but only by retrying: cudaMalloc failed and the allocator "
 		              "flushed its cache to continue; peak %s allocated in %s reserved.",
 		              sz(b1, dv->peak_allocated), sz(b2, dv->peak_reserved));
 		return AD_MOMENT_PEAK;
 	}
-	if (dv->trace_allocs && find(a, "peak_before_trace")) {
+	if (dv->trace_allocs && ad_finding_of(a, "peak_before_trace")) {
 		mr_buf_printf(b,
 		              "No OOM in the evidence; %s was reserved before the trace begins "
 		              "and reserved memory peaked before it (the window peaks at %s "
