@@ -6,6 +6,7 @@
  * (tests/fixtures/gen_hostile_snapshot.py) puts script tags and attribute breakers in every
  * string a snapshot author controls: no report may contain them live. With --redact-paths no
  * report names a home folder or the recording machine's workspace. */
+#include <inttypes.h>
 #include <sys/stat.h>
 
 #include "testutil.h"
@@ -568,10 +569,81 @@ static void test_wrap(void **state)
 	}
 }
 
+/* The number appenders print what printf prints: every tie and sign case, and a million values
+ * from a fixed generator over the ranges the timeline and the page use. */
+static void check_fixed1(double v)
+{
+	char want[400];
+	snprintf(want, sizeof want, "%.1f", v);
+	mr_buf b = {0};
+	mr_buf_fixed1(&b, v);
+	assert_non_null(b.data);
+	if (strcmp(b.data, want))
+		fail_msg("%.17g: \"%s\", printf \"%s\"", v, b.data, want);
+	mr_buf_free(&b);
+}
+
+static void test_number_appenders(void **state)
+{
+	(void)state;
+	const double edges[] = {0.0,
+	                        -0.0,
+	                        0.05,
+	                        0.15,
+	                        0.25,
+	                        0.35,
+	                        -0.25,
+	                        0.75,
+	                        1.25,
+	                        2.5,
+	                        -0.04,
+	                        -0.05,
+	                        0.95,
+	                        9.95,
+	                        99.95,
+	                        1e14,
+	                        9.99999999999999e14,
+	                        1e15,
+	                        -1e300,
+	                        1e300,
+	                        4503599627370495.5,
+	                        1.0 / 3,
+	                        12345.65};
+	for (size_t i = 0; i < sizeof edges / sizeof *edges; i++)
+		check_fixed1(edges[i]);
+	uint64_t x = 88172645463325252ull;
+	for (int i = 0; i < 1000000; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		double scale = (double)(1u << (x % 24)) / 8;
+		check_fixed1(((double)(x >> 11) / 9007199254740992.0 - 0.1) * scale);
+		check_fixed1((double)(x % 200000) /
+		             20); /* exact ties at .x5 are not doubles; .25 are */
+	}
+	const uint64_t us[] = {0, 1, 9, 10, 99, 1000, UINT32_MAX, (uint64_t)INT64_MAX, UINT64_MAX};
+	const int64_t is[] = {0, -1, 7, -10, INT64_MIN, INT64_MAX, -9223372036854775807ll};
+	for (size_t i = 0; i < sizeof us / sizeof *us; i++) {
+		char want[32];
+		snprintf(want, sizeof want, "%" PRIu64, us[i]);
+		mr_buf b = {0};
+		mr_buf_u64(&b, us[i]);
+		assert_string_equal(b.data, want);
+		mr_buf_free(&b);
+	}
+	for (size_t i = 0; i < sizeof is / sizeof *is; i++) {
+		char want[32];
+		snprintf(want, sizeof want, "%" PRId64, is[i]);
+		mr_buf b = {0};
+		mr_buf_i64(&b, is[i]);
+		assert_string_equal(b.data, want);
+		mr_buf_free(&b);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_helpers),
+	    cmocka_unit_test(test_number_appenders),
 	    cmocka_unit_test(test_rp_path_rules),
 	    cmocka_unit_test(test_device_view),
 	    cmocka_unit_test(test_corpus_html),

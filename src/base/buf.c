@@ -1,6 +1,8 @@
 /* buf.c: the growable byte buffer. */
 #include "base/buf.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,46 @@ void mr_buf_puts(mr_buf *b, const char *s)
 void mr_buf_putc(mr_buf *b, char c)
 {
 	mr_buf_append(b, &c, 1);
+}
+
+void mr_buf_u64(mr_buf *b, uint64_t v)
+{
+	char d[20], *p = d + sizeof d;
+	do {
+		*--p = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	mr_buf_append(b, p, (size_t)(d + sizeof d - p));
+}
+
+void mr_buf_i64(mr_buf *b, int64_t v)
+{
+	if (v < 0)
+		mr_buf_putc(b, '-');
+	mr_buf_u64(b, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+}
+
+/* "%.1f": the decimal nearest to v's exact value, an exact tie to the even digit, as glibc
+ * rounds. v * 10 is exact in a long double of 64 or more mantissa bits (53 + 4 bits), so the
+ * tie test is too; anything else (no such long double, huge or not finite) goes to printf. */
+void mr_buf_fixed1(mr_buf *b, double v)
+{
+#if LDBL_MANT_DIG >= 57
+	if (v > -1e15 && v < 1e15) {
+		long double t = (long double)v * 10, a = t < 0 ? -t : t;
+		uint64_t n = (uint64_t)a; /* floor of |v| * 10 */
+		long double frac = a - (long double)n;
+		if (frac > 0.5L || (frac == 0.5L && (n & 1)))
+			n++;
+		if (signbit(v))
+			mr_buf_putc(b, '-'); /* printf keeps the sign of -0.0 and of -0.04 */
+		mr_buf_u64(b, n / 10);
+		char tail[2] = {'.', (char)('0' + n % 10)};
+		mr_buf_append(b, tail, 2);
+		return;
+	}
+#endif
+	mr_buf_printf(b, "%.1f", v);
 }
 
 void mr_buf_vprintf(mr_buf *b, const char *fmt, va_list ap)

@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
 	char *data; /* NULL until the first append */
@@ -21,6 +22,11 @@ void mr_buf_puts(mr_buf *b, const char *s);
 void mr_buf_putc(mr_buf *b, char c);
 void mr_buf_printf(mr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void mr_buf_vprintf(mr_buf *b, const char *fmt, va_list ap);
+/* The same bytes as "%" PRIu64, "%" PRId64 and "%.1f" print (the C locale's), without the cost
+ * of a format string: the page's data block and the timeline print millions of numbers. */
+void mr_buf_u64(mr_buf *b, uint64_t v);
+void mr_buf_i64(mr_buf *b, int64_t v);
+void mr_buf_fixed1(mr_buf *b, double v);
 
 /* A formatted string of its own (the caller frees it); NULL when memory runs out. */
 char *mr_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

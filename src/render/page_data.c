@@ -85,8 +85,13 @@ static long long page_frame(pd_tables *t, const md_frame *f)
 		t->frame_id[id] = (uint32_t)++t->frames;
 		long long name = run_string(t, f->name, 0);
 		long long file = run_string(t, f->filename, 1);
-		mr_buf_printf(&t->frame_json, "%s%lld,%lld,%d", t->frames > 1 ? "," : "", name,
-		              file, (int)f->line);
+		if (t->frames > 1)
+			mr_buf_putc(&t->frame_json, ',');
+		mr_buf_i64(&t->frame_json, name);
+		mr_buf_putc(&t->frame_json, ',');
+		mr_buf_i64(&t->frame_json, file);
+		mr_buf_putc(&t->frame_json, ',');
+		mr_buf_i64(&t->frame_json, f->line);
 	}
 	return t->frame_id[id] - 1;
 }
@@ -111,9 +116,14 @@ static void write_stack(pd_tables *t, const md_frame *kept, const uint8_t *kind,
 			user = (long long)i;
 		}
 	}
-	mr_buf_printf(&t->stack_json, "%s[%lld,%lld", t->stacks > 1 ? "," : "", user, lib);
-	for (size_t i = 0; i < count; i++)
-		mr_buf_printf(&t->stack_json, ",%lld", page_frame(t, &kept[i]));
+	mr_buf_puts(&t->stack_json, t->stacks > 1 ? ",[" : "[");
+	mr_buf_i64(&t->stack_json, user);
+	mr_buf_putc(&t->stack_json, ',');
+	mr_buf_i64(&t->stack_json, lib);
+	for (size_t i = 0; i < count; i++) {
+		mr_buf_putc(&t->stack_json, ',');
+		mr_buf_i64(&t->stack_json, page_frame(t, &kept[i]));
+	}
 	mr_buf_puts(&t->stack_json, "]");
 }
 
@@ -387,24 +397,32 @@ static int uses_time(const md_device *md)
 static void int_array(mr_buf *b, const int64_t *v, size_t n)
 {
 	mr_buf_putc(b, '[');
-	for (size_t i = 0; i < n; i++)
-		mr_buf_printf(b, "%s%" PRId64, i ? "," : "", v[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			mr_buf_putc(b, ',');
+		mr_buf_i64(b, v[i]);
+	}
 	mr_buf_putc(b, ']');
 }
 
 static void series_json(mr_buf *b, const md_device *md, const pd_series *ps, int timed)
 {
 	mr_buf_printf(b, ",\"series\":{\"events_per_point\":%zu,\"x\":[", ps->k);
-	for (size_t i = 0; i < ps->points; i++)
-		mr_buf_printf(b, "%s%zu", i ? "," : "", i * ps->k);
+	for (size_t i = 0; i < ps->points; i++) {
+		if (i)
+			mr_buf_putc(b, ',');
+		mr_buf_u64(b, i * ps->k);
+	}
 	mr_buf_puts(b, "],\"t_us\":");
 	if (timed) {
 		mr_buf_putc(b, '[');
-		for (size_t i = 0; i < ps->points; i++)
+		for (size_t i = 0; i < ps->points; i++) {
+			if (i)
+				mr_buf_putc(b, ',');
 			/* times never go back here: the difference fits 64 bits unsigned */
-			mr_buf_printf(b, "%s%" PRIu64, i ? "," : "",
-			              (uint64_t)md_event_time(md, i * ps->k) -
+			mr_buf_u64(b, (uint64_t)md_event_time(md, i * ps->k) -
 			                  (uint64_t)md_event_time(md, 0));
+		}
 		mr_buf_putc(b, ']');
 	} else {
 		mr_buf_puts(b, "null");
@@ -521,15 +539,28 @@ static void segments_json(mr_buf *b, pd_tables *t, const an_moment *mo)
 	mr_buf_puts(b, ",\"segments\":[");
 	for (size_t i = 0; i < mo->segment_count; i++) {
 		const md_segment *g = &mo->segments[i];
-		mr_buf_printf(b, "%s[%" PRIu64 ",%" PRIu64 ",%d,%d,%" PRIu64 ",[", i ? "," : "",
-		              g->address, g->total_size, page_pool(g), g->is_expandable, g->stream);
+		mr_buf_puts(b, i ? ",[" : "[");
+		const uint64_t head[] = {g->address, g->total_size, (uint64_t)page_pool(g),
+		                         (uint64_t)g->is_expandable, g->stream};
+		for (size_t h = 0; h < 5; h++) {
+			mr_buf_u64(b, head[h]);
+			mr_buf_putc(b, ',');
+		}
+		mr_buf_putc(b, '[');
 		for (size_t j = 0; j < g->block_count; j++) {
 			const md_block *k = &mo->blocks[g->first_block + j];
 			int active = k->state != MD_BLOCK_INACTIVE;
-			mr_buf_printf(b, "%s%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%lld",
-			              j ? "," : "", k->address - g->address, k->size,
-			              active ? k->requested_size : 0, (int)k->state,
-			              active ? page_stack(t, k->stack) : -1);
+			if (j)
+				mr_buf_putc(b, ',');
+			mr_buf_u64(b, k->address - g->address);
+			mr_buf_putc(b, ',');
+			mr_buf_u64(b, k->size);
+			mr_buf_putc(b, ',');
+			mr_buf_u64(b, active ? k->requested_size : 0);
+			mr_buf_putc(b, ',');
+			mr_buf_i64(b, (int)k->state);
+			mr_buf_putc(b, ',');
+			mr_buf_i64(b, active ? page_stack(t, k->stack) : -1);
 		}
 		mr_buf_puts(b, "]]");
 	}
@@ -579,10 +610,15 @@ static void bands_json(mr_buf *b, pd_tables *t, const an_allocs *al, const uint8
 		if (!chosen[i])
 			continue;
 		uint64_t bytes = an_alloc_bytes(al, a);
-		mr_buf_printf(b, "%s%lld,%lld,%" PRIu64 ",%lld", (*count)++ ? "," : "",
-		              a->start == AN_NO_EVENT ? -1 : (long long)a->start,
-		              a->end == AN_NO_EVENT ? -1 : (long long)a->end, bytes,
-		              page_stack(t, a->stack));
+		if ((*count)++)
+			mr_buf_putc(b, ',');
+		mr_buf_i64(b, a->start == AN_NO_EVENT ? -1 : (long long)a->start);
+		mr_buf_putc(b, ',');
+		mr_buf_i64(b, a->end == AN_NO_EVENT ? -1 : (long long)a->end);
+		mr_buf_putc(b, ',');
+		mr_buf_u64(b, bytes);
+		mr_buf_putc(b, ',');
+		mr_buf_i64(b, page_stack(t, a->stack));
 		if (bytes < *min_bytes)
 			*min_bytes = bytes;
 	}

@@ -129,6 +129,17 @@ static void bucket_span(const st_axes *a, size_t i, double *x0, double *x1)
 	*x1 = i + 1 < n ? px(a, event_x(a, dv->timeline[i + 1].first_event)) : px(a, a->x_hi);
 }
 
+/* "<cmd>x y" then a horizontal line to x_to. */
+static void path_step(mr_buf *b, char cmd, double x, double y, double x_to)
+{
+	mr_buf_putc(b, cmd);
+	mr_buf_fixed1(b, x);
+	mr_buf_putc(b, ' ');
+	mr_buf_fixed1(b, y);
+	mr_buf_putc(b, 'H');
+	mr_buf_fixed1(b, x_to);
+}
+
 /* Path commands along the top of every bucket, left to right (steps, so each bucket keeps
  * its extent). */
 static void upper_steps(mr_buf *b, const st_axes *a, int reserved)
@@ -139,7 +150,7 @@ static void upper_steps(mr_buf *b, const st_axes *a, int reserved)
 		double x0, x1;
 		bucket_span(a, i, &x0, &x1);
 		uint64_t hi = reserved ? p->reserved_max : p->allocated_max;
-		mr_buf_printf(b, "%s%.1f %.1fH%.1f", i ? "L" : "M", x0, py(a, hi), x1);
+		path_step(b, i ? 'L' : 'M', x0, py(a, hi), x1);
 	}
 }
 
@@ -154,7 +165,7 @@ static void band(mr_buf *b, const st_axes *a, const char *cls, int lower_zero, i
 		double x0, x1;
 		bucket_span(a, i, &x0, &x1);
 		uint64_t lo = lower_zero ? 0 : reserved ? p->reserved_min : p->allocated_min;
-		mr_buf_printf(b, "L%.1f %.1fH%.1f", x1, py(a, lo), x0);
+		path_step(b, 'L', x1, py(a, lo), x0);
 	}
 	mr_buf_puts(b, "Z\" />");
 }
