@@ -22,7 +22,7 @@ void mr_buf_append(mr_buf *b, const void *data, size_t len)
 	if (b->failed)
 		return;
 	if (len > SIZE_MAX - b->len - 1 ||
-	    mr_grow((void **)&b->data, &b->cap, b->len + len + 1, 1)) {
+	    mr_grow_fast((void **)&b->data, &b->cap, b->len + len + 1, 1)) {
 		b->failed = 1;
 		return;
 	}
@@ -35,11 +35,6 @@ void mr_buf_append(mr_buf *b, const void *data, size_t len)
 void mr_buf_puts(mr_buf *b, const char *s)
 {
 	mr_buf_append(b, s, strlen(s));
-}
-
-void mr_buf_putc(mr_buf *b, char c)
-{
-	mr_buf_append(b, &c, 1);
 }
 
 void mr_buf_u64(mr_buf *b, uint64_t v)

@@ -19,7 +19,16 @@ typedef struct {
 void mr_buf_free(mr_buf *b);
 void mr_buf_append(mr_buf *b, const void *data, size_t len);
 void mr_buf_puts(mr_buf *b, const char *s);
-void mr_buf_putc(mr_buf *b, char c);
+/* Inline: the page's data block puts millions of separators. */
+static inline void mr_buf_putc(mr_buf *b, char c)
+{
+	if (b->data && b->len + 2 <= b->cap && !b->failed) {
+		b->data[b->len++] = c;
+		b->data[b->len] = '\0';
+	} else {
+		mr_buf_append(b, &c, 1);
+	}
+}
 void mr_buf_printf(mr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void mr_buf_vprintf(mr_buf *b, const char *fmt, va_list ap);
 /* The same bytes as "%" PRIu64, "%" PRId64 and "%.1f" print (the C locale's), without the cost

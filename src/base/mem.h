@@ -15,7 +15,13 @@ char *mr_strdup(const char *s);            /* NULL for NULL (or when memory runs
 /* Grows *items (element size `size`) so that at least `need` elements fit. Returns 0 or -1
  * (then *items and *cap are unchanged). */
 int mr_grow(void **items, size_t *cap, size_t need, size_t size);
-#define MR_GROW(arr, cap, need) mr_grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
+/* The common case, room already there, costs a comparison rather than a call: buffers and
+ * the decoder's arrays grow once for thousands of appends. */
+static inline int mr_grow_fast(void **items, size_t *cap, size_t need, size_t size)
+{
+	return need <= *cap ? 0 : mr_grow(items, cap, need, size);
+}
+#define MR_GROW(arr, cap, need) mr_grow_fast((void **)&(arr), &(cap), (need), sizeof(*(arr)))
 
 #define MR_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MR_MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -485,7 +485,7 @@ static mr_status memo_put(pk_run_state *r, uint64_t idx)
 	return MR_OK;
 }
 
-static mr_status memo_get(pk_run_state *r, uint64_t idx)
+static inline __attribute__((always_inline)) mr_status memo_get(pk_run_state *r, uint64_t idx)
 {
 	pk_decoder *d = r->d;
 	if (idx >= d->memo_count || d->memo[idx] == MEMO_UNSET)
