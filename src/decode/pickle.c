@@ -157,7 +157,7 @@ typedef struct {
 	const uint8_t *p, *end, *start;
 	mr_error *err;
 	uint8_t op;
-	size_t op_at;
+	const uint8_t *op_p; /* where the opcode being run starts */
 } pk_run_state;
 
 static const char *op_name(uint8_t op)
@@ -245,8 +245,10 @@ static mr_status bad(pk_run_state *r, const char *fmt, ...)
 	va_end(ap);
 	const char *name = op_name(r->op);
 	if (name)
-		return mr_fail(r->err, MR_EINPUT, "byte %zu: %s: %s", r->op_at, name, what);
-	return mr_fail(r->err, MR_EINPUT, "byte %zu: opcode 0x%02x: %s", r->op_at, r->op, what);
+		return mr_fail(r->err, MR_EINPUT, "byte %zu: %s: %s", (size_t)(r->op_p - r->start),
+		               name, what);
+	return mr_fail(r->err, MR_EINPUT, "byte %zu: opcode 0x%02x: %s",
+	               (size_t)(r->op_p - r->start), r->op, what);
 }
 
 static int need(pk_run_state *r, size_t n)
@@ -467,8 +469,9 @@ static mr_status memo_put(pk_run_state *r, uint64_t idx)
 	if (idx >= d->memo_count) {
 		if (MR_GROW(d->memo, d->memo_cap, (size_t)idx + 1))
 			return mr_oom(r->err);
-		for (size_t i = d->memo_count; i <= idx; i++)
+		for (size_t i = d->memo_count; i < idx; i++) /* none, from MEMOIZE */
 			d->memo[i] = MEMO_UNSET;
+		d->memo[idx] = MEMO_UNSET;
 		d->memo_count = (size_t)idx + 1;
 	}
 	pk_val v = d->stack[d->sp - 1];
@@ -1012,7 +1015,10 @@ mr_status pk_run(pk_decoder *d, const uint8_t *data, size_t len, mr_error *err)
 {
 	pk_run_state r = {.d = d, .p = data, .end = data + len, .start = data, .err = err};
 	int stop = 0;
-	size_t next_progress = (size_t)8 << 20;
+	enum { PROGRESS_STEP = 8 << 20 };
+	/* the address to report progress at next: never (UINTPTR_MAX) without a callback */
+	uintptr_t report =
+	    d->progress && len > PROGRESS_STEP ? (uintptr_t)(data + PROGRESS_STEP) : UINTPTR_MAX;
 	d->sp = 0;
 	d->mark_count = 0;
 	d->memo_count = 0; /* a memo entry of an earlier run must not resolve in this one */
@@ -1023,20 +1029,20 @@ mr_status pk_run(pk_decoder *d, const uint8_t *data, size_t len, mr_error *err)
 	if (len == 0)
 		return mr_fail(err, MR_EINPUT, "empty input");
 	while (!stop) {
-		if (r.p >= r.end) {
-			r.op_at = len;
+		if (r.p >= r.end)
 			return mr_fail(
 			    err, MR_EINPUT,
 			    "byte %zu: input ends before the pickle's STOP (truncated file)", len);
-		}
-		r.op_at = (size_t)(r.p - r.start);
+		r.op_p = r.p;
 		r.op = *r.p++;
 		mr_status st = step(&r, &stop);
 		if (st)
 			return st;
-		if (d->progress && r.op_at >= next_progress) {
-			d->progress(d->progress_ctx, r.op_at, len);
-			next_progress = r.op_at + ((size_t)8 << 20);
+		if ((uintptr_t)r.op_p >= report) {
+			size_t at = (size_t)(r.op_p - data);
+			d->progress(d->progress_ctx, at, len);
+			report = len - at > PROGRESS_STEP ? (uintptr_t)(r.op_p + PROGRESS_STEP)
+			                                  : UINTPTR_MAX;
 		}
 	}
 	if (d->progress)

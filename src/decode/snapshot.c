@@ -115,14 +115,10 @@ static uint32_t hash32(uint64_t x)
 	return (uint32_t)x;
 }
 
-static key_id key_of(builder *b, pk_val k)
+/* key_of's cache miss: compares the key with the names and caches the answer. */
+static __attribute__((noinline)) key_id key_lookup(builder *b, pk_val k, uint32_t node,
+                                                   id_cache_entry *e)
 {
-	uint32_t node = pk_node_id(k);
-	if (node == UINT32_MAX)
-		return K_OTHER;
-	id_cache_entry *e = &b->keys[node & 511];
-	if (e->used && e->node == node)
-		return (key_id)e->value;
 	key_id id = K_OTHER;
 	for (int i = 1; i < K_COUNT; i++)
 		if (pk_str_eq(b->d, k, key_names[i])) {
@@ -137,6 +133,18 @@ static key_id key_of(builder *b, pk_val k)
 	e->value = (uint8_t)id;
 	e->used = 1;
 	return id;
+}
+
+/* Nine keys for every trace entry: the hit is inline. */
+static inline key_id key_of(builder *b, pk_val k)
+{
+	uint32_t node = pk_node_id(k);
+	if (node == UINT32_MAX)
+		return K_OTHER;
+	id_cache_entry *e = &b->keys[node & 511];
+	if (e->used && e->node == node)
+		return (key_id)e->value;
+	return key_lookup(b, k, node, e);
 }
 
 static const char *const action_names[] = {"alloc",         "free_requested", "free_completed",
@@ -289,9 +297,10 @@ static int stack_of(builder *b, pk_val list, uint32_t *out)
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
 		md_frame f = {0, 0, 0};
-		pk_type ft = pk_typeof(b->d, items[i]);
+		/* a frame dict already read (the builder's records are never 0) */
+		uint64_t rec = pk_record(b->d, items[i]);
+		pk_type ft = rec ? PK_T_RECORD : pk_typeof(b->d, items[i]);
 		if (ft == PK_T_RECORD) {
-			uint64_t rec = pk_record(b->d, items[i]);
 			uint64_t idx = rec >> 2;
 			if ((rec & SN_REC_KIND) != SN_REC_FRAME || idx >= b->frame_cache_count)
 				continue;
