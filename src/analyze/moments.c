@@ -377,7 +377,8 @@ static mr_status rebuilt_moment(builder *b, const rsegs *r, size_t m, an_moment 
 {
 	size_t nseg = 0, nlive = 0, j = 0;
 	rseg **segs = rseg_sorted(r, &nseg);
-	live_ref *live = mr_alloc_array(b->al->count ? b->al->count : 1, sizeof *live);
+	/* not zeroed: filled up to nlive, and a large run's allocations are megabytes of it */
+	live_ref *live = mr_realloc_array(NULL, b->al->count ? b->al->count : 1, sizeof *live);
 	mr_status st = MR_OK;
 	if (!segs || !live)
 		goto oom;
