@@ -114,6 +114,7 @@ typedef struct {
 	int oom;        /* the replay ran out of memory under `limit` */
 	uint64_t limit; /* 0: none */
 	uint64_t peak_reserved, peak_allocated;
+	size_t peak_allocated_event, peak_reserved_event;
 	size_t divergence_event; /* where a replay parted from the recording */
 	char divergence[48];     /* what differed there */
 } ad_replay;

@@ -80,11 +80,13 @@ static void fill_replay(ad_replay *rp, const char *conf, const sim_result *r, ui
 	rp->limit = limit;
 	rp->peak_reserved = r->peak_reserved;
 	rp->peak_allocated = r->peak_allocated;
+	rp->peak_allocated_event = r->peak_allocated_event;
+	rp->peak_reserved_event = r->peak_reserved_event;
 	rp->divergence_event = r->first_divergence.event_index;
 	snprintf(rp->divergence, sizeof rp->divergence, "%s", r->first_divergence.what);
 }
 
-mr_status ad_replay_recorded(const ld_evidence *ev, an_result *an, ad_replay **recorded,
+mr_status ad_replay_recorded(const ld_evidence *ev, const an_result *an, ad_replay **recorded,
                              mr_error *err)
 {
 	mr_status st = MR_OK;
@@ -123,28 +125,33 @@ mr_status ad_replay_recorded(const ld_evidence *ev, an_result *an, ad_replay **r
 			replay_one(&jobs[i]);
 		}
 		for (size_t i = 0; i < n; i++) {
-			an_device *dv = &an->devices[idx[i]];
-			const sim_result *r = &jobs[i].res;
 			if (jobs[i].st && !st)
 				st = mr_fail(err, jobs[i].st, "replay: %s", jobs[i].err.msg);
-			if (!jobs[i].st) {
-				fill_replay(&done[idx[i]], "recorded", r, jobs[i].limit);
-				/* A replay that reproduced the trace knows the block sizes the
-				 * backward walk could only estimate: of a truncated trace, from the
-				 * state its window starts in, so exact within the window. */
-				if (r->matches_recording) {
-					dv->peak_allocated = r->peak_allocated;
-					dv->peak_reserved = r->peak_reserved;
-					dv->peak_allocated_event = r->peak_allocated_event;
-					dv->peak_reserved_event = r->peak_reserved_event;
-					dv->peak_exact = 1;
-					dv->peak_exact_limit = jobs[i].limit;
-				}
-			}
+			if (!jobs[i].st)
+				fill_replay(&done[idx[i]], "recorded", &jobs[i].res, jobs[i].limit);
 			sim_result_free(&jobs[i].res);
 		}
 	}
 	return st;
+}
+
+void ad_replay_apply(an_result *an, const ad_replay *recorded)
+{
+	for (size_t d = 0; recorded && d < an->device_count; d++) {
+		const ad_replay *rp = &recorded[d];
+		an_device *dv = &an->devices[d];
+		/* A replay that reproduced the trace knows the block sizes the backward walk could
+		 * only estimate: of a truncated trace, from the state its window starts in, so
+		 * exact within the window. */
+		if (!rp->conf[0] || !rp->matches)
+			continue;
+		dv->peak_allocated = rp->peak_allocated;
+		dv->peak_reserved = rp->peak_reserved;
+		dv->peak_allocated_event = rp->peak_allocated_event;
+		dv->peak_reserved_event = rp->peak_reserved_event;
+		dv->peak_exact = 1;
+		dv->peak_exact_limit = rp->limit;
+	}
 }
 
 /* The replays that test the recommended allocator settings: the recorded settings first,

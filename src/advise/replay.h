@@ -14,11 +14,13 @@
 #include "load/load.h"
 
 /* Replays each device's trace under its recorded settings, before the diagnosis: *recorded
- * gets one ad_replay per device of an (conf "" when not run: no trace). Where the replay
- * reproduces the trace, the device's peaks in an become exact (peak_exact): of a truncated
- * trace, exact within its window. */
-mr_status ad_replay_recorded(const ld_evidence *ev, an_result *an, ad_replay **recorded,
+ * gets one ad_replay per device of an (conf "" when not run: no trace). It reads only what
+ * an_analyze_base gives a device, so an_analyze_rest may run beside it. */
+mr_status ad_replay_recorded(const ld_evidence *ev, const an_result *an, ad_replay **recorded,
                              mr_error *err);
+/* Then, where a replay reproduced its trace, the device's peaks in an become the replay's,
+ * exact (peak_exact): of a truncated trace, exact within its window. */
+void ad_replay_apply(an_result *an, const ad_replay *recorded);
 
 /* After ad_advise: replays the diagnosed device's trace under each recommended allocator
  * setting, quotes the result in the recommendation's reason, and withdraws (as a finding) a

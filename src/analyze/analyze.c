@@ -378,7 +378,7 @@ done:
 	return st;
 }
 
-mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr_error *err)
+mr_status an_analyze_base(const md_snapshot *s, size_t max_points, an_result *out, mr_error *err)
 {
 	memset(out, 0, sizeof *out);
 	if (!max_points)
@@ -431,17 +431,35 @@ mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr
 		if ((st = live_sites(s, dv, err)))
 			break;
 		snapshot_categories(s, info, dv, &older);
-		if ((st = an_structure_read(s, md, info, out->frame_kinds, dv->initial_allocated,
-		                            dv->pool[AN_POOL_PRIVATE].segments, &dv->run, err)))
-			break;
-		if (!dv->has_trace)
-			continue;
-		oom_layout(s, info, md, dv);
-		if ((st = peak_live(s, info, md, dv, err)))
-			break;
+		if (dv->has_trace)
+			oom_layout(s, info, md, dv);
 	}
 	am_free(&older);
 	if (st)
+		an_free(out);
+	return st;
+}
+
+mr_status an_analyze_rest(const md_snapshot *s, an_result *out, mr_error *err)
+{
+	mr_status st = MR_OK;
+	for (size_t d = 0; d < out->device_count && !st; d++) {
+		an_device *dv = &out->devices[d];
+		const md_device *md = &s->devices[d];
+		if ((st = an_structure_read(s, md, out->stack_info, out->frame_kinds,
+		                            dv->initial_allocated,
+		                            dv->pool[AN_POOL_PRIVATE].segments, &dv->run, err)))
+			break;
+		if (dv->has_trace)
+			st = peak_live(s, out->stack_info, md, dv, err);
+	}
+	return st;
+}
+
+mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr_error *err)
+{
+	mr_status st = an_analyze_base(s, max_points, out, err);
+	if (!st && (st = an_analyze_rest(s, out, err)))
 		an_free(out);
 	return st;
 }

@@ -116,6 +116,13 @@ typedef struct {
 
 /* Computes everything for every device of s. max_points bounds the timeline (0: 2000). */
 mr_status an_analyze(const md_snapshot *s, size_t max_points, an_result *out, mr_error *err);
+/* an_analyze in two halves, for a caller that runs other work beside the second: the first
+ * gives every device its pools, timeline, peaks (not yet exact), OOM and snapshot sites and
+ * categories; the second its kind of run (run) and what was live at its peak (peak_sites,
+ * peak_categories), reading only those and writing nothing the first wrote. On failure
+ * an_analyze_base frees *out; after a failed an_analyze_rest the caller does (an_free). */
+mr_status an_analyze_base(const md_snapshot *s, size_t max_points, an_result *out, mr_error *err);
+mr_status an_analyze_rest(const md_snapshot *s, an_result *out, mr_error *err);
 void an_free(an_result *r);
 
 #endif

@@ -67,32 +67,42 @@ static mr_status read_moments(rp_report *r, mr_error *err)
 	return r->moments ? each_device(r, 1, err) : mr_oom(err);
 }
 
-/* The replay of the recorded settings and the reading of the allocations need only the
- * analysis, not each other (the replay writes the devices' peaks, which the allocations do
- * not read): they run side by side. */
+/* The replay of the recorded settings needs only the first half of the analysis
+ * (an_analyze_base); the second half and the reading of the allocations need neither the
+ * replay nor each other: the replay runs beside them, and its peaks are applied after. */
 typedef struct {
 	rp_report *r;
-	mr_status st[2];
-	mr_error err[2];
+	mr_status st[3]; /* the analysis's second half, the replay, the allocations */
+	mr_error err[3];
 } side_by_side;
 
-static void replay_or_allocs(void *ctx, void *worker, size_t i)
+static void replay_or_rest(void *ctx, void *worker, size_t i)
 {
 	side_by_side *t = ctx;
+	rp_report *r = t->r;
 	(void)worker;
-	t->st[i] = i == 0 ? ad_replay_recorded(&t->r->ev, &t->r->an, &t->r->recorded, &t->err[0])
-	                  : read_allocs(t->r, &t->err[1]);
+	if (i == 0) {
+		t->st[1] = ad_replay_recorded(&r->ev, &r->an, &r->recorded, &t->err[1]);
+		return;
+	}
+	t->st[0] = an_analyze_rest(&r->ev.snap, &r->an, &t->err[0]);
+	if (!t->st[0])
+		t->st[2] = read_allocs(r, &t->err[2]);
 }
 
-static mr_status replay_and_allocs(rp_report *r, mr_error *err)
+static mr_status analyze_and_replay(rp_report *r, mr_error *err)
 {
-	side_by_side t = {r, {MR_OK, MR_OK}, {{0}, {0}}};
-	mr_pool_run(2, 2, replay_or_allocs, &t, NULL, NULL);
-	for (int i = 0; i < 2; i++)
+	side_by_side t = {r, {MR_OK, MR_OK, MR_OK}, {{0}, {0}, {0}}};
+	mr_status st = an_analyze_base(&r->ev.snap, 0, &r->an, err);
+	if (st)
+		return st;
+	mr_pool_run(2, 2, replay_or_rest, &t, NULL, NULL);
+	for (int i = 0; i < 3; i++)
 		if (t.st[i]) {
 			*err = t.err[i];
 			return t.st[i];
 		}
+	ad_replay_apply(&r->an, r->recorded);
 	return MR_OK;
 }
 
@@ -131,8 +141,7 @@ mr_status rp_build(rp_report *out, ld_evidence *ev, const rp_params *params, mr_
 	out->ev = *ev; /* the analysis points into out->ev.snap: it is moved first */
 	memset(ev, 0, sizeof *ev);
 	if (out->ev.has_snapshot &&
-	    ((st = an_analyze(&out->ev.snap, 0, &out->an, err)) ||
-	     (st = replay_and_allocs(out, err)) || (st = read_moments(out, err))))
+	    ((st = analyze_and_replay(out, err)) || (st = read_moments(out, err))))
 		goto done;
 	if ((st = ad_advise(&out->ev, &out->an, out->moments, params->device, params->budget,
 	                    &out->advice, err)))

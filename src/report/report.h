@@ -3,9 +3,10 @@
  * what every renderer reads.
  *
  * The pipeline is rp_build, in one place: load is done by the caller (ld_load or
- * ld_load_buffers); then analyse, replay the recorded settings (exact peaks), read the moments
- * (the state at the peak, the OOM, the iteration ends, the snapshot), advise, replay the
- * recommended settings. Rendering follows (render/).
+ * ld_load_buffers); then analyse, replay the recorded settings (exact peaks; beside the
+ * analysis's second half and the allocations, on two threads), read the moments (the state at
+ * the peak, the OOM, the iteration ends, the snapshot), advise, replay the recommended
+ * settings. Rendering follows (render/).
  *
  * Ownership: an rp_report owns everything it holds, its evidence included; rp_free releases it
  * (and is safe on a zeroed or failed rp_report). */
