@@ -1089,6 +1089,36 @@ static void test_mha_need_weights(void **state)
 	rp_free(&run);
 }
 
+/* A sequence ladder whose last forward dies at a tensor that grew with the square of the input:
+ * an additive float attention mask expanded to batch x heads x T x T for
+ * F.scaled_dot_product_attention, which autocast's bf16 cast materialises per layer (PyTorch's
+ * OOM observer: 2 x 16 x 8192^2 bf16). The failing request's own operation grew 4x where the
+ * median grew 2x: finding quadratic_input, and the fused-attention lever first, with the
+ * float-mask change; the need_weights run keeps its own change (the softmax rule names it). */
+static void test_quadratic_input(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "sdpa_float_mask_math_oom";
+	char snap[1024], msg[1024];
+	tu_snapshot(s, snap, sizeof snap);
+	tu_sample(s, "oom_message.txt", msg, sizeof msg);
+	assert_int_equal(load2(snap, msg, &run), 0);
+	assert_int_equal((long long)run.an.devices[0].oom.requested,
+	                 tu_corpus_int(s, "facts.json", "alloc"));
+	assert_non_null(find(&run, "quadratic_input"));
+	assert_int_equal(rank_of(&run, "fused_attention"), 1);
+	const ad_recommendation *r = rec_of(&run, "fused_attention");
+	assert_non_null(strstr(r->change, "is_causal=True"));
+	assert_non_null(strstr(r->reason, "square"));
+	rp_free(&run);
+	/* a batch-size OOM (no larger input than before) says nothing of squares */
+	assert_int_equal(load_sample("expandable_on_capacity_oom", NULL, &run), 0);
+	assert_null(find(&run, "quadratic_input"));
+	assert_int_equal(rank_of(&run, "fused_attention"), 0);
+	rp_free(&run);
+}
+
 /* An evaluation that carries a GRU's hidden state without detach, grad on: PyTorch's allocated
  * after each segment rises by the same bytes (facts.json steps), most of it the recurrent
  * module's outputs (torch/nn/modules/rnn.py). no_grad comes first; what keeps the memory is the
@@ -1400,6 +1430,7 @@ int main(void)
 	    cmocka_unit_test(test_library_empty_cache),
 	    cmocka_unit_test(test_resident_data_named),
 	    cmocka_unit_test(test_mha_need_weights),
+	    cmocka_unit_test(test_quadratic_input),
 	    cmocka_unit_test(test_recurrent_state_growth),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -938,6 +938,62 @@ int ad_rule_attention(ad_ctx *c)
 	return 1;
 }
 
+/* ---- a tensor that grows with the square of the input ---- */
+
+/* How close to the square of the input's growth the failing request's growth must be: a T x T
+ * tensor where T doubled grew 4x; allocator rounding and a ratio measured on one request (not a
+ * median) ask for slack, and it must stay clearly above linear growth. */
+#define QUADRATIC_SLACK 0.75
+
+int ad_rule_quadratic(ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	const an_device *dv = c->dv;
+	const md_device *md = md_find_device(c->s, dv->device);
+	double in = r->oom_input_ratio, req_ratio = r->oom_request_ratio;
+	char b1[32], b2[32], b3[32];
+	if (!dv->oom.present || !md || dv->oom.event >= md->event_count || in < LARGER_INPUT ||
+	    req_ratio < QUADRATIC_SLACK * in * in || req_ratio < 2.0 * in)
+		return 0;
+	uint32_t st = md->events[dv->oom.event].stack;
+	uint64_t held = 0, req = dv->oom.requested;
+	uint64_t budget = c->a->oom.limit ? c->a->oom.limit : dv->pool[AN_POOL_ALL].reserved;
+	for (size_t i = 0; i < dv->site_count; i++)
+		if (dv->sites[i].stack == st)
+			held += dv->sites[i].bytes;
+	ad_note(c, "quadratic_input", AD_WARNING,
+	        "The failing %s request's operation asked %.1fx what it asked in the earlier "
+	        "forwards, about the square of the %.1fx the input grew by: it grows with the "
+	        "square of the input's length, as a T x T tensor does (attention scores, or an "
+	        "attention mask or bias materialised for every head; pairwise distances). Live "
+	        "blocks of that same call hold %s more.",
+	        ad_sz(b1, req), req_ratio, in, ad_sz(b2, held));
+	if (!budget)
+		return 1;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "The call that failed makes a tensor that grows with the square of the "
+	               "input's length: %s asked, %s live from the same call (%d%% of %s "
+	               "together). If it is attention: F.scaled_dot_product_attention with "
+	               "is_causal=True, or with a boolean mask broadcast over the heads, runs a "
+	               "fused kernel whose memory grows with T; a float mask expanded to batch x "
+	               "heads x T x T is materialised whole (by the call, or by autocast casting "
+	               "it) for every call that gets it. Otherwise, or as well, cap or bucket the "
+	               "input length: "
+	               "this tensor shrinks with its square.",
+	               ad_sz(b1, req), ad_sz(b2, held), ad_pct(held + req, budget),
+	               ad_sz(b3, budget));
+	ad_suggest_text(c, "fused_attention",
+	                (held + req) * 4 >= budget ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 5,
+	                "Keep the T x T tensor from being materialised: fused attention, or "
+	                "shorter inputs",
+	                "F.scaled_dot_product_attention(q, k, v, is_causal=True)  # or "
+	                "attn_mask=bool_mask[:, None] (broadcast over heads), not a float mask "
+	                ".expand(B, H, T, T)",
+	                &t);
+	return 1;
+}
+
 /* ---- predictions gathered on the device ---- */
 
 int ad_rule_gathered_predictions(ad_ctx *c)

@@ -40,6 +40,11 @@ int ad_rule_logits(ad_ctx *c);
  * keeps its B x heads x T x T probabilities for the backward, which a fused kernel
  * (scaled_dot_product_attention) never stores. Returns 1 when it fired. */
 int ad_rule_attention(ad_ctx *c);
+/* A forward that died on a larger input, at a request its operation grew by the square of what
+ * the input grew (a T x T tensor: attention scores, or an attention mask or bias materialised
+ * for them): finding quadratic_input, and fused_attention, first when that operation's live
+ * blocks with the request are a quarter of the budget. Returns 1 when it said so. */
+int ad_rule_quadratic(ad_ctx *c);
 
 /* The Trainer's evaluation loop concatenates every eval batch's predictions on the device
  * (no eval_accumulation_steps), and they with the failing request are a quarter of the budget:
