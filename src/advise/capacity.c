@@ -736,6 +736,24 @@ static const md_block *live_logits_sized(const ad_ctx *c, uint64_t a, uint64_t b
 	return best;
 }
 
+/* The largest live block of at least `min` bytes that F.interpolate made (AN_SF_RESIZE). */
+static const md_block *live_resized(const ad_ctx *c, uint64_t min)
+{
+	const md_block *best = NULL;
+	const an_device *dv = c->dv;
+	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
+		const md_segment *seg = &c->s->segments[i];
+		for (size_t j = 0; j < seg->block_count; j++) {
+			const md_block *bl = &c->s->blocks[seg->first_block + j];
+			if (bl->state == MD_BLOCK_ACTIVE_ALLOCATED && bl->size >= min &&
+			    (!best || bl->size > best->size) && bl->stack < c->s->stack_count &&
+			    (c->info[bl->stack].flags & AN_SF_RESIZE))
+				best = bl;
+		}
+	}
+	return best;
+}
+
 /* What the logits are, in words, into t. */
 static void logits_words(ad_text *t, int copy, int req_logits, uint64_t req, uint64_t live_logits)
 {
@@ -769,7 +787,7 @@ static void logits_words(ad_text *t, int copy, int req_logits, uint64_t req, uin
 
 int ad_rule_logits(ad_ctx *c)
 {
-	char b1[32], b2[32];
+	char b1[32], b2[32], b3[32];
 	const an_device *dv = c->dv;
 	const md_device *md = dv ? md_find_device(c->s, dv->device) : NULL;
 	if (!md || !dv->oom.present || dv->oom.event >= md->event_count)
@@ -816,10 +834,43 @@ int ad_rule_logits(ad_ctx *c)
 		return 0;
 	uint64_t live_logits = big_is ? big->size : 0;
 	uint64_t total = (req_logits || copy ? req : 0) + live_logits;
+	/* the loss reads a tensor F.interpolate made, at least half the request: logits upsampled
+	 * to the labels' resolution (a dense prediction: segmentation, depth), not a sequence's */
+	const md_block *resized = req_logits && !copy ? live_resized(c, req / 2) : NULL;
+	if (resized && !(big_is && resized == big))
+		total += resized->size;
 	ad_text t = {0};
 	logits_words(&t, copy, req_logits, req, live_logits); /* the verdict's words */
 	snprintf(c->a->oom.logits, sizeof c->a->oom.logits, "%s", t.b.data ? t.b.data : "");
 	ad_text_free(&t);
+	if (resized) {
+		int infer = ad_run_kind(c) == AN_RUN_INFERENCE;
+		ad_text_printf(&t, "The loss's logits are the largest tensors here: ");
+		logits_words(&t, copy, req_logits, req, live_logits);
+		ad_text_printf(
+		    &t,
+		    ", and the %s tensor it reads was made by F.interpolate: the predictions "
+		    "upsampled to the labels' resolution, %s together (%d%% of %s). %s",
+		    ad_sz(b1, resized->size), ad_sz(b2, total), ad_pct(total, budget),
+		    ad_sz(b3, budget),
+		    infer ? "Take the class map at the model's own resolution and upsample that "
+		            "(nearest), or upsample a few images at a time."
+		          : "Computed at the logits' own resolution (the labels downsampled with "
+		            "mode=\"nearest\"), or upsampled and scored a few images at a time, "
+		            "the full-resolution logits of the whole batch never exist.");
+		ad_suggest_text(
+		    c, "chunked_loss",
+		    total * 4 >= budget ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 15,
+		    infer ? "Upsample the class map, not the logits"
+		          : "Compute the loss at the logits' resolution, or a few images at a time",
+		    infer
+		        ? "pred = F.interpolate(logits.argmax(1, keepdim=True).float(), "
+		          "size=out_size, mode=\"nearest\")"
+		        : "y_small = F.interpolate(y[:, None].float(), size=logits.shape[-2:], "
+		          "mode=\"nearest\")[:, 0].long(); loss = F.cross_entropy(logits, y_small)",
+		    &t);
+		return 1;
+	}
 	if (ad_run_kind(c) == AN_RUN_INFERENCE) {
 		ad_text_printf(&t, "The logits are the largest tensors here: ");
 		logits_words(&t, copy, req_logits, req, live_logits);

@@ -443,6 +443,9 @@ static uint32_t markers(const char *name, uint64_t b)
 		f |= AN_SF_EMPTY_CACHE;
 	if (strcmp(name, "zero_grad") == 0)
 		f |= AN_SF_ZERO_GRAD;
+	if ((b & F_FUNCTIONAL) && (strcmp(name, "interpolate") == 0 ||
+	                           strncmp(name, "upsample", strlen("upsample")) == 0))
+		f |= AN_SF_RESIZE;
 	if (loss_frame(name, b))
 		f |= AN_SF_LOSS;
 	return f;

@@ -67,6 +67,8 @@ enum {
 	AN_SF_TORCH_EMPTY_CACHE = 1u << 26, /* empty_cache() called by torch itself (its caller
 	                                       is a torch frame: torch.cuda.graph's capture), not
 	                                       by the user's code */
+	AN_SF_RESIZE = 1u << 27,            /* F.interpolate / F.upsample*: a resized image or
+	                                       feature map (nn.Upsample calls it too) */
 };
 
 typedef struct {
