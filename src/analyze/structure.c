@@ -1154,6 +1154,14 @@ static void decide_kind(an_structure *out, const phases *ph, int generates)
 	}
 	if (no_graph) {
 		out->evidence = AN_KIND_NO_GRAPH;
+	} else if (out->techniques & AN_TECH_CUDA_GRAPHS) {
+		/* Memory recorded into a CUDA graph stays with the graph (its private pool keeps
+		 * the recorded allocations for every replay, a compiled graph's outputs are its
+		 * static buffers): forwards that keep their tensors are no sign of a graph saved
+		 * for a backward there, and without a backward, an optimizer or a training
+		 * technique the trace cannot tell. */
+		out->kind = AN_RUN_UNKNOWN;
+		out->evidence = AN_KIND_CUDA_GRAPHS;
 	} else if (graph && !mixed && out->forward_spans >= 2 &&
 	           out->forward_spans > out->forwards_cut) {
 		/* an evaluation loop that keeps its graphs and a training step that adds up the

@@ -37,6 +37,8 @@ typedef enum {
 	                              microbatches whose summed loss is not backpropagated yet */
 	AN_KIND_FIRST_FORWARD, /* a forward that keeps its graph died before the first backward */
 	AN_KIND_UNCLEAR,       /* the trace cannot tell */
+	AN_KIND_CUDA_GRAPHS,   /* CUDA graphs hold what their forwards allocate: what a forward
+	                          keeps says nothing of autograd, and nothing else tells */
 } an_kind_evidence;
 
 enum {
