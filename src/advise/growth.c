@@ -208,14 +208,17 @@ int ad_rule_carried(ad_ctx *c)
 	}
 	ad_text_printf(&t,
 	               ". A backward frees what its forward saved, so something still holds the "
-	               "previous step's graph or outputs: loss.backward(retain_graph=True), a "
-	               "loss or output tensor kept across steps, or a cache. The step itself "
-	               "needs less than the memory it failed in.");
+	               "previous step's graph or outputs: loss.backward(retain_graph=True), "
+	               "torch.autograd.grad(..., create_graph=True) (higher-order gradients "
+	               "keep each pass's graph until the outer backward), a loss or output "
+	               "tensor kept across steps, or a cache. The step itself needs less than "
+	               "the memory it failed in.");
 	ad_note_text(c, "activations_carried", AD_CRITICAL, &t);
 	ad_suggest(c, "release_references", AD_PRIO_TARGETED,
 	           "Free the previous step's graph before the next forward",
 	           "loss.backward()  # not retain_graph=True, unless a second backward needs it\n"
-	           "del loss, logits  # or keep loss.item(), before the next step's forward",
+	           "del loss, logits  # or keep loss.item(), before the next step's forward\n"
+	           "# higher-order (create_graph=True): fewer inner passes, or first-order",
 	           "%s of activations from earlier iterations are still alive when this one "
 	           "runs out of memory; released, the step has that much more room.",
 	           ad_sz(b1, r->carried_activations));

@@ -856,9 +856,11 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 	/* increments between the starts of iterations 1, 2, ...: the first is warm-up (the
 	 * optimizer's state, workspaces, caches appear there) */
 	size_t n = 0, positive = 0;
+	int returned = 0; /* a later start back at or below the first counted one's level */
 	for (size_t j = 1; j + 1 < m; j++) {
 		inc[n] = level[j + 1] - level[j];
 		positive += inc[n] >= (int64_t)GROWTH_MIN_BYTES;
+		returned |= j + 1 < m - 1 && level[j + 1] <= level[1];
 		n++;
 	}
 	out->growth_increments = n;
@@ -869,6 +871,14 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 	qsort(inc, n, sizeof *inc, i64_cmp);
 	int64_t median = inc[n / 2];
 	out->growth_found = median >= (int64_t)GROWTH_MIN_BYTES && positive * 4 >= n * 3;
+	/* a leak keeps what it adds: live memory back where the first counted iteration began,
+	 * at a later iteration's start, gave back what the iterations before it added (an outer
+	 * step freeing what its inner passes built up, as higher-order gradients or retained
+	 * graphs do): no leak, whatever the median says */
+	if (out->growth_found && returned) {
+		out->growth_found = 0;
+		out->growth_released = 1;
+	}
 	out->growth_per_iteration = median > 0 ? (uint64_t)median : 0;
 	if (!out->growth_found)
 		goto done;

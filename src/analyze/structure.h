@@ -120,6 +120,10 @@ typedef struct {
 	int growth_checked; /* enough iterations to compare (three after the first) */
 	int growth_found;
 	uint64_t growth_per_iteration; /* median increase per iteration */
+	/* The iterations' increases were given back within the trace: at a later iteration's
+	 * start live memory was back at or below the first counted one's (memory built up
+	 * inside a larger cycle, such as an outer step, and released by it): no growth found. */
+	int growth_released;
 	size_t growth_increments, growth_positive;
 	/* How much each whole iteration's peak allocated rises over the one before, the median;
 	 * 0 unless it rises at three of four increments at least, over three or more. */
