@@ -296,14 +296,16 @@ void ad_rule_releases(ad_ctx *c)
 		retries = (size_t)from_text;
 	} else if (cfg->gc_threshold > 0 && from_text < 0 && retries) {
 		/* without the counter the trace cannot tell the threshold's reclaiming from the
-		 * flush of a failed cudaMalloc: both release cached segments before an allocation */
-		ad_note(c, "allocator_reclaim", AD_INFO,
-		        "The trace shows %zu releases of cached segments (%s) that no "
-		        "empty_cache() made. With garbage_collection_threshold set they may be its "
-		        "reclaiming of cached blocks as reserved memory passes the threshold rather "
-		        "than retries of failed cudaMallocs; the trace cannot tell them apart, and "
-		        "memory_stats()'s num_alloc_retries would.",
-		        retries, ad_sz(b1, r->retry_bytes));
+		 * flush of a failed cudaMalloc: both release cached segments before an allocation
+		 */
+		ad_note(
+		    c, "allocator_reclaim", AD_INFO,
+		    "The trace shows %zu releases of cached segments (%s) that no "
+		    "empty_cache() made. With garbage_collection_threshold set they may be its "
+		    "reclaiming of cached blocks as reserved memory passes the threshold rather "
+		    "than retries of failed cudaMallocs; the trace cannot tell them apart, and "
+		    "memory_stats()'s num_alloc_retries would.",
+		    retries, ad_sz(b1, r->retry_bytes));
 		retries = 0;
 		reclaimed = 1;
 	}
@@ -317,8 +319,8 @@ void ad_rule_releases(ad_ctx *c)
 	else
 		snprintf(seen, sizeof seen, "from the allocator's statistics; %s",
 		         r && reclaimed ? "the trace does not tell these flushes apart"
-		         : r        ? "the trace holds none of these flushes"
-		           : "with no trace, how much is not known");
+		         : r            ? "the trace holds none of these flushes"
+		                        : "with no trace, how much is not known");
 	if (retries)
 		ad_note(c, "allocator_retries", AD_WARNING,
 		        "cudaMalloc failed %zu time%s and the allocator freed its cached segments "

@@ -134,11 +134,11 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "Out of memory with CUDA graphs holding the budget: their private pools keep "
 		    "%s of the %s reserved, and the %s request found no room beside the %s live "
 		    "outside them.",
-		    sz(b1, dv->pool[AN_POOL_PRIVATE].reserved), sz(b2, dv->pool[AN_POOL_ALL].reserved),
-		    sz(b3, o->requested),
-		    sz(b4, dv->pool[AN_POOL_ALL].allocated -
-		               MR_MIN(dv->pool[AN_POOL_PRIVATE].allocated,
-		                      dv->pool[AN_POOL_ALL].allocated)));
+		    sz(b1, dv->pool[AN_POOL_PRIVATE].reserved),
+		    sz(b2, dv->pool[AN_POOL_ALL].reserved), sz(b3, o->requested),
+		    sz(b4,
+		       dv->pool[AN_POOL_ALL].allocated - MR_MIN(dv->pool[AN_POOL_PRIVATE].allocated,
+		                                                dv->pool[AN_POOL_ALL].allocated)));
 	else if (first_rec_is(a, "release_failed_attempt"))
 		mr_buf_printf(
 		    b,
