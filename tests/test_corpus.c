@@ -50,14 +50,23 @@ typedef struct {
  * tools/record_heldout13.py). Their peaks are lower bounds. */
 static int known_truncated(const char *name)
 {
-	static const char *const names[] = {
-	    "gpt_large_trace",          "infer_kv_oom",
-	    "gen_small_oom_b96",        "cupy_non_pytorch",
-	    "t5_beam_generate_oom",     "frcnn_varsize_healthy",
-	    "hf_generate_kv_oom",       "infer_server_varshape_healthy",
-	    "cudamalloc_outside_oom",   "ppo_rlhf_train_oom",
-	    "notebook_stale_model_oom", "hf_trainer_gradckpt_healthy",
-	    "vit_near_cap_healthy"};
+	static const char *const names[] = {"gpt_large_trace",
+	                                    "infer_kv_oom",
+	                                    "gen_small_oom_b96",
+	                                    "cupy_non_pytorch",
+	                                    "t5_beam_generate_oom",
+	                                    "frcnn_varsize_healthy",
+	                                    "hf_generate_kv_oom",
+	                                    "infer_server_varshape_healthy",
+	                                    "cudamalloc_outside_oom",
+	                                    "ppo_rlhf_train_oom",
+	                                    "notebook_stale_model_oom",
+	                                    "hf_trainer_gradckpt_healthy",
+	                                    "vit_near_cap_healthy",
+	                                    "gc_threshold_varlen_healthy",
+	                                    "cudagraph_many_shapes_oom",
+	                                    "maml_create_graph_oom",
+	                                    "loss_list_tiny_growth_healthy"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(name, names[i]) == 0)
 			return 1;

@@ -299,14 +299,21 @@ static void corpus_oom_one(const char *dir, const char *name, int *count)
 	    strstr(name, "fragmentation") ? AD_CAUSE_FRAGMENTATION : AD_CAUSE_CAPACITY;
 	const char *observer = strstr(facts, "\"oom_observer_stats\": {");
 	long long res = 0, alloc = 0;
-	if (observer && tu_json_int(observer, "reserved_bytes.all.current", &res) &&
-	    tu_json_int(observer, "allocated_bytes.all.current", &alloc) &&
-	    (uint64_t)(res - alloc) >= want_req && (uint64_t)(res - alloc) >= want_limit / 10)
+	/* the message counts private pools' free blocks as allocated ("with X allocated in
+	 * private pools"): the observer's unallocated less them is what the message can see */
+	const char *pp = strstr(msg, "is allocated by PyTorch, with ");
+	long long priv =
+	    pp ? (long long)amount_ref(pp + strlen("is allocated by PyTorch, with ")) : 0;
+	int have = observer && tu_json_int(observer, "reserved_bytes.all.current", &res) &&
+	           tu_json_int(observer, "allocated_bytes.all.current", &alloc);
+	alloc += priv;
+	if (have && (uint64_t)(res - alloc) >= want_req &&
+	    (uint64_t)(res - alloc) >= want_limit / 10)
 		want_cause = AD_CAUSE_FRAGMENTATION;
 	/* neither: the cache could not hold the request, yet live tensors and the request leave
 	 * over a tenth of the cap (the rest cached in pieces or not yet reserved): from the
 	 * message alone, packing might or might not have made room, so it cannot tell */
-	else if (observer && res && want_limit && (uint64_t)(res - alloc) < want_req &&
+	else if (have && res && want_limit && (uint64_t)(res - alloc) < want_req &&
 	         (uint64_t)alloc + want_req + want_limit / 10 < want_limit)
 		want_cause = AD_CAUSE_UNKNOWN;
 

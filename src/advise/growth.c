@@ -208,14 +208,17 @@ int ad_rule_carried(ad_ctx *c)
 	}
 	ad_text_printf(&t,
 	               ". A backward frees what its forward saved, so something still holds the "
-	               "previous step's graph or outputs: loss.backward(retain_graph=True), a "
-	               "loss or output tensor kept across steps, or a cache. The step itself "
-	               "needs less than the memory it failed in.");
+	               "previous step's graph or outputs: loss.backward(retain_graph=True), "
+	               "torch.autograd.grad(..., create_graph=True) (higher-order gradients "
+	               "keep each pass's graph until the outer backward), a loss or output "
+	               "tensor kept across steps, or a cache. The step itself needs less than "
+	               "the memory it failed in.");
 	ad_note_text(c, "activations_carried", AD_CRITICAL, &t);
 	ad_suggest(c, "release_references", AD_PRIO_TARGETED,
 	           "Free the previous step's graph before the next forward",
 	           "loss.backward()  # not retain_graph=True, unless a second backward needs it\n"
-	           "del loss, logits  # or keep loss.item(), before the next step's forward",
+	           "del loss, logits  # or keep loss.item(), before the next step's forward\n"
+	           "# higher-order (create_graph=True): fewer inner passes, or first-order",
 	           "%s of activations from earlier iterations are still alive when this one "
 	           "runs out of memory; released, the step has that much more room.",
 	           ad_sz(b1, r->carried_activations));
@@ -271,17 +274,53 @@ void ad_rule_releases(ad_ctx *c)
 	char b1[32];
 	long from_text = text_retries(c);
 	size_t retries = r ? r->retry_releases : 0;
+	const md_settings *cfg = &c->s->settings;
+	int reclaims = cfg->gc_threshold > 0 ||
+	               (cfg->max_split_size != UINT64_MAX && cfg->max_split_size != 0);
+	/* garbage_collection_threshold frees cached blocks before cudaMalloc whenever reserved
+	 * memory passes its share of the fraction, and max_split_size_mb frees cached oversize
+	 * blocks to fit a request: neither is the full flush of a failed cudaMalloc, which the
+	 * allocator's own counter (num_alloc_retries) counts. With one of them set and the
+	 * counter known, the trace's releases beyond it are that reclaiming, not retries. */
+	int reclaimed = reclaims && from_text >= 0 && (size_t)from_text < retries;
+	if (reclaimed) {
+		if (r)
+			ad_note(c, "allocator_reclaim", AD_INFO,
+			        "The trace shows %zu releases of cached segments (%s) that the "
+			        "allocator's cudaMalloc-retry counter does not count (%ld): %s "
+			        "reclaiming cached blocks as the settings ask, not failed "
+			        "allocations.",
+			        retries, ad_sz(b1, r->retry_bytes), from_text,
+			        cfg->gc_threshold > 0 ? "garbage_collection_threshold"
+			                              : "max_split_size_mb");
+		retries = (size_t)from_text;
+	} else if (cfg->gc_threshold > 0 && from_text < 0 && retries) {
+		/* without the counter the trace cannot tell the threshold's reclaiming from the
+		 * flush of a failed cudaMalloc: both release cached segments before an allocation
+		 */
+		ad_note(
+		    c, "allocator_reclaim", AD_INFO,
+		    "The trace shows %zu releases of cached segments (%s) that no "
+		    "empty_cache() made. With garbage_collection_threshold set they may be its "
+		    "reclaiming of cached blocks as reserved memory passes the threshold rather "
+		    "than retries of failed cudaMallocs; the trace cannot tell them apart, and "
+		    "memory_stats()'s num_alloc_retries would.",
+		    retries, ad_sz(b1, r->retry_bytes));
+		retries = 0;
+		reclaimed = 1;
+	}
 	if (from_text > (long)retries)
 		retries = (size_t)from_text;
 	/* what was freed is known only from the trace's own flushes; the counters of
 	 * memory_stats() or memory_summary() cover the whole process */
 	char seen[96];
-	if (r && r->retry_releases)
+	if (r && r->retry_releases && !reclaimed)
 		snprintf(seen, sizeof seen, "%s seen in the trace", ad_sz(b1, r->retry_bytes));
 	else
 		snprintf(seen, sizeof seen, "from the allocator's statistics; %s",
-		         r ? "the trace holds none of these flushes"
-		           : "with no trace, how much is not known");
+		         r && reclaimed ? "the trace does not tell these flushes apart"
+		         : r            ? "the trace holds none of these flushes"
+		                        : "with no trace, how much is not known");
 	if (retries)
 		ad_note(c, "allocator_retries", AD_WARNING,
 		        "cudaMalloc failed %zu time%s and the allocator freed its cached segments "

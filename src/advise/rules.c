@@ -115,9 +115,11 @@ static void check_agreement(ad_ctx *c, const ev_oom *msg)
 		        "not be "
 		        "the same failure.",
 		        ad_sz(b1, msg->requested_bytes), ad_sz(b2, dv->oom.requested));
-	if (msg->has_allocated && msg->has_reserved_unallocated) {
-		uint64_t reserved = msg->allocated_by_pytorch + msg->reserved_unallocated +
-		                    (msg->has_private_pools ? msg->private_pools : 0);
+	/* "allocated by PyTorch" already counts the private pools' free blocks ("with X
+	 * allocated in private pools" is a part of it): reserved is it plus the unallocated */
+	uint64_t reserved;
+	if (msg->has_allocated && msg->has_reserved_unallocated &&
+	    ad_message_reserved(msg, &reserved)) {
 		if (!close_enough(reserved, all->reserved))
 			ad_note(c, "evidence_disagrees", AD_WARNING,
 			        "The log says PyTorch held %s (allocated plus reserved but "
@@ -232,6 +234,46 @@ static void leak_delay(const ad_ctx *c, uint64_t free_bytes, char *out, size_t n
 	         ad_sz(b1, rate), iters);
 }
 
+/* CUDA graph private pools that hold most of what was reserved when a request failed, with
+ * more free inside them than the request: memory each recorded graph keeps for its replays,
+ * which no request outside its pool can use and which the allocator never releases while the
+ * graph lives. The graphs, not the tensors live beside them, filled the budget; a graph is
+ * recorded for each new input shape (torch.compile's mode="reduce-overhead" records one per
+ * shape), so fewer shapes or no graphs for varying shapes give it back. 1 when advised. */
+static int advise_graph_pools(ad_ctx *c)
+{
+	const an_device *dv = c->dv;
+	const an_pool *all = &dv->pool[AN_POOL_ALL], *priv = &dv->pool[AN_POOL_PRIVATE];
+	char b1[32], b2[32], b3[32], b4[32];
+	if (!priv->segments || priv->reserved * 2 < all->reserved ||
+	    priv->reserved - MR_MIN(priv->allocated, priv->reserved) < dv->oom.requested)
+		return 0;
+	int compiled = c->run && (c->run->techniques & AN_TECH_COMPILE);
+	ad_note(c, "oom_graph_pools", AD_CRITICAL,
+	        "CUDA graph private pools hold %s of the %s reserved (%llu segments, %s of it "
+	        "allocated) when the %s request failed: memory recorded graphs keep for their "
+	        "replays, which no request outside their pool can use and which is not "
+	        "released while the graphs live.",
+	        ad_sz(b1, priv->reserved), ad_sz(b2, all->reserved),
+	        (unsigned long long)priv->segments, ad_sz(b3, priv->allocated),
+	        ad_sz(b4, dv->oom.requested));
+	ad_suggest(c, "fewer_cuda_graphs", AD_PRIO_FIRST,
+	           "Record fewer CUDA graphs: fewer input shapes, or no graphs for varying ones",
+	           compiled ? "x = F.pad(x, (0, bucket - x.shape[-1]))  # a few fixed lengths\n"
+	                      "# or, for shapes that vary: torch.compile(model, "
+	                      "mode=\"max-autotune-no-cudagraphs\")"
+	                    : "x = F.pad(x, (0, bucket - x.shape[-1]))  # a few fixed shapes\n"
+	                      "# or drop graphs no longer replayed: del graph; "
+	                      "torch.cuda.empty_cache()",
+	           "%s of the budget is held by CUDA graph pools%s. A graph is recorded for "
+	           "every new input shape, each keeping its memory: padding inputs to a few "
+	           "sizes, or running shapes that vary without CUDA graphs, leaves that memory "
+	           "to the work.",
+	           ad_sz(b1, priv->reserved),
+	           compiled ? " (torch.compile's mode=\"reduce-overhead\" records them)" : "");
+	return 1;
+}
+
 /* The failed allocation, read from the layout it met. */
 static void advise_oom(ad_ctx *c)
 {
@@ -311,6 +353,7 @@ static void advise_oom(ad_ctx *c)
 			explain_limit(&t, c->msg);
 		ad_note_text(c, "oom_capacity", AD_CRITICAL, &t);
 	}
+	int graphs = advise_graph_pools(c);
 	advise_failed_attempt(c);
 	ad_rule_failing_pass(c);
 	/* a leak that filled the memory: the growth rule says what to change, not the batch;
@@ -324,7 +367,7 @@ static void advise_oom(ad_ctx *c)
 		ad_rule_attention(c);
 		ad_rule_quadratic(c);
 		ad_rule_capacity(c, cat, 1);
-		if (leak_fills || carried)
+		if (leak_fills || carried || graphs)
 			ad_rank_later(c, before, 100);
 	}
 	if (outside == AD_OUTSIDE_UNCLEAR)
@@ -569,13 +612,15 @@ static void advise_evidence(ad_ctx *c)
 		           "With history, every block carries the stack that allocated it and the "
 		           "trace gives peaks, a timeline, OOM details and growth per iteration.");
 	}
-	if (all->whole_free >= MR_GIB && all->whole_free * 4 >= all->reserved)
+	/* a private pool's empty segments stay with its graph or pool: empty_cache() keeps them */
+	uint64_t whole = all->whole_free - MR_MIN(priv->whole_free, all->whole_free);
+	if (whole >= MR_GIB && whole * 4 >= all->reserved)
 		ad_note(c, "empty_cache_note", AD_INFO,
 		        "%s of the %s reserved is in segments with nothing allocated. "
 		        "empty_cache() would "
 		        "hand them back to the driver for other processes, but it never gives this "
 		        "process more room: the allocator reuses them anyway.",
-		        ad_sz(b1, all->whole_free), ad_sz(b2, all->reserved));
+		        ad_sz(b1, whole), ad_sz(b2, all->reserved));
 }
 
 /* The capacity plan, quoted where the advice is to change the microbatch. */

@@ -117,14 +117,24 @@ void ad_rule_settings(ad_ctx *c)
 {
 	const md_settings *cfg = &c->s->settings;
 	const an_oom *o = c->dv ? &c->dv->oom : NULL;
-	int fraction = o && o->present && o->device_free > o->alloc_size;
-	if (cfg->gc_threshold > 0 && !fraction)
+	int oom = o && o->present;
+	int fraction = oom && o->device_free > o->alloc_size;
+	/* Only an OOM tells whether a fraction was set (the device had room it could not use);
+	 * a run that did not fail says nothing of it, and one whose trace shows the threshold
+	 * reclaiming (allocator_reclaim) shows it acting. */
+	if (cfg->gc_threshold > 0 && oom && !fraction)
 		ad_note(
 		    c, "setting_ineffective", AD_WARNING,
 		    "garbage_collection_threshold:%g is set, but it only acts when a memory "
-		    "fraction is set (torch.cuda.set_per_process_memory_fraction); nothing here "
-		    "shows one.",
+		    "fraction is set (torch.cuda.set_per_process_memory_fraction), and this OOM "
+		    "shows none: the device itself was full.",
 		    cfg->gc_threshold);
+	else if (cfg->gc_threshold > 0 && !oom && !ad_finding_of(c->a, "allocator_reclaim"))
+		ad_note(c, "setting_unverified", AD_INFO,
+		        "garbage_collection_threshold:%g is set; it acts only when a memory "
+		        "fraction is set (torch.cuda.set_per_process_memory_fraction), and these "
+		        "inputs do not show whether one is.",
+		        cfg->gc_threshold);
 	if (settings_max_split(c) && settings_expandable(c))
 		advise_max_split_with_expandable(c);
 }

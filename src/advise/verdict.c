@@ -95,7 +95,7 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 	const ad_oom *o = &a->oom;
 	const uint64_t *cat = dv->categories;
 	uint64_t live = ad_live_total(cat);
-	char b1[32], b2[32], b3[32];
+	char b1[32], b2[32], b3[32], b4[32];
 	if (outside_verdict(b, o))
 		return 0;
 	if (o->cause == AD_CAUSE_FRAGMENTATION) {
@@ -128,7 +128,18 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 			    sz(b2, o->requested));
 		return 1;
 	}
-	if (first_rec_is(a, "release_failed_attempt"))
+	if (first_rec_is(a, "fewer_cuda_graphs"))
+		mr_buf_printf(
+		    b,
+		    "Out of memory with CUDA graphs holding the budget: their private pools keep "
+		    "%s of the %s reserved, and the %s request found no room beside the %s live "
+		    "outside them.",
+		    sz(b1, dv->pool[AN_POOL_PRIVATE].reserved),
+		    sz(b2, dv->pool[AN_POOL_ALL].reserved), sz(b3, o->requested),
+		    sz(b4,
+		       dv->pool[AN_POOL_ALL].allocated - MR_MIN(dv->pool[AN_POOL_PRIVATE].allocated,
+		                                                dv->pool[AN_POOL_ALL].allocated)));
+	else if (first_rec_is(a, "release_failed_attempt"))
 		mr_buf_printf(
 		    b,
 		    "Out of memory while retrying: %s of the %s live belongs to a forward pass "

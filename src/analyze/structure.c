@@ -860,9 +860,11 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 	/* increments between the starts of iterations 1, 2, ...: the first is warm-up (the
 	 * optimizer's state, workspaces, caches appear there) */
 	size_t n = 0, positive = 0;
+	int returned = 0; /* a later start back at or below the first counted one's level */
 	for (size_t j = 1; j + 1 < m; j++) {
 		inc[n] = level[j + 1] - level[j];
 		positive += inc[n] >= (int64_t)GROWTH_MIN_BYTES;
+		returned |= j + 1 < m - 1 && level[j + 1] <= level[1];
 		n++;
 	}
 	out->growth_increments = n;
@@ -873,6 +875,14 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 	qsort(inc, n, sizeof *inc, i64_cmp);
 	int64_t median = inc[n / 2];
 	out->growth_found = median >= (int64_t)GROWTH_MIN_BYTES && positive * 4 >= n * 3;
+	/* a leak keeps what it adds: live memory back where the first counted iteration began,
+	 * at a later iteration's start, gave back what the iterations before it added (an outer
+	 * step freeing what its inner passes built up, as higher-order gradients or retained
+	 * graphs do): no leak, whatever the median says */
+	if (out->growth_found && returned) {
+		out->growth_found = 0;
+		out->growth_released = 1;
+	}
 	out->growth_per_iteration = median > 0 ? (uint64_t)median : 0;
 	if (!out->growth_found)
 		goto done;
@@ -1158,6 +1168,14 @@ static void decide_kind(an_structure *out, const phases *ph, int generates)
 	}
 	if (no_graph) {
 		out->evidence = AN_KIND_NO_GRAPH;
+	} else if (out->techniques & AN_TECH_CUDA_GRAPHS) {
+		/* Memory recorded into a CUDA graph stays with the graph (its private pool keeps
+		 * the recorded allocations for every replay, a compiled graph's outputs are its
+		 * static buffers): forwards that keep their tensors are no sign of a graph saved
+		 * for a backward there, and without a backward, an optimizer or a training
+		 * technique the trace cannot tell. */
+		out->kind = AN_RUN_UNKNOWN;
+		out->evidence = AN_KIND_CUDA_GRAPHS;
 	} else if (graph && !mixed && out->forward_spans >= 2 &&
 	           out->forward_spans > out->forwards_cut) {
 		/* an evaluation loop that keeps its graphs and a training step that adds up the

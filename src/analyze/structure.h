@@ -37,6 +37,8 @@ typedef enum {
 	                              microbatches whose summed loss is not backpropagated yet */
 	AN_KIND_FIRST_FORWARD, /* a forward that keeps its graph died before the first backward */
 	AN_KIND_UNCLEAR,       /* the trace cannot tell */
+	AN_KIND_CUDA_GRAPHS,   /* CUDA graphs hold what their forwards allocate: what a forward
+	                          keeps says nothing of autograd, and nothing else tells */
 } an_kind_evidence;
 
 enum {
@@ -123,6 +125,10 @@ typedef struct {
 	int growth_checked; /* enough iterations to compare (three after the first) */
 	int growth_found;
 	uint64_t growth_per_iteration; /* median increase per iteration */
+	/* The iterations' increases were given back within the trace: at a later iteration's
+	 * start live memory was back at or below the first counted one's (memory built up
+	 * inside a larger cycle, such as an outer step, and released by it): no growth found. */
+	int growth_released;
 	size_t growth_increments, growth_positive;
 	/* How much each whole iteration's peak allocated rises over the one before, the median;
 	 * 0 unless it rises at three of four increments at least, over three or more. */
