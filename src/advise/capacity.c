@@ -785,9 +785,42 @@ static void logits_words(ad_text *t, int copy, int req_logits, uint64_t req, uin
 		               ad_sz(b1, live_logits));
 }
 
-int ad_rule_logits(ad_ctx *c)
+/* chunked_loss for logits F.interpolate upsampled (`resized` bytes) to the labels' resolution:
+ * the loss at the logits' own resolution, or a few images at a time (for inference: the class
+ * map upsampled, not the logits). */
+static void advise_upsampled(ad_ctx *c, int copy, int req_logits, uint64_t req,
+                             uint64_t live_logits, uint64_t resized, uint64_t total,
+                             uint64_t budget)
 {
 	char b1[32], b2[32], b3[32];
+	ad_text t = {0};
+	int infer = ad_run_kind(c) == AN_RUN_INFERENCE;
+	ad_text_printf(&t, "The loss's logits are the largest tensors here: ");
+	logits_words(&t, copy, req_logits, req, live_logits);
+	ad_text_printf(
+	    &t,
+	    ", and the %s tensor it reads was made by F.interpolate: the predictions "
+	    "upsampled to the labels' resolution, %s together (%d%% of %s). %s",
+	    ad_sz(b1, resized), ad_sz(b2, total), ad_pct(total, budget), ad_sz(b3, budget),
+	    infer ? "Take the class map at the model's own resolution and upsample that "
+	            "(nearest), or upsample a few images at a time."
+	          : "Computed at the logits' own resolution (the labels downsampled with "
+	            "mode=\"nearest\"), or upsampled and scored a few images at a time, "
+	            "the full-resolution logits of the whole batch never exist.");
+	ad_suggest_text(
+	    c, "chunked_loss", total * 4 >= budget ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 15,
+	    infer ? "Upsample the class map, not the logits"
+	          : "Compute the loss at the logits' resolution, or a few images at a time",
+	    infer ? "pred = F.interpolate(logits.argmax(1, keepdim=True).float(), "
+	            "size=out_size, mode=\"nearest\")"
+	          : "y_small = F.interpolate(y[:, None].float(), size=logits.shape[-2:], "
+	            "mode=\"nearest\")[:, 0].long(); loss = F.cross_entropy(logits, y_small)",
+	    &t);
+}
+
+int ad_rule_logits(ad_ctx *c)
+{
+	char b1[32], b2[32];
 	const an_device *dv = c->dv;
 	const md_device *md = dv ? md_find_device(c->s, dv->device) : NULL;
 	if (!md || !dv->oom.present || dv->oom.event >= md->event_count)
@@ -844,31 +877,8 @@ int ad_rule_logits(ad_ctx *c)
 	snprintf(c->a->oom.logits, sizeof c->a->oom.logits, "%s", t.b.data ? t.b.data : "");
 	ad_text_free(&t);
 	if (resized) {
-		int infer = ad_run_kind(c) == AN_RUN_INFERENCE;
-		ad_text_printf(&t, "The loss's logits are the largest tensors here: ");
-		logits_words(&t, copy, req_logits, req, live_logits);
-		ad_text_printf(
-		    &t,
-		    ", and the %s tensor it reads was made by F.interpolate: the predictions "
-		    "upsampled to the labels' resolution, %s together (%d%% of %s). %s",
-		    ad_sz(b1, resized->size), ad_sz(b2, total), ad_pct(total, budget),
-		    ad_sz(b3, budget),
-		    infer ? "Take the class map at the model's own resolution and upsample that "
-		            "(nearest), or upsample a few images at a time."
-		          : "Computed at the logits' own resolution (the labels downsampled with "
-		            "mode=\"nearest\"), or upsampled and scored a few images at a time, "
-		            "the full-resolution logits of the whole batch never exist.");
-		ad_suggest_text(
-		    c, "chunked_loss",
-		    total * 4 >= budget ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 15,
-		    infer ? "Upsample the class map, not the logits"
-		          : "Compute the loss at the logits' resolution, or a few images at a time",
-		    infer
-		        ? "pred = F.interpolate(logits.argmax(1, keepdim=True).float(), "
-		          "size=out_size, mode=\"nearest\")"
-		        : "y_small = F.interpolate(y[:, None].float(), size=logits.shape[-2:], "
-		          "mode=\"nearest\")[:, 0].long(); loss = F.cross_entropy(logits, y_small)",
-		    &t);
+		advise_upsampled(c, copy, req_logits, req, live_logits, resized->size, total,
+		                 budget);
 		return 1;
 	}
 	if (ad_run_kind(c) == AN_RUN_INFERENCE) {
