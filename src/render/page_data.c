@@ -247,87 +247,100 @@ typedef struct {
 } pd_series;
 
 /* An allocation's free event in a min-heap of the live ones. */
+/* An allocation whose free falls in a later window of events than its alloc: kept in that
+ * window's list until the walk reaches it. */
 typedef struct {
-	uint32_t end;
-	uint32_t chosen; /* drawn as a band: not in the small series */
 	uint64_t bytes;
-} live_end;
+	uint32_t end, next; /* next: the list's next node + 1, 0 at the end */
+	uint32_t chosen;    /* drawn as a band: not in the small series */
+} later_free;
 
-static void end_up(live_end *h, size_t i)
-{
-	live_end x = h[i];
-	while (i && x.end < h[(i - 1) / 2].end) {
-		h[i] = h[(i - 1) / 2];
-		i = (i - 1) / 2;
-	}
-	h[i] = x;
-}
-
-/* Sifts h[0] down a heap of n. */
-static void end_down(live_end *h, size_t n)
-{
-	live_end x = h[0];
-	size_t i = 0;
-	for (;;) {
-		size_t m = 2 * i + 1;
-		if (m >= n)
-			break;
-		if (m + 1 < n && h[m + 1].end < h[m].end)
-			m++;
-		if (h[m].end >= x.end)
-			break;
-		h[i] = h[m];
-		i = m;
-	}
-	h[i] = x;
-}
+enum { SERIES_WINDOW = 1 << 16 }; /* events whose changes are held at once */
 
 /* Per point (k of the n events each), the largest bytes live after one of its events: of all
  * allocations (active), and of those `chosen` does not mark (small). An allocation is live after
- * its alloc event (the first event when it is older) up to its free event. Allocations come in
- * stacking order, so by alloc event; their free events wait in a heap of the live ones. Returns
- * 0, -1 on OOM. */
+ * its alloc event (the first event when it is older) up to its free event. The walk takes the
+ * events a window at a time, with each event's change in bytes: allocations come in stacking
+ * order, so by alloc event; a free in the same window is a change there, a later one waits in
+ * its window's list. No work per event beyond its change, and the lists hold only allocations
+ * live across a window's end. Returns 0, -1 on OOM. */
 static int live_series(const an_allocs *al, size_t n, size_t k, const uint8_t *chosen,
                        int64_t *active, int64_t *small)
 {
-	live_end *heap = NULL;
-	size_t live = 0, cap = 0, next = 0;
+	size_t windows = n / SERIES_WINDOW + 1, next = 0, pool_len = 0, pool_cap = 0,
+	       free_node = 0; /* free list of pool nodes, + 1 */
+	int64_t *dv = mr_realloc_array(NULL, 2 * (size_t)SERIES_WINDOW, sizeof *dv),
+	        *dw = dv ? dv + SERIES_WINDOW : NULL;
+	uint32_t *head = mr_alloc_array(windows, sizeof *head); /* node + 1, 0: empty */
+	later_free *pool = NULL;
 	int64_t v = 0, w = 0;
-	for (size_t i = 0, p = 0; i < n; p++) {
-		size_t stop = MR_MIN(n, i + k);
-		int64_t top = INT64_MIN, top_small = INT64_MIN;
-		for (; i < stop; i++) {
-			for (; next < al->count; next++) {
-				const an_alloc *a = &al->items[next];
-				if (a->start != AN_NO_EVENT && a->start > i)
-					break;
-				uint64_t bytes = an_alloc_bytes(al, a);
-				v += (int64_t)bytes;
-				w += chosen[next] ? 0 : (int64_t)bytes;
-				if (a->end == AN_NO_EVENT || a->end >= n)
-					continue;
-				if (MR_GROW(heap, cap, live + 1)) {
-					free(heap);
-					return -1;
-				}
-				heap[live] = (live_end){a->end, chosen[next], bytes};
-				end_up(heap, live++);
-			}
-			while (live && heap[0].end <= i) {
-				v -= (int64_t)heap[0].bytes;
-				w -= heap[0].chosen ? 0 : (int64_t)heap[0].bytes;
-				heap[0] = heap[--live];
-				if (live)
-					end_down(heap, live);
-			}
-			top = v > top ? v : top;
-			top_small = w > top_small ? w : top_small;
+	int rc = -1;
+	if (!dv || !head)
+		goto done;
+	for (size_t win = 0; win < windows; win++) {
+		size_t lo = win * SERIES_WINDOW, hi = MR_MIN(n, lo + SERIES_WINDOW);
+		if (lo >= hi)
+			break;
+		memset(dv, 0, (hi - lo) * sizeof *dv);
+		memset(dw, 0, (hi - lo) * sizeof *dw);
+		for (uint32_t x = head[win]; x;) {
+			later_free *f = &pool[x - 1];
+			dv[f->end - lo] -= (int64_t)f->bytes;
+			dw[f->end - lo] -= f->chosen ? 0 : (int64_t)f->bytes;
+			uint32_t after = f->next;
+			f->next = (uint32_t)free_node;
+			free_node = x;
+			x = after;
 		}
-		active[p] = top;
-		small[p] = top_small;
+		for (; next < al->count; next++) {
+			const an_alloc *a = &al->items[next];
+			size_t at = a->start == AN_NO_EVENT ? 0 : a->start;
+			if (at >= hi)
+				break;
+			int64_t bytes = (int64_t)an_alloc_bytes(al, a);
+			int64_t small_bytes = chosen[next] ? 0 : bytes;
+			dv[at - lo] += bytes;
+			dw[at - lo] += small_bytes;
+			if (a->end == AN_NO_EVENT || a->end >= n)
+				continue;
+			if (a->end < hi) {
+				dv[a->end - lo] -= bytes;
+				dw[a->end - lo] -= small_bytes;
+				continue;
+			}
+			size_t x = free_node;
+			if (x) {
+				free_node = pool[x - 1].next;
+			} else {
+				if (pool_len >= UINT32_MAX || MR_GROW(pool, pool_cap, pool_len + 1))
+					goto done;
+				x = ++pool_len;
+			}
+			size_t later = a->end / SERIES_WINDOW;
+			pool[x - 1] =
+			    (later_free){(uint64_t)bytes, a->end, head[later], chosen[next] != 0};
+			head[later] = (uint32_t)x;
+		}
+		size_t p = lo / k, r = lo % k; /* the point of event i, and i's place in it */
+		for (size_t i = lo; i < hi; i++) {
+			v += dv[i - lo];
+			w += dw[i - lo];
+			if (r == 0 || v > active[p])
+				active[p] = v;
+			if (r == 0 || w > small[p])
+				small[p] = w;
+			if (++r == k) {
+				r = 0;
+				p++;
+			}
+		}
 	}
-	free(heap);
-	return 0;
+	rc = 0;
+done:
+	free(dv);
+	free(head);
+	free(pool);
+	return rc;
 }
 
 static int is_segment_change(const md_event *e, int64_t *delta)
