@@ -544,6 +544,7 @@ TABLE += [
                                    no_finds=["memory_growth", "oom_fragmentation"], log=True)),
     ("ensemble_infer_weights_oom", dict(cause="capacity", kind="unknown",
                                         first=("mixed_precision", "cpu_offload"),
+                                        has=["mixed_precision", "cpu_offload"],
                                         never=["reduce_microbatch", "activation_checkpointing", "fsdp",
                                                "expandable_segments", "no_grad_eval", "release_references"],
                                         no_finds=["memory_growth", "oom_fragmentation"], log=True)),

@@ -631,12 +631,23 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 		return;
 	}
 	if (ad_pct(state, live) >= AD_DOMINANT_PERCENT) {
-		/* weights fill a run without backward: smaller weights are the lever */
+		/* weights fill a run without backward: smaller weights are the lever, then fewer
+		 * of them on the device at once */
 		ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY,
 		           "Load the weights in lower precision",
 		           "model.to(torch.bfloat16)  # or 8-bit/4-bit weights",
-		           "Parameters hold %s of %s live memory: bf16 halves them.",
+		           "Parameters hold %s of %s live memory: in bf16 (if they are float32 "
+		           "now) they take half.",
 		           ad_sz(b1, cat[AN_CAT_PARAMETERS]), ad_sz(b2, live));
+		ad_suggest(c, "cpu_offload", AD_PRIO_CAPACITY + 10,
+		           "Keep only the weights a forward needs on the GPU",
+		           "model = AutoModel.from_pretrained(name, device_map=\"auto\", "
+		           "max_memory={0: \"20GiB\", \"cpu\": \"64GiB\"})  # or, for several "
+		           "models, m.cuda() before its forward and m.cpu() after",
+		           "Where no backward runs, the weights of layers (or of models) not "
+		           "running can wait in host memory and be moved in when they run "
+		           "(accelerate's device_map=\"auto\" does it per layer), at the cost of "
+		           "the transfers.");
 		return;
 	}
 	if (oom && split_oversized(c))
