@@ -1,6 +1,8 @@
 /* pickle.c: the safe pickle machine. See pickle.h for the contract. */
 #include "decode/pickle.h"
 
+#include <endian.h>
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -396,6 +398,17 @@ static mr_status push_long(pk_run_state *r, size_t n)
 	r->p += n;
 	if (n == 0)
 		return push(r, mk_small(0));
+	/* The common case, an address or a time: non-negative in at most 8 bytes, with 8 bytes of
+	 * input to read at once (the bytes past n masked off). */
+	if (n <= 8 && !(b[n - 1] & 0x80) && (size_t)(r->end - b) >= 8) {
+		uint64_t u;
+		memcpy(&u, b, 8);
+		u = le64toh(u);
+		if (n < 8)
+			u &= ((uint64_t)1 << (8 * n)) - 1;
+		if (u <= (uint64_t)PK_INT_MAX)
+			return push(r, mk_small((int64_t)u));
+	}
 	int negative = (b[n - 1] & 0x80) != 0;
 	/* Strip redundant sign bytes to find the real width. */
 	size_t w = n;
