@@ -103,6 +103,11 @@ typedef struct {
 	size_t frame_cache_count, frame_cache_cap;
 	md_frame *tmp_frames;
 	size_t tmp_cap;
+	/* The last frames list interned and its stack: a trace entry's stack is most often the
+	 * one before it (an alloc's free, and its free_completed, from the same line). */
+	md_frame *prev_frames;
+	size_t prev_cap, prev_count;
+	uint32_t prev_stack; /* MD_NO_STACK: none yet */
 	uint32_t *meta_hash; /* (user_metadata, compile_context) -> meta index + 1 */
 	size_t meta_hash_cap;
 } builder;
@@ -317,9 +322,21 @@ static int stack_of(builder *b, pk_val list, uint32_t *out)
 		}
 		b->tmp_frames[k++] = f;
 	}
-	uint32_t id = md_intern_stack(b->s, b->tmp_frames, k);
-	if (id == UINT32_MAX)
-		return -1;
+	uint32_t id = b->prev_stack;
+	if (id == MD_NO_STACK || k != b->prev_count ||
+	    (k && memcmp(b->tmp_frames, b->prev_frames, k * sizeof *b->tmp_frames))) {
+		if ((id = md_intern_stack(b->s, b->tmp_frames, k)) == UINT32_MAX)
+			return -1;
+		/* the buffers trade places: this list is the one to compare the next with */
+		md_frame *f = b->prev_frames;
+		size_t cap = b->prev_cap;
+		b->prev_frames = b->tmp_frames;
+		b->prev_cap = b->tmp_cap;
+		b->tmp_frames = f;
+		b->tmp_cap = cap;
+		b->prev_count = k;
+		b->prev_stack = id;
+	}
 	/* Most trace entries carry a list of their own: give its storage back now. */
 	pk_convert(b->d, list, sn_rec(id, SN_REC_STACK));
 	*out = id;
@@ -1096,6 +1113,7 @@ mr_status sn_load(const uint8_t *data, size_t len, md_snapshot *out, pk_progress
 	memset(&b, 0, sizeof b);
 	md_init(out);
 	b.s = out;
+	b.prev_stack = MD_NO_STACK;
 	mr_status st = MR_OK;
 	if (out->strings.count == 0 || out->stack_count == 0) {
 		st = mr_oom(err);
@@ -1123,6 +1141,7 @@ done:
 	pk_free(b.d);
 	free(b.frame_cache);
 	free(b.tmp_frames);
+	free(b.prev_frames);
 	free(b.meta_hash);
 	free(b.long_strs);
 	if (st)
