@@ -509,6 +509,18 @@ static int advise_older(ad_ctx *c, const uint64_t *cat)
 	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
 	if (!older || older < state || older < cat[AN_CAT_ACTIVATIONS] || older < cat[AN_CAT_OTHER])
 		return 0;
+	if (!cat[AN_CAT_PARAMETERS] && c->run && c->run->forward_spans) {
+		/* the trace runs forwards of a model whose weights it never saw allocated: they are
+		 * older than it, so what is older is, first of all, the model itself */
+		ad_note(c, "older_memory_weights", AD_INFO,
+		        "Live memory is %s, and %s of it (%d%%) was allocated before the trace "
+		        "began. The trace runs forwards of a model but never allocates its "
+		        "weights: they are in that older memory (recording began after the model "
+		        "was built), with whatever else an earlier phase left; record the history "
+		        "from the start to tell them apart.",
+		        ad_sz(b1, live), ad_sz(b2, older), ad_pct(older, live));
+		return 1; /* the trace cannot tell what else in it could go */
+	}
 	ad_suggest(
 	    c, "release_references", AD_PRIO_CAPACITY, "Free the memory held from before the trace",
 	    "del old_model, old_optimizer; gc.collect()  # or record the history from the start",
