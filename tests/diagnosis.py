@@ -524,6 +524,11 @@ TABLE += [
                                         no_finds=["memory_growth", "oom_fragmentation", "high_fragmentation"],
                                         log=True)),
     # the seventeenth held-out set (tools/record_heldout17.py)
+    ("hf_auto_find_batch_size_healthy", dict(cause=None, kind="training", finds=["oom_survived"],
+                                             techniques=["autocast"],
+                                             never=["expandable_segments", "max_split_size_mb", "fsdp",
+                                                    "cpu_offload"],
+                                             no_finds=["oom_fragmentation", "oom_capacity", "memory_growth"])),
     ("kv_prealloc_pool_oom", dict(cause="capacity", kind="inference", first="release_references",
                                   never=["expandable_segments", "no_grad_eval", "activation_checkpointing",
                                          "gradient_accumulation", "fsdp", "cpu_offload"],
