@@ -452,6 +452,26 @@ static void advise_message(ad_ctx *c, const ev_oom *msg)
 record:
 	if (msg->era == EV_OOM_ERA_MPS)
 		return; /* the snapshot below is torch.cuda's: MPS has none */
+	if (msg->era == EV_OOM_ERA_ASYNC_ALLOCATOR) {
+		/* CUDA's own allocator tracks no blocks: PyTorch refuses history, snapshots and OOM
+		 * observers under it, and the caching allocator's settings do not reach it */
+		ad_note(c, "async_backend", AD_INFO,
+		        "The message is cudaMallocAsync's (PYTORCH_CUDA_ALLOC_CONF=backend:"
+		        "cudaMallocAsync): CUDA's own allocator serves the memory, so the caching "
+		        "allocator's settings (expandable_segments, max_split_size_mb, "
+		        "garbage_collection_threshold) do not apply, and it keeps no record of "
+		        "blocks: _record_memory_history() and _dump_snapshot() raise under it.");
+		ad_suggest(c, "record_history", 50,
+		           "Record a snapshot with the native allocator to see what holds memory",
+		           "# PYTORCH_CUDA_ALLOC_CONF without backend:cudaMallocAsync, then:\n"
+		           "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
+		           "# ... then, in an except torch.OutOfMemoryError block:\n"
+		           "torch.cuda.memory._dump_snapshot(\"oom_snapshot.pickle\")",
+		           "cudaMallocAsync cannot record history or dump a snapshot; one run with "
+		           "the native caching allocator can, and shows live memory by category and "
+		           "the allocation sites where a log only has totals.");
+		return;
+	}
 	ad_suggest(c, "record_history", 50, "Record a snapshot at the OOM to see what holds memory",
 	           "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
 	           "# ... then, in an except torch.OutOfMemoryError block:\n"
