@@ -143,20 +143,22 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 		ad_text_printf(&t, "What grows is one tensor, made at ");
 		if (!ad_user_site(&t, c->s, site->stack))
 			ad_text_printf(&t, "a site with no stack recorded");
-		ad_text_printf(&t,
-		               ": it is %s now in a single block, %s larger each iteration, so each "
-		               "iteration makes it anew from the old one and a new piece "
-		               "(torch.cat([buf, new]) or similar), and needs the old and the new "
-		               "copy at once: the peak is twice what is kept. Appending the pieces to "
-		               "a list and concatenating once at the end (or moving each piece to the "
-		               "CPU, or writing into a buffer preallocated at the final size) holds "
-		               "each piece once, with no copy of the whole per iteration.",
-		               ad_sz(b1, site->total_bytes), ad_sz(b2, site->bytes_per_iteration));
-		ad_suggest_text(c, "release_references", AD_PRIO_TARGETED + 1,
-		                "Collect the pieces in a list, not one tensor rebuilt each iteration",
-		                "parts.append(f)  # or f.cpu(); not: buf = torch.cat([buf, f])\n"
-		                "buf = torch.cat(parts)  # once, after the loop",
-		                &t);
+		ad_text_printf(
+		    &t,
+		    ": it is %s now in a single block, %s larger each iteration, so each "
+		    "iteration makes it anew from the old one and a new piece "
+		    "(torch.cat([buf, new]) or similar), and needs the old and the new "
+		    "copy at once: the peak is twice what is kept. Appending the pieces to "
+		    "a list and concatenating once at the end (or moving each piece to the "
+		    "CPU, or writing into a buffer preallocated at the final size) holds "
+		    "each piece once, with no copy of the whole per iteration.",
+		    ad_sz(b1, site->total_bytes), ad_sz(b2, site->bytes_per_iteration));
+		ad_suggest_text(
+		    c, "release_references", AD_PRIO_TARGETED + 1,
+		    "Collect the pieces in a list, not one tensor rebuilt each iteration",
+		    "parts.append(f)  # or f.cpu(); not: buf = torch.cat([buf, f])\n"
+		    "buf = torch.cat(parts)  # once, after the loop",
+		    &t);
 		return;
 	}
 	ad_suggest(c, "release_references", AD_PRIO_TARGETED + 1,

@@ -461,15 +461,16 @@ record:
 		        "allocator's settings (expandable_segments, max_split_size_mb, "
 		        "garbage_collection_threshold) do not apply, and it keeps no record of "
 		        "blocks: _record_memory_history() and _dump_snapshot() raise under it.");
-		ad_suggest(c, "record_history", 50,
-		           "Record a snapshot with the native allocator to see what holds memory",
-		           "# PYTORCH_CUDA_ALLOC_CONF without backend:cudaMallocAsync, then:\n"
-		           "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
-		           "# ... then, in an except torch.OutOfMemoryError block:\n"
-		           "torch.cuda.memory._dump_snapshot(\"oom_snapshot.pickle\")",
-		           "cudaMallocAsync cannot record history or dump a snapshot; one run with "
-		           "the native caching allocator can, and shows live memory by category and "
-		           "the allocation sites where a log only has totals.");
+		ad_suggest(
+		    c, "record_history", 50,
+		    "Record a snapshot with the native allocator to see what holds memory",
+		    "# PYTORCH_CUDA_ALLOC_CONF without backend:cudaMallocAsync, then:\n"
+		    "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
+		    "# ... then, in an except torch.OutOfMemoryError block:\n"
+		    "torch.cuda.memory._dump_snapshot(\"oom_snapshot.pickle\")",
+		    "cudaMallocAsync cannot record history or dump a snapshot; one run with "
+		    "the native caching allocator can, and shows live memory by category and "
+		    "the allocation sites where a log only has totals.");
 		return;
 	}
 	ad_suggest(c, "record_history", 50, "Record a snapshot at the OOM to see what holds memory",
