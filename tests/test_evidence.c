@@ -277,6 +277,33 @@ static void corpus_oom_one(const char *dir, const char *name, int *count)
 	char *facts = read_text(path, &len);
 	const char *msg = strstr(facts, "\"oom_message\": \"");
 	assert_non_null(msg);
+	const char *async = strstr(msg, "would exceed allowed memory");
+	if (async) {
+		/* cudaMallocAsync's own format (cudamallocasync_oom): its Requested figure, and
+		 * capacity where it says the allocated bytes and the request pass the limit */
+		const char *req = strstr(async, "Requested");
+		assert_non_null(req);
+		req = strstr(req, ": ");
+		assert_non_null(req);
+		uint64_t want = amount_ref(req + 2);
+		static const char *afiles[] = {"oom_message.txt", "train.log"};
+		for (int f = 0; f < 2; f++) {
+			ev_text t;
+			snprintf(path, sizeof path, "%s/%s", dir, afiles[f]);
+			parse_file(path, &t);
+			assert_true(t.oom_count >= 1);
+			const ev_oom *o = &t.ooms[t.oom_count - 1];
+			assert_int_equal(o->era, EV_OOM_ERA_ASYNC_ALLOCATOR);
+			assert_true(o->has_requested);
+			assert_int_equal(o->requested_bytes, want);
+			if (ad_message_cause(o) != AD_CAUSE_CAPACITY)
+				fail_msg("%s: cause %s", path, ad_cause_name(ad_message_cause(o)));
+			ev_text_free(&t);
+		}
+		free(facts);
+		(*count)++;
+		return;
+	}
 	const char *tried = strstr(msg, "Tried to allocate ");
 	/* "N GiB allowed" only where the run set a memory fraction (other_process did not) */
 	const char *allowed = strstr(msg, " allowed; ");

@@ -603,6 +603,67 @@ static void advise_resident(ad_ctx *c, const uint64_t *cat, uint64_t live)
 	    "X = X.pin_memory()  # on the CPU; per step: xb = X[idx].cuda(non_blocking=True)", &t);
 }
 
+/* Whether a stack passes through torch.load's deserialisation (torch/serialization.py): a
+ * tensor of a checkpoint put back on the device it was saved from. */
+static int from_torch_load(const md_snapshot *s, uint32_t stack)
+{
+	if (stack >= s->stack_count)
+		return 0;
+	const md_stack *st = &s->stacks[stack];
+	for (size_t k = 0; k < st->count; k++) {
+		const char *file = md_str(s, s->frames[st->first + k].filename);
+		size_t n = strlen(file), m = strlen("torch/serialization.py");
+		if (n >= m && strcmp(file + n - m, "torch/serialization.py") == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Live memory that torch.load put on the GPU: a checkpoint loaded without map_location comes
+ * back to the device its tensors were saved from, beside the model already built there. When
+ * it holds a quarter of live memory at the OOM, loading to the CPU is the fix; a smaller batch
+ * or checkpointing is not (no step ran on it). Returns whether it advised. */
+static int advise_checkpoint_load(ad_ctx *c, uint64_t live)
+{
+	char b1[32], b2[32];
+	uint64_t bytes = 0, blocks = 0;
+	const an_site *top = NULL;
+	for (size_t i = 0; i < c->dv->site_count; i++) {
+		const an_site *st = &c->dv->sites[i];
+		if (!from_torch_load(c->s, st->stack))
+			continue;
+		bytes += st->bytes;
+		blocks += st->count;
+		if (!top)
+			top = st;
+	}
+	const md_device *md = md_find_device(c->s, c->dv->device);
+	int fails_there = md && c->dv->oom.present && c->dv->oom.event < md->event_count &&
+	                  from_torch_load(c->s, md->events[c->dv->oom.event].stack);
+	if (!top || bytes * 4 < live)
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t, "%s of the %s live (%llu blocks) was put on the GPU by torch.load, ",
+	               ad_sz(b1, bytes), ad_sz(b2, live), (unsigned long long)blocks);
+	if (!ad_user_site(&t, c->s, top->stack))
+		ad_text_printf(&t, "with no caller recorded");
+	ad_text_printf(&t,
+	               "%s: the checkpoint's tensors were saved from the GPU and torch.load "
+	               "puts them back there, beside the model already built. Loaded with "
+	               "map_location=\"cpu\" they stay in host memory; load_state_dict copies "
+	               "them into the parameters, the optimizer's moves its state to the "
+	               "parameters' device, and the loaded dict can be deleted after.",
+	               fails_there ? ", and the failing request is one of them" : "");
+	ad_suggest_text(c, "release_references", AD_PRIO_TARGETED,
+	                "Load the checkpoint to the CPU, then into the model",
+	                "ckpt = torch.load(path, map_location=\"cpu\")\n"
+	                "model.load_state_dict(ckpt[\"model\"])\n"
+	                "optimizer.load_state_dict(ckpt[\"optimizer\"])\n"
+	                "del ckpt",
+	                &t);
+	return 1;
+}
+
 void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 {
 	char b1[32], b2[32];
@@ -619,6 +680,8 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 	an_run_kind kind = pass_kind(c);
 	int state_big = ad_pct(state, live) >= AD_DOMINANT_PERCENT && kind == AN_RUN_TRAINING;
 	if (oom && advise_older(c, cat))
+		return;
+	if (oom && advise_checkpoint_load(c, live))
 		return;
 	const an_oom *o = oom ? &c->dv->oom : NULL;
 	uint64_t asked =

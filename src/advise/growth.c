@@ -96,6 +96,29 @@ static int in_recurrent_module(const ad_ctx *c, uint32_t stack)
 	return 0;
 }
 
+/* Whether the growing site's single block is made anew each iteration: the trace allocates at
+ * that site, in most iterations, a block larger than any before it (the old one is freed once
+ * the new one holds its contents), not pieces of the iteration's size that are kept. */
+static int rebuilt_each_iteration(const ad_ctx *c, const an_growth_site *site)
+{
+	const md_device *md = md_find_device(c->s, c->dv->device);
+	const an_structure *r = c->run;
+	if (!md || r->start_count < 4)
+		return 0;
+	uint64_t largest = 0;
+	size_t rises = 0;
+	for (size_t i = 0; i < md->event_count; i++) {
+		const md_event *e = &md->events[i];
+		if (e->action != MD_ACT_ALLOC || e->stack != site->stack)
+			continue;
+		if (e->size > largest) {
+			rises += largest != 0;
+			largest = e->size;
+		}
+	}
+	return rises * 2 >= r->start_count;
+}
+
 /* What keeps each iteration's memory: a recurrent state carried on with its graph, where the
  * largest grower is a recurrent module's output; otherwise tensors the loop keeps. */
 static void suggest_kept(ad_ctx *c, const an_growth_site *site)
@@ -112,6 +135,30 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 		           "hidden state on, that state keeps the graph that made it, and through "
 		           "it every earlier iteration's; detached, only its values carry over.",
 		           ad_sz(b1, site->bytes_per_iteration), ad_sz(b2, rate));
+		return;
+	}
+	if (site && site->blocks == 1 && site->total_bytes >= 4 * site->bytes_per_iteration &&
+	    rebuilt_each_iteration(c, site)) {
+		ad_text t = {0};
+		ad_text_printf(&t, "What grows is one tensor, made at ");
+		if (!ad_user_site(&t, c->s, site->stack))
+			ad_text_printf(&t, "a site with no stack recorded");
+		ad_text_printf(
+		    &t,
+		    ": it is %s now in a single block, %s larger each iteration, so each "
+		    "iteration makes it anew from the old one and a new piece "
+		    "(torch.cat([buf, new]) or similar), and needs the old and the new "
+		    "copy at once: the peak is twice what is kept. Appending the pieces to "
+		    "a list and concatenating once at the end (or moving each piece to the "
+		    "CPU, or writing into a buffer preallocated at the final size) holds "
+		    "each piece once, with no copy of the whole per iteration.",
+		    ad_sz(b1, site->total_bytes), ad_sz(b2, site->bytes_per_iteration));
+		ad_suggest_text(
+		    c, "release_references", AD_PRIO_TARGETED + 1,
+		    "Collect the pieces in a list, not one tensor rebuilt each iteration",
+		    "parts.append(f)  # or f.cpu(); not: buf = torch.cat([buf, f])\n"
+		    "buf = torch.cat(parts)  # once, after the loop",
+		    &t);
 		return;
 	}
 	ad_suggest(c, "release_references", AD_PRIO_TARGETED + 1,

@@ -69,6 +69,10 @@ static uint64_t replay_limit(const ld_evidence *ev, const an_device *dv, int *gu
 		*guessed = 1;
 		return dv->pool[AN_POOL_ALL].reserved;
 	}
+	/* OOMs the run survived met a cap too: the highest the trace reserved, the level they
+	 * failed at (uncapped, the replay would grant what the run was refused) */
+	if (dv->oom_recovered)
+		return dv->peak_reserved;
 	return 0;
 }
 

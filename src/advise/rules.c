@@ -495,6 +495,27 @@ static void advise_message(ad_ctx *c, const ev_oom *msg)
 record:
 	if (msg->era == EV_OOM_ERA_MPS)
 		return; /* the snapshot below is torch.cuda's: MPS has none */
+	if (msg->era == EV_OOM_ERA_ASYNC_ALLOCATOR) {
+		/* CUDA's own allocator tracks no blocks: PyTorch refuses history, snapshots and OOM
+		 * observers under it, and the caching allocator's settings do not reach it */
+		ad_note(c, "async_backend", AD_INFO,
+		        "The message is cudaMallocAsync's (PYTORCH_CUDA_ALLOC_CONF=backend:"
+		        "cudaMallocAsync): CUDA's own allocator serves the memory, so the caching "
+		        "allocator's settings (expandable_segments, max_split_size_mb, "
+		        "garbage_collection_threshold) do not apply, and it keeps no record of "
+		        "blocks: _record_memory_history() and _dump_snapshot() raise under it.");
+		ad_suggest(
+		    c, "record_history", 50,
+		    "Record a snapshot with the native allocator to see what holds memory",
+		    "# PYTORCH_CUDA_ALLOC_CONF without backend:cudaMallocAsync, then:\n"
+		    "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
+		    "# ... then, in an except torch.OutOfMemoryError block:\n"
+		    "torch.cuda.memory._dump_snapshot(\"oom_snapshot.pickle\")",
+		    "cudaMallocAsync cannot record history or dump a snapshot; one run with "
+		    "the native caching allocator can, and shows live memory by category and "
+		    "the allocation sites where a log only has totals.");
+		return;
+	}
 	ad_suggest(c, "record_history", 50, "Record a snapshot at the OOM to see what holds memory",
 	           "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
 	           "# ... then, in an except torch.OutOfMemoryError block:\n"
@@ -518,6 +539,29 @@ static void list_messages(ad_ctx *c)
 		    t->ooms[i].line, t->ooms[i].backend[0] ? t->ooms[i].backend : "CUDA",
 		    t->ooms[i].has_requested ? ad_sz(b1, t->ooms[i].requested_bytes) : "nothing",
 		    ev_oom_era_name(t->ooms[i].era));
+}
+
+/* OOMs the run caught and went on from (analyze.c went_on_after): they did not end it, so the
+ * report is a survivor's; what it says is that they happened, how many, and that the snapshot
+ * shows the run at the settings that fit after them. */
+static void advise_recovered(ad_ctx *c)
+{
+	const an_device *dv = c->dv;
+	char b1[32], b2[32];
+	uint64_t ooms = 0, n = dv->oom_events;
+	if (c->ev->has_stats && ev_stats_get(&c->ev->stats, "num_ooms", &ooms) && ooms > n)
+		n = ooms;
+	ad_note(c, "oom_survived", AD_WARNING,
+	        "%llu out-of-memory error%s did not end the run: the trace holds %llu (the last at "
+	        "event %zu), and after it %zu backward pass%s ran, so the run caught them and went "
+	        "on (a batch-size finder such as accelerate's find_executable_batch_size or "
+	        "Trainer(auto_find_batch_size=True), or a retry loop). The snapshot shows the run "
+	        "after them, at what fit: peak %s allocated in %s reserved over the trace. Each "
+	        "caught error cost a failed attempt and a flush of the cache.",
+	        (unsigned long long)n, n == 1 ? "" : "s", (unsigned long long)dv->oom_events,
+	        dv->last_oom_event, dv->recovered_backwards,
+	        dv->recovered_backwards == 1 ? "" : "es", ad_sz(b1, dv->peak_allocated),
+	        ad_sz(b2, dv->peak_reserved));
 }
 
 static void advise_peak_overhead(ad_ctx *c)
@@ -678,6 +722,8 @@ mr_status ad_advise(const ld_evidence *ev, const an_result *an, const an_moments
 		if (c.dv->oom.present)
 			advise_oom(&c);
 		ad_rule_growth(&c);
+		if (c.dv->oom_recovered)
+			advise_recovered(&c);
 		if (!c.dv->oom.present)
 			advise_peak_overhead(&c);
 		ad_rule_releases(&c);

@@ -220,6 +220,15 @@ static ad_moment healthy_verdict(mr_buf *b, const ad_advice *a, const an_device 
 		    r->empty_cache_releases, sz(b1, r->empty_cache_bytes));
 		return AD_MOMENT_SNAPSHOT;
 	}
+	if (ad_finding_of(a, "oom_survived")) {
+		mr_buf_printf(
+		    b,
+		    "No OOM ended the run: it caught the out-of-memory errors in its trace "
+		    "and went on (%zu backward passes after the last); peak %s allocated "
+		    "in %s reserved.",
+		    dv->recovered_backwards, sz(b1, dv->peak_allocated), sz(b2, dv->peak_reserved));
+		return AD_MOMENT_SNAPSHOT;
+	}
 	if (ad_finding_of(a, "allocator_retries")) {
 		mr_buf_printf(b,
 		              "No OOM, but only by retrying: cudaMalloc failed and the allocator "

@@ -275,6 +275,31 @@ uint64_t an_segment_size_for(uint64_t size)
 	return (size + 2 * MR_MIB - 1) / (2 * MR_MIB) * (2 * MR_MIB);
 }
 
+/* Whether training went on after the OOM at event `at`: a backward pass began after it and then
+ * an optimizer step, or a second backward pass (an optimizer that allocates nothing). A snapshot
+ * dumped in the except block, or by the OOM observer, sees at most the unwinding's frees and a
+ * retry that died too: no completed step. Counts the backward passes into *backwards. */
+static int went_on_after(const md_snapshot *s, const an_stack_info *info, const md_device *md,
+                         size_t at, size_t *backwards)
+{
+	int in_backward = 0, stepped = 0;
+	size_t n = 0;
+	for (size_t i = at + 1; i < md->event_count; i++) {
+		const md_event *e = &md->events[i];
+		if (e->action != MD_ACT_ALLOC || e->stack >= s->stack_count)
+			continue;
+		uint32_t f = info[e->stack].flags;
+		int bwd = (f & (AN_SF_BACKWARD | AN_SF_ENGINE_THREAD)) != 0;
+		if (bwd && !in_backward)
+			n++;
+		in_backward = bwd;
+		if (!bwd && n && (f & AN_SF_OPTIMIZER) && !(f & AN_SF_MODULE_CALL))
+			stepped = 1;
+	}
+	*backwards = n;
+	return (n >= 1 && stepped) || n >= 2;
+}
+
 static void oom_layout(const md_snapshot *s, const an_stack_info *info, const md_device *md,
                        an_device *dv)
 {
@@ -287,6 +312,10 @@ static void oom_layout(const md_snapshot *s, const an_stack_info *info, const md
 			break;
 	const md_event *e = &md->events[at];
 	an_oom *o = &dv->oom;
+	if (went_on_after(s, info, md, at, &dv->recovered_backwards)) {
+		dv->oom_recovered = 1;
+		return;
+	}
 	o->present = 1;
 	o->event = at;
 	o->requested = e->size;

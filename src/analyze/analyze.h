@@ -90,6 +90,12 @@ typedef struct {
 	size_t peak_allocated_event, peak_reserved_event;
 	uint64_t oom_events;
 	size_t last_oom_event; /* valid when oom_events > 0 */
+	/* The run went on past the trace's last OOM: a backward pass and an optimizer step (or
+	 * two backward passes) came after it, so the error was caught and handled (a batch-size
+	 * finder, a retry loop) and the snapshot shows the run later, alive. oom.present is then 0:
+	 * no OOM ended the run in this evidence. recovered_backwards: backward passes after it. */
+	int oom_recovered;
+	size_t recovered_backwards;
 	an_point *timeline;
 	size_t timeline_count;
 
