@@ -246,7 +246,6 @@ typedef struct {
 	int truncated;
 } pd_series;
 
-/* An allocation's free event in a min-heap of the live ones. */
 /* An allocation whose free falls in a later window of events than its alloc: kept in that
  * window's list until the walk reaches it. */
 typedef struct {
