@@ -574,6 +574,7 @@ TABLE += [
                                       never=["expandable_segments", "no_grad_eval", "activation_checkpointing"],
                                       no_finds=["oom_fragmentation"], log=True)),
     ("kv_prealloc_pool_oom", dict(cause="capacity", kind="inference", first="release_references",
+                                  change_has={"release_references": "fewer blocks"},
                                   never=["expandable_segments", "no_grad_eval", "activation_checkpointing",
                                          "gradient_accumulation", "fsdp", "cpu_offload"],
                                   no_finds=["memory_growth", "oom_fragmentation"], log=True)),

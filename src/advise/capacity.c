@@ -565,6 +565,27 @@ static int allocated_before_loop(const ad_ctx *c, uint32_t stack)
 	return seen > 0;
 }
 
+/* Whether every allocation with stack comes before the first allocation of a model's forward
+ * (a module call's, not a parameter's), at least once: made before the work, not by it. */
+static int allocated_before_work(const ad_ctx *c, uint32_t stack)
+{
+	const md_device *md = md_find_device(c->s, c->dv->device);
+	size_t seen = 0;
+	for (size_t i = 0; md && i < md->event_count; i++) {
+		const md_event *e = &md->events[i];
+		if (e->action != MD_ACT_ALLOC || e->stack >= c->s->stack_count)
+			continue;
+		if (e->stack == stack) {
+			seen++;
+			continue;
+		}
+		const an_stack_info *si = &c->info[e->stack];
+		if ((si->flags & AN_SF_MODULE_CALL) && si->category != AN_CAT_PARAMETERS)
+			return seen > 0;
+	}
+	return 0;
+}
+
 /* Beside the batch's levers: the largest site of tensors that are neither model state nor
  * activations and that the trace shows made once before the loop (a dataset moved to the GPU
  * whole, a table the code made), when it holds a quarter of live memory or more and at least
@@ -739,15 +760,35 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 			ad_text_printf(&t, "with no stack recorded");
 		ad_text_printf(&t, ", holds %s in %llu blocks.", ad_sz(b2, top->bytes),
 		               (unsigned long long)top->count);
-		if (same_line_as_oom(c, top->stack))
+		/* one tensor, made once before the loop, of half the live memory or more: a buffer
+		 * the code sizes itself (a preallocated cache or pool, a replay buffer) */
+		int sized =
+		    top->count == 1 && top->bytes * 2 >= live &&
+		    (allocated_before_loop(c, top->stack) || allocated_before_work(c, top->stack));
+		if (sized)
+			ad_text_printf(&t,
+			               " It is one tensor made once before the work, which runs "
+			               "beside it: a buffer or data the code sized itself (a "
+			               "preallocated cache or pool, an index, a dataset moved "
+			               "whole). Kept smaller (fewer blocks or tokens for a cache, "
+			               "a lower memory fraction, half precision) or on the CPU "
+			               "with pieces moved in as needed, the work has the "
+			               "difference.");
+		else if (same_line_as_oom(c, top->stack))
 			ad_text_printf(&t,
 			               " The failing request comes from the same line: one "
 			               "operation's outputs and temporaries make this memory, so "
 			               "that operation on smaller pieces of its input (or on the "
 			               "CPU) is the lever.");
-		ad_suggest_text(c, "release_references", AD_PRIO_CAPACITY,
-		                "Free the tensors that hold the memory, or make them smaller",
-		                "del big_tensor  # or keep it on the CPU until it is needed", &t);
+		ad_suggest_text(
+		    c, "release_references", AD_PRIO_CAPACITY,
+		    sized ? "Make the tensor made before the work smaller, or keep it off the GPU"
+		          : "Free the tensors that hold the memory, or make them smaller",
+		    sized
+		        ? "pool = torch.empty(num_blocks * 3 // 4, *block_shape, "
+		          "device=\"cuda\")  # a cache: fewer blocks; data: .half(), or on the CPU"
+		        : "del big_tensor  # or keep it on the CPU until it is needed",
+		    &t);
 	}
 }
 
