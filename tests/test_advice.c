@@ -1381,6 +1381,29 @@ static void test_logits_verdict(void **state)
 	rp_free(&run);
 }
 
+/* cat_grow_loop_oom rebuilds one buffer with torch.cat([feats, f]) every batch (facts.json:
+ * chunk_bytes more each time): the verdict says growth of one tensor made anew, at the chunk's
+ * size a step, not a leak, and the advice collects the pieces in a list. */
+static void test_rebuilt_tensor_verdict(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "cat_grow_loop_oom";
+	char want[64], b[32];
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	mr_format_bytes(b, sizeof b, (uint64_t)tu_corpus_int(s, "facts.json", "chunk_bytes"));
+	snprintf(want, sizeof want, "%s larger each time", b);
+	assert_non_null(
+	    strstr(run.advice.verdict, "Out of memory from growth: one tensor made anew"));
+	assert_non_null(strstr(run.advice.verdict, want));
+	assert_null(strstr(run.advice.verdict, "leak"));
+	const ad_recommendation *r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_non_null(strstr(r->change, "torch.cat(parts)"));
+	rp_free(&run);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1426,6 +1449,7 @@ int main(void)
 	    cmocka_unit_test(test_older_than_trace_first),
 	    cmocka_unit_test(test_no_checkpointing_for_logits_alone),
 	    cmocka_unit_test(test_logits_verdict),
+	    cmocka_unit_test(test_rebuilt_tensor_verdict),
 	    cmocka_unit_test(test_no_older_memory),
 	    cmocka_unit_test(test_library_empty_cache),
 	    cmocka_unit_test(test_resident_data_named),

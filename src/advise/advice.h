@@ -65,6 +65,7 @@ typedef struct {
 	ad_cause cause;
 	int by_growth; /* capacity, filled by memory that grew every iteration: the verdict says a
 	                  leak or kept autograd graphs */
+	int rebuilt;   /* what grew is one tensor made anew, larger, every iteration (growth.c) */
 	/* Figures the evidence does not give (a message without sizes; MPS has no reserved
 	 * total): AD_OOM_NO_* bits. Those fields are 0 and are shown as null or "unknown". */
 	unsigned unknown;

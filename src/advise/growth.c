@@ -153,6 +153,7 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 		    "CPU, or writing into a buffer preallocated at the final size) holds "
 		    "each piece once, with no copy of the whole per iteration.",
 		    ad_sz(b1, site->total_bytes), ad_sz(b2, site->bytes_per_iteration));
+		c->a->oom.rebuilt = 1;
 		ad_suggest_text(
 		    c, "release_references", AD_PRIO_TARGETED + 1,
 		    "Collect the pieces in a list, not one tensor rebuilt each iteration",

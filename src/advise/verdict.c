@@ -119,6 +119,13 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 			    "backward, until the %s request failed.",
 			    sz(b1, r->growth_per_iteration), r->growth_increments,
 			    sz(b2, o->requested));
+		else if (a->oom.rebuilt)
+			mr_buf_printf(b,
+			              "Out of memory from growth: one tensor made anew every "
+			              "iteration, %s larger each time (its old and new copies live "
+			              "at once), over %zu iterations until the %s request failed.",
+			              sz(b1, r->growth_per_iteration), r->growth_increments,
+			              sz(b2, o->requested));
 		else
 			mr_buf_printf(
 			    b,
