@@ -194,10 +194,10 @@ static mr_status live_at(plan_ctx *p, size_t at, double f, int deciding, mr_erro
 	if (!deciding)
 		out->fixed_bytes = p->dv->initial_allocated;
 	for (size_t k = 0; k < live.cap; k++) {
-		if (!live.keys[k])
+		if (!live.slots[k].key)
 			continue;
-		const md_event *e = &ev[live.vals[k]];
-		int scales = p->scales[live.vals[k]] != 0;
+		const md_event *e = &ev[live.slots[k].val];
+		int scales = p->scales[live.slots[k].val] != 0;
 		uint64_t b = block_size(scales ? (uint64_t)ceil((double)e->size * f) : e->size);
 		if (!deciding)
 			*(scales ? &out->scaling_bytes : &out->fixed_bytes) += b;
@@ -207,8 +207,9 @@ static mr_status live_at(plan_ctx *p, size_t at, double f, int deciding, mr_erro
 			goto oom;
 	}
 	for (size_t k = 0; k < bytes.cap; k++)
-		if (bytes.keys[k] && am_get(&blocks, bytes.keys[k] - 1, &v))
-			keep_deciding(out, (uint32_t)(bytes.keys[k] - 1), bytes.vals[k], v);
+		if (bytes.slots[k].key && am_get(&blocks, bytes.slots[k].key - 1, &v))
+			keep_deciding(out, (uint32_t)(bytes.slots[k].key - 1), bytes.slots[k].val,
+			              v);
 	goto done;
 oom:
 	st = mr_oom(err);

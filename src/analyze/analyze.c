@@ -380,9 +380,9 @@ static mr_status peak_live(const md_snapshot *s, const an_stack_info *info, cons
 	if (!dv->peak_sites || !slot_of)
 		goto oom;
 	for (size_t i = 0; i < live.cap; i++) {
-		if (!live.keys[i])
+		if (!live.slots[i].key)
 			continue;
-		const peak_block *pb = &blocks[live.vals[i]];
+		const peak_block *pb = &blocks[live.slots[i].val];
 		if (!slot_of[pb->stack]) {
 			dv->peak_sites[dv->peak_site_count].stack = pb->stack;
 			slot_of[pb->stack] = (uint32_t)++dv->peak_site_count;

@@ -496,8 +496,8 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 		if (i == last_oom && ff.armed) {
 			if (ff.retried)
 				for (size_t k = 0; k < ff.held.cap; k++)
-					if (ff.held.keys[k])
-						out->held_from_failed += ff.held.vals[k];
+					if (ff.held.slots[k].key)
+						out->held_from_failed += ff.held.slots[k].val;
 			out->handled_oom_event = ff.oom_event;
 			ff.armed = 0;
 		}
@@ -609,8 +609,8 @@ static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure 
 		goto oom;
 	for (size_t k = 0; k < maps[1].cap; k++) {
 		uint64_t before;
-		if (maps[1].keys[k] && am_get(&maps[0], maps[1].keys[k] - 1, &before))
-			ratios[n++] = (double)maps[1].vals[k] / (double)before;
+		if (maps[1].slots[k].key && am_get(&maps[0], maps[1].slots[k].key - 1, &before))
+			ratios[n++] = (double)maps[1].slots[k].val / (double)before;
 	}
 	if (n >= INPUT_MIN_SITES) {
 		uint64_t key = inner_key(c, c->md->events[oom].stack), before;
@@ -890,9 +890,9 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 	size_t from = out->starts[1], to = out->starts[m - 1];
 	size_t nsites = 0;
 	for (size_t i = 0; i < w->live.cap; i++) {
-		if (!w->live.keys[i])
+		if (!w->live.slots[i].key)
 			continue;
-		size_t ai = (size_t)w->live.vals[i];
+		size_t ai = (size_t)w->live.slots[i].val;
 		if (ai < from || ai >= to)
 			continue;
 		uint32_t stk = ev[ai].stack < c->s->stack_count ? ev[ai].stack : 0;
@@ -935,8 +935,9 @@ static mr_status read_carried(const sctx *c, const live_walk *w, an_structure *o
 	if (!by_stack)
 		return mr_oom(err);
 	for (size_t i = 0; i < w->live.cap; i++) {
-		size_t ai = (size_t)w->live.vals[i];
-		uint32_t stk = w->live.keys[i] && ai >= from && ai < to ? ev[ai].stack : UINT32_MAX;
+		size_t ai = (size_t)w->live.slots[i].val;
+		uint32_t stk =
+		    w->live.slots[i].key && ai >= from && ai < to ? ev[ai].stack : UINT32_MAX;
 		if (stk >= c->s->stack_count ||
 		    an_stack_category(c->info, stk, AN_CAT_GRADIENTS) != AN_CAT_ACTIVATIONS)
 			continue;

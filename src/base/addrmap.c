@@ -17,25 +17,19 @@ static size_t slot_of(uint64_t key, size_t cap)
 static int grow(am_map *m)
 {
 	size_t ncap = m->cap ? m->cap * 2 : 4096;
-	uint64_t *k = mr_alloc_array(ncap, sizeof *k), *v = mr_alloc_array(ncap, sizeof *v);
-	if (!k || !v) {
-		free(k);
-		free(v);
+	am_slot *t = mr_alloc_array(ncap, sizeof *t);
+	if (!t)
 		return -1;
-	}
 	for (size_t i = 0; i < m->cap; i++) {
-		if (!m->keys[i])
+		if (!m->slots[i].key)
 			continue;
-		size_t h = slot_of(m->keys[i], ncap);
-		while (k[h])
+		size_t h = slot_of(m->slots[i].key, ncap);
+		while (t[h].key)
 			h = (h + 1) & (ncap - 1);
-		k[h] = m->keys[i];
-		v[h] = m->vals[i];
+		t[h] = m->slots[i];
 	}
-	free(m->keys);
-	free(m->vals);
-	m->keys = k;
-	m->vals = v;
+	free(m->slots);
+	m->slots = t;
 	m->cap = ncap;
 	return 0;
 }
@@ -46,12 +40,11 @@ int am_put(am_map *m, uint64_t addr, uint64_t val)
 		return -1;
 	uint64_t key = addr + 1;
 	size_t h = slot_of(key, m->cap);
-	while (m->keys[h] && m->keys[h] != key)
+	while (m->slots[h].key && m->slots[h].key != key)
 		h = (h + 1) & (m->cap - 1);
-	if (!m->keys[h])
+	if (!m->slots[h].key)
 		m->count++;
-	m->keys[h] = key;
-	m->vals[h] = val;
+	m->slots[h] = (am_slot){key, val};
 	return 0;
 }
 
@@ -60,9 +53,9 @@ int am_get(const am_map *m, uint64_t addr, uint64_t *val)
 	if (!m->cap)
 		return 0;
 	uint64_t key = addr + 1;
-	for (size_t h = slot_of(key, m->cap); m->keys[h]; h = (h + 1) & (m->cap - 1))
-		if (m->keys[h] == key) {
-			*val = m->vals[h];
+	for (size_t h = slot_of(key, m->cap); m->slots[h].key; h = (h + 1) & (m->cap - 1))
+		if (m->slots[h].key == key) {
+			*val = m->slots[h].val;
 			return 1;
 		}
 	return 0;
@@ -74,29 +67,27 @@ int am_take(am_map *m, uint64_t addr, uint64_t *val)
 		return 0;
 	uint64_t key = addr + 1;
 	size_t h = slot_of(key, m->cap);
-	while (m->keys[h] && m->keys[h] != key)
+	while (m->slots[h].key && m->slots[h].key != key)
 		h = (h + 1) & (m->cap - 1);
-	if (!m->keys[h])
+	if (!m->slots[h].key)
 		return 0;
-	*val = m->vals[h];
+	*val = m->slots[h].val;
 	/* Shift later members of the cluster back so lookups never stop early. */
 	size_t hole = h;
-	for (size_t j = (h + 1) & (m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1)) {
-		size_t home = slot_of(m->keys[j], m->cap);
+	for (size_t j = (h + 1) & (m->cap - 1); m->slots[j].key; j = (j + 1) & (m->cap - 1)) {
+		size_t home = slot_of(m->slots[j].key, m->cap);
 		if (((j - home) & (m->cap - 1)) >= ((j - hole) & (m->cap - 1))) {
-			m->keys[hole] = m->keys[j];
-			m->vals[hole] = m->vals[j];
+			m->slots[hole] = m->slots[j];
 			hole = j;
 		}
 	}
-	m->keys[hole] = 0;
+	m->slots[hole].key = 0;
 	m->count--;
 	return 1;
 }
 
 void am_free(am_map *m)
 {
-	free(m->keys);
-	free(m->vals);
+	free(m->slots);
 	memset(m, 0, sizeof *m);
 }
