@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "advise/cause.h"
 #include "decode/amount.h"
@@ -1149,6 +1150,100 @@ static void test_stats_errors(void **state)
 	expect_stats_error(deep, "nested too deeply");
 }
 
+/* The traceback above a message: the frame that asked (innermost) and the user's own. On a real
+ * log (cat_grow_loop_oom's train.log: its facts.json names the line that grows the buffer), on
+ * a framework's deep traceback, and on text that only looks like one. */
+static void parse_buf(const char *d, ev_text *t)
+{
+	mr_error err = {0};
+	if (ev_parse_text(d, strlen(d), t, &err) != MR_OK)
+		fail_msg("%s", err.msg);
+}
+
+#define OOM_LINE                                                                                   \
+	"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a "    \
+	"total capacity of 79.15 GiB of which 3.00 MiB is free. Including non-PyTorch memory, "    \
+	"this process has 79.14 GiB memory in use. Of the allocated memory 78.00 GiB is "          \
+	"allocated "                                                                               \
+	"by PyTorch, and 500.00 MiB is reserved by PyTorch but unallocated.\n"
+
+static void test_oom_traceback(void **state)
+{
+	(void)state;
+	ev_text t = {0};
+	char path[1024];
+	size_t len = 0;
+	char *facts =
+	    read_text(tu_sample("cat_grow_loop_oom", "facts.json", path, sizeof path), &len);
+	char *grow = strstr(facts, "\"grow\": \"");
+	assert_non_null(grow);
+	grow += strlen("\"grow\": \"");
+	*strchr(grow, '"') = '\0';
+	parse_file(tu_sample("cat_grow_loop_oom", "train.log", path, sizeof path), &t);
+	assert_int_equal(t.oom_count, 1);
+	const ev_oom *o = &t.ooms[0];
+	assert_string_equal(o->raised.code, grow); /* the line facts.json says grows the buffer */
+	assert_string_equal(o->raised.function, "body");
+	assert_true(o->raised.line > 0);
+	assert_int_equal(o->user.line, o->raised.line); /* the user's own line asked */
+	ev_text_free(&t);
+	free(facts);
+
+	/* a library's frame asked; the user's is further up, past caret lines */
+	parse_buf("Traceback (most recent call last):\n"
+	          "  File \"/home/me/train.py\", line 40, in <module>\n"
+	          "    trainer.train()\n"
+	          "  File \"/usr/lib/python3/site-packages/transformers/trainer.py\", line 9, in "
+	          "train\n"
+	          "    return inner()\n"
+	          "           ^^^^^^^\n"
+	          "  File \"/usr/lib/python3/site-packages/torch/nn/functional.py\", line 77, in "
+	          "silu\n"
+	          "    return torch._C._nn.silu(input)\n" OOM_LINE,
+	          &t);
+	o = &t.ooms[0];
+	assert_string_equal(o->raised.function, "silu");
+	assert_int_equal(o->raised.line, 77);
+	assert_string_equal(o->raised.code, "return torch._C._nn.silu(input)");
+	assert_string_equal(o->user.file, "/home/me/train.py");
+	assert_int_equal(o->user.line, 40);
+	assert_string_equal(o->user.code, "trainer.train()");
+	ev_text_free(&t);
+
+	/* no traceback: a line that is not one, or a message alone */
+	parse_buf("  File \"x.py\", line 3, in f\nsome other output\n" OOM_LINE OOM_LINE, &t);
+	assert_int_equal(t.oom_count, 2);
+	assert_int_equal(t.ooms[0].raised.line, 0);
+	assert_int_equal(t.ooms[1].raised.line, 0); /* the first message is no traceback */
+	ev_text_free(&t);
+}
+
+/* Many messages, each with a traceback: each walk stops at the message before it, so the log
+ * is read a bounded number of times, not once per message (a cap only against quadratic
+ * work). */
+static void test_oom_traceback_linear(void **state)
+{
+	(void)state;
+	enum { N = 20000 };
+	static const char unit[] = "  File \"/w/t.py\", line 5, in f\n    x = g()\n" OOM_LINE;
+	size_t u = sizeof unit - 1;
+	char *d = malloc(u * N + 1);
+	assert_non_null(d);
+	for (size_t i = 0; i < N; i++)
+		memcpy(d + i * u, unit, u);
+	d[u * N] = '\0';
+	ev_text t = {0};
+	clock_t c0 = clock();
+	parse_buf(d, &t);
+	double secs = (double)(clock() - c0) / CLOCKS_PER_SEC;
+	assert_int_equal(t.oom_count, N);
+	assert_int_equal(t.ooms[N - 1].raised.line, 5);
+	assert_string_equal(t.ooms[N - 1].user.code, "x = g()");
+	assert_true(secs < 20);
+	ev_text_free(&t);
+	free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1173,6 +1268,8 @@ int main(void)
 	    cmocka_unit_test(test_cause_thresholds),
 	    cmocka_unit_test(test_stats_variants),
 	    cmocka_unit_test(test_stats_errors),
+	    cmocka_unit_test(test_oom_traceback),
+	    cmocka_unit_test(test_oom_traceback_linear),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

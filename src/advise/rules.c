@@ -533,12 +533,31 @@ static void list_messages(ad_ctx *c)
 		    c, "several_ooms", AD_INFO,
 		    "The logs hold %zu out-of-memory messages; the last (line %zu) is analysed.",
 		    t->oom_count, t->ooms[t->oom_count - 1].line);
-	for (size_t i = 0; i < t->oom_count; i++)
-		ad_note(
-		    c, "oom_message", AD_INFO, "Line %zu: %s out of memory, %s requested (%s era).",
-		    t->ooms[i].line, t->ooms[i].backend[0] ? t->ooms[i].backend : "CUDA",
-		    t->ooms[i].has_requested ? ad_sz(b1, t->ooms[i].requested_bytes) : "nothing",
-		    ev_oom_era_name(t->ooms[i].era));
+	for (size_t i = 0; i < t->oom_count; i++) {
+		const ev_oom *o = &t->ooms[i];
+		ad_text x = {0};
+		ad_text_printf(&x, "Line %zu: %s out of memory, %s requested (%s era)", o->line,
+		               o->backend[0] ? o->backend : "CUDA",
+		               o->has_requested ? ad_sz(b1, o->requested_bytes) : "nothing",
+		               ev_oom_era_name(o->era));
+		/* the traceback's innermost line, where the memory was asked, and the user's own */
+		const ev_frame *f[2] = {&o->raised, &o->user};
+		int same =
+		    o->user.line == o->raised.line && strcmp(o->user.file, o->raised.file) == 0;
+		for (int k = 0; k < 2; k++) {
+			if (!f[k]->line || (k == 1 && same))
+				continue;
+			ad_text_printf(&x, "%s %s (",
+			               k == 0 ? (same ? ", raised in your" : ", raised in")
+			                      : "; your code:",
+			               f[k]->function);
+			ad_text_path(&x, f[k]->file);
+			ad_text_printf(&x, ":%ld)%s%s", f[k]->line, f[k]->code[0] ? ": " : "",
+			               f[k]->code);
+		}
+		ad_text_printf(&x, ".");
+		ad_note_text(c, "oom_message", AD_INFO, &x);
+	}
 }
 
 /* OOMs the run caught and went on from (analyze.c went_on_after): they did not end it, so the

@@ -549,8 +549,149 @@ static int ev_may_start(char c)
 	return c == 'T' || c == 'w' || c == 'b' || c == 'e' || c == 'C' || c == 'o' || c == 'O';
 }
 
+/* ---- the traceback above a message ---- */
+
+enum { TB_MAX_LINES = 400, TB_MAX_LINE = 4096 }; /* a deep framework traceback fits */
+
+static void copy_text(char *out, size_t cap, const char *s, size_t n)
+{
+	while (n && (*s == ' ' || *s == '\t'))
+		s++, n--;
+	while (n && (s[n - 1] == ' ' || s[n - 1] == '\r' || s[n - 1] == '\t'))
+		n--;
+	n = n < cap - 1 ? n : cap - 1;
+	memcpy(out, s, n);
+	out[n] = '\0';
+}
+
+/* A caret line under a frame's code (Python 3.11+): blanks, '^' and '~' only. */
+static int caret_line(const char *s, size_t n)
+{
+	int marks = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '^' || s[i] == '~')
+			marks = 1;
+		else if (s[i] != ' ' && s[i] != '\r')
+			return 0;
+	}
+	return marks;
+}
+
+/* `  File "PATH", line N, in FUNCTION`: 1 and the parts, else 0. */
+static int frame_line(const char *s, size_t n, const char **path, size_t *path_n, long *line,
+                      const char **fn, size_t *fn_n)
+{
+	static const char head[] = "File \"", mid[] = "\", line ", tail[] = ", in ";
+	size_t i = 0;
+	while (i < n && s[i] == ' ')
+		i++;
+	if (i == 0 || n - i < sizeof head || memcmp(s + i, head, sizeof head - 1))
+		return 0;
+	i += sizeof head - 1;
+	const char *m = NULL;
+	for (size_t j = i; j + sizeof mid - 1 <= n; j++)
+		if (memcmp(s + j, mid, sizeof mid - 1) == 0)
+			m = s + j; /* the last one: a path may hold the text itself */
+	if (!m)
+		return 0;
+	*path = s + i;
+	*path_n = (size_t)(m - (s + i));
+	size_t k = (size_t)(m - s) + sizeof mid - 1;
+	long v = 0;
+	size_t digits = 0;
+	while (k < n && s[k] >= '0' && s[k] <= '9' && digits < 9)
+		v = v * 10 + (s[k++] - '0'), digits++;
+	if (!digits || n - k < sizeof tail - 1 || memcmp(s + k, tail, sizeof tail - 1))
+		return 0;
+	*line = v;
+	*fn = s + k + sizeof tail - 1;
+	*fn_n = n - (k + sizeof tail - 1);
+	return 1;
+}
+
+/* Code that is a library's or Python's own, not the user's. */
+static int library_path(const char *p, size_t n)
+{
+	static const char *const marks[] = {"site-packages/", "dist-packages/", "/lib/python",
+	                                    "<frozen ", "\\Lib\\"};
+	for (size_t i = 0; i < sizeof marks / sizeof *marks; i++) {
+		size_t m = strlen(marks[i]);
+		for (size_t j = 0; j + m <= n; j++)
+			if (memcmp(p + j, marks[i], m) == 0)
+				return 1;
+	}
+	return 0;
+}
+
+static void set_frame(ev_frame *f, const char *path, size_t path_n, const char *fn, size_t fn_n,
+                      long line, const char *code, size_t code_n)
+{
+	copy_text(f->file, sizeof f->file, path, path_n);
+	copy_text(f->function, sizeof f->function, fn, fn_n);
+	copy_text(f->code, sizeof f->code, code ? code : "", code ? code_n : 0);
+	f->line = line;
+}
+
+/* Reads the traceback in the lines of d[floor..at) just above the message's line (at: its
+ * start), innermost frame last as Python prints it, into o->raised and o->user. */
+static void read_traceback(const char *d, size_t floor, size_t at, ev_oom *o)
+{
+	const char *code = NULL;
+	size_t code_n = 0, end = at;
+	for (int lines = 0; end > floor && lines < TB_MAX_LINES; lines++) {
+		size_t e = end - 1, b = e; /* d[e] is the line break before `end` */
+		while (b > floor && d[b - 1] != '\n' && e - b < TB_MAX_LINE)
+			b--;
+		if (b > floor && d[b - 1] != '\n')
+			return; /* a line too long to be a traceback's */
+		const char *s = d + b, *path, *fn;
+		size_t n = e - b, path_n, fn_n;
+		long line;
+		end = b;
+		if (caret_line(s, n))
+			continue;
+		if (frame_line(s, n, &path, &path_n, &line, &fn, &fn_n)) {
+			if (!o->raised.line)
+				set_frame(&o->raised, path, path_n, fn, fn_n, line, code, code_n);
+			if (!library_path(path, path_n)) {
+				set_frame(&o->user, path, path_n, fn, fn_n, line, code, code_n);
+				return;
+			}
+			code = NULL;
+			continue;
+		}
+		if (n && s[0] == ' ' && !code) {
+			code = s;
+			code_n = n;
+			continue;
+		}
+		return; /* the traceback, if any, ends here */
+	}
+}
+
+/* The traceback of every message from `first` on: each one's traceback lies between the
+ * line of the message before it and its own line, so the log is read once. */
+static void read_tracebacks(const char *d, size_t len, ev_oom *items, size_t first, size_t count)
+{
+	size_t off = 0, line = 1, floor = 0;
+	for (size_t i = first; i < count; i++) {
+		while (line < items[i].line && off < len) {
+			const char *nl = memchr(d + off, '\n', len - off);
+			if (!nl)
+				break;
+			off = (size_t)(nl - d) + 1;
+			line++;
+		}
+		if (line != items[i].line)
+			break;
+		read_traceback(d, floor, off, &items[i]);
+		floor = off;
+	}
+}
+
 mr_status ev_find_ooms(const char *d, size_t len, ev_oom **items, size_t *count, mr_error *err)
 {
+	size_t first = *count;
 	ev_squeezed q = {0};
 	size_t cap = *count;
 	mr_status st = ev_squeeze(d, len, &q, err);
@@ -581,6 +722,8 @@ mr_status ev_find_ooms(const char *d, size_t len, ev_oom **items, size_t *count,
 	}
 	free(q.s);
 	free(q.line_at);
+	if (st == MR_OK)
+		read_tracebacks(d, len, *items, first, *count);
 	return st;
 }
 

@@ -43,6 +43,11 @@ typedef struct {
 } ev_process;
 
 typedef struct {
+	char file[192], function[64], code[160];
+	long line;
+} ev_frame;
+
+typedef struct {
 	size_t line;      /* 1-based line of the input where the message starts */
 	int era;          /* enum ev_oom_era */
 	char backend[16]; /* word before "out of memory" ("CUDA", "HIP", "XPU", "MPS"...), else the
@@ -70,6 +75,12 @@ typedef struct {
 	int requested_more_than_1eb; /* "Tried to allocate more than 1EB memory" */
 	ev_process *other_processes; /* "Process N has X memory in use", in message order */
 	size_t other_process_count;
+	/* The Python traceback printed just above the message: its innermost frame (where the
+	 * memory was asked), and its innermost frame outside the installed packages and the
+	 * standard library (the user's own line; the same frame when the innermost is the user's).
+	 * line 0 when there is none. Strings are as the log wrote them (cut to fit), not escaped.
+	 */
+	ev_frame raised, user;
 } ev_oom;
 
 /* Appends every message of d[0..len) to *items (*count of them so far, the array grown with

@@ -116,8 +116,16 @@ static mr_status merge_text(ev_text *dst, ev_text *src, mr_error *err)
 		}
 	for (size_t i = 0; i < src->oom_count; i++) {
 		if (am_get(&earlier, oom_key(&src->ooms[i]), &at) &&
-		    same_oom(&oo[at], &src->ooms[i]))
+		    same_oom(&oo[at], &src->ooms[i])) {
+			/* the message cut out alone has lost its traceback: the log's copy has it
+			 */
+			ev_oom *kept = &oo[at], *o = &src->ooms[i];
+			if (!kept->raised.line) {
+				kept->raised = o->raised;
+				kept->user = o->user;
+			}
 			continue; /* its process list stays with src, freed with it */
+		}
 		oo[dst->oom_count++] = src->ooms[i];
 		/* the message's process list now belongs to dst */
 		src->ooms[i].other_processes = NULL;
