@@ -48,7 +48,9 @@ typedef struct {
  * and tools/record_heldout7.py; notebook_stale_model_oom: after its first model's cells,
  * tools/record_heldout11.py; ckpt_load_no_map_location_oom: after its setup's training,
  * tools/record_heldout17.py; hf_trainer_gradckpt_healthy's 20000 entries wrapped,
- * tools/record_heldout13.py). Their peaks are lower bounds. */
+ * tools/record_heldout13.py; forward_hook_cache_oom: after its setup's steps, and the 20000
+ * entries of varsize_images_native_healthy and varsize_images_expandable wrapped,
+ * tools/record_heldout18.py). Their peaks are lower bounds. */
 static int known_truncated(const char *name)
 {
 	static const char *const names[] = {"gpt_large_trace",
@@ -68,7 +70,10 @@ static int known_truncated(const char *name)
 	                                    "cudagraph_many_shapes_oom",
 	                                    "maml_create_graph_oom",
 	                                    "loss_list_tiny_growth_healthy",
-	                                    "ckpt_load_no_map_location_oom"};
+	                                    "ckpt_load_no_map_location_oom",
+	                                    "forward_hook_cache_oom",
+	                                    "varsize_images_native_healthy",
+	                                    "varsize_images_expandable"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(name, names[i]) == 0)
 			return 1;

@@ -273,6 +273,42 @@ int ad_rule_carried(ad_ctx *c)
 	return 1;
 }
 
+int ad_rule_held(ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	const an_oom *o = &c->dv->oom;
+	uint64_t live = c->dv->pool[AN_POOL_ALL].allocated;
+	char b1[32], b2[32], b3[32];
+	if (!r || !o->present || ad_run_kind(c) != AN_RUN_TRAINING || r->growth_found || !live ||
+	    !r->held_activations)
+		return 0;
+	uint64_t lacked = o->requested > o->usable_free ? o->requested - o->usable_free : 0;
+	if (r->held_activations < lacked || r->held_activations * 10 < live)
+		return 0;
+	ad_note(c, "activations_held_over", AD_WARNING,
+	        "When iteration %zu of the trace began, %s of activations that the previous "
+	        "iteration's forward allocated were still alive (the OOM lacked %s, with %s "
+	        "live): the backward and the optimizer step had run, so something outside "
+	        "autograd held them: forward hooks that store module outputs (features[name] = "
+	        "out), an output, logits or loss tensor kept in a variable or attribute until "
+	        "the next step replaces it. The next forward replaces them only as it goes, "
+	        "and the same references keep this step's outputs alive beyond what the "
+	        "backward needs.",
+	        r->held_iteration + 1, ad_sz(b1, r->held_activations), ad_sz(b2, lacked),
+	        ad_sz(b3, live));
+	ad_suggest(c, "release_references", AD_PRIO_TARGETED,
+	           "Keep the step's outputs detached, or drop them before the next step",
+	           "features[name] = out.detach()  # in a forward hook; or .cpu(), or "
+	           "handle.remove() when not needed\n"
+	           "loss_value = loss.item(); del out, loss  # before the next forward",
+	           "%s of the previous step's forward outputs were still alive when the next "
+	           "step began, more than the %s the failing request lacked. Detached (or "
+	           "moved to the CPU), kept outputs hold no autograd graph and free the "
+	           "memory autograd would have freed; a smaller batch only comes after.",
+	           ad_sz(b1, r->held_activations), ad_sz(b2, lacked));
+	return 1;
+}
+
 /* cudaMalloc retries from a memory_stats() dump or the last memory_summary() table, the one
  * retry each OOM makes taken out; -1 when neither says. */
 static long text_retries(const ad_ctx *c)

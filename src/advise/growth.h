@@ -29,6 +29,12 @@ void ad_rule_releases(ad_ctx *c);
  * (loss.backward(retain_graph=True), a loss or output kept across steps), so the batch is not
  * what fills the memory. Says so and advises releasing them; returns whether it did. */
 int ad_rule_carried(ad_ctx *c);
+/* An OOM in training, no growth, ad_rule_carried silent: when a later iteration began, an
+ * earlier one's forward still held activation bytes (an_structure.held_activations) of at
+ * least what the failing request lacked and a tenth of live memory. Outputs kept past their
+ * step (forward hooks storing module outputs, a stored output or loss): the references are
+ * the lever before the batch. Says so and advises releasing them; returns whether it did. */
+int ad_rule_held(ad_ctx *c);
 /* Forwards that keep their graphs and compute a loss with no backward (AN_KIND_GRAPH_LOSSES)
  * may be the microbatches of one training step whose losses are added up: the alternative to
  * no_grad, ranked right after it. per_forward: what each forward keeps. */

@@ -361,6 +361,8 @@ static void advise_oom(ad_ctx *c)
 	 * batch's levers still shrink the rest, after the leak's */
 	if (!ad_leak_explains(c)) {
 		int carried = ad_rule_carried(c);
+		if (!carried)
+			carried = ad_rule_held(c);
 		size_t before = c->a->rec_count;
 		ad_rule_gathered_predictions(c);
 		ad_rule_logits(c);

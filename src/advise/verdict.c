@@ -152,6 +152,14 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "Out of memory while retrying: %s of the %s live belongs to a forward pass "
 		    "that an earlier out-of-memory error ended and that is still referenced.",
 		    sz(b1, r->held_from_failed), sz(b2, dv->pool[AN_POOL_ALL].allocated));
+	else if (ad_finding_of(a, "activations_held_over"))
+		mr_buf_printf(
+		    b,
+		    "Out of memory with outputs kept across steps: %s of the previous step's "
+		    "forward outputs were still alive when the next step began (%s live when "
+		    "the %s request failed).",
+		    sz(b1, r->held_activations), sz(b2, dv->pool[AN_POOL_ALL].allocated),
+		    sz(b3, o->requested));
 	else if (ad_finding_of(a, "activations_carried"))
 		mr_buf_printf(
 		    b,

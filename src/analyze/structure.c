@@ -787,12 +787,20 @@ static void walk_free(live_walk *w)
 	free(w->peak);
 }
 
-static mr_status walk_live(const sctx *c, const an_structure *out, uint64_t initial, live_walk *w,
+static int is_activation(const sctx *c, uint32_t stack)
+{
+	return stack < c->s->stack_count &&
+	       an_stack_category(c->info, stack, AN_CAT_GRADIENTS) == AN_CAT_ACTIVATIONS;
+}
+
+static mr_status walk_live(const sctx *c, an_structure *out, uint64_t initial, live_walk *w,
                            mr_error *err)
 {
 	const md_event *ev = c->md->events;
-	size_t m = out->start_count, k = 0;
-	uint64_t alloc = initial, at;
+	size_t m = out->start_count, k = 0, first = m ? out->starts[0] : 0;
+	/* activations allocated since the first iteration's start and live now: at a later
+	 * iteration's start, what earlier iterations' forwards left alive (held_activations) */
+	uint64_t alloc = initial, at, acts = 0;
 	int64_t now = 0;
 	memset(w, 0, sizeof *w);
 	w->level = mr_alloc_array(m, sizeof *w->level);
@@ -803,6 +811,10 @@ static mr_status walk_live(const sctx *c, const an_structure *out, uint64_t init
 		for (; k < m && out->starts[k] == i; k++) {
 			w->level[k] = (int64_t)alloc;
 			w->peak[k] = now;
+			if (k && acts > out->held_activations) {
+				out->held_activations = acts;
+				out->held_iteration = k;
+			}
 		}
 		const md_event *e = &ev[i];
 		if (e->action == MD_ACT_ALLOC) {
@@ -810,11 +822,15 @@ static mr_status walk_live(const sctx *c, const an_structure *out, uint64_t init
 			now += (int64_t)e->size;
 			if (am_put(&w->live, e->addr, i))
 				return mr_oom(err);
+			if (i >= first && is_activation(c, e->stack))
+				acts += block_size(e->size);
 		} else if (e->action == MD_ACT_FREE_REQUESTED) {
 			uint64_t b = block_size(e->size);
 			alloc = alloc > b ? alloc - b : 0;
 			now -= (int64_t)e->size;
-			am_take(&w->live, e->addr, &at);
+			if (am_take(&w->live, e->addr, &at) && at >= first && at < i &&
+			    is_activation(c, ev[at].stack))
+				acts = acts > b ? acts - b : 0;
 		}
 		if (k)
 			w->peak[k - 1] = MR_MAX(w->peak[k - 1], now);

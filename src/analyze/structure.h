@@ -142,6 +142,12 @@ typedef struct {
 	 * cache). carried_stack: the stack holding the most of them. */
 	uint64_t carried_activations;
 	uint32_t carried_stack;
+	/* The most activation bytes an earlier iteration's forward allocated that were still live
+	 * when a later iteration began (at iteration held_iteration's start, 1-based past the
+	 * first): outputs kept across the step (forward hooks storing them, a stored output or
+	 * loss), whether or not the next forward then overwrote and freed them. */
+	uint64_t held_activations;
+	size_t held_iteration;
 
 	/* Segments given back to CUDA and asked for again. */
 	size_t empty_cache_releases; /* release groups from torch.cuda.empty_cache() after the first
