@@ -635,7 +635,10 @@ done:
 /* ---- iteration boundaries from annotations ---- */
 
 /* The START of the record_function annotation that repeats most often on this device (an
- * optimizer step, usually), at least 4 times, mapped to the first event at or after it. */
+ * optimizer step, usually), at least 4 times, mapped to the first event at or after it. An
+ * annotation that mostly starts inside an open occurrence of a repeated annotation (its own
+ * name or another: FSDP's per-module forward, whose root call holds every wrapped layer's) is a
+ * call nested in a call, not a step: it is not taken, whatever its count. */
 static mr_status annotation_starts(const sctx *c, an_structure *out, mr_error *err)
 {
 	const md_snapshot *s = c->s;
@@ -646,7 +649,7 @@ static mr_status annotation_starts(const sctx *c, an_structure *out, mr_error *e
 		return MR_OK;
 	/* names are string ids: count them in one pass over a small table */
 	uint32_t names[64];
-	size_t counts[64], nn = 0;
+	size_t counts[64], nested[64] = {0}, depth[64] = {0}, nn = 0;
 	for (size_t i = 0; i < s->annotation_count; i++) {
 		const md_annotation *a = &s->annotations[i];
 		if (a->is_end || a->device != md->id || a->time_us == MD_TIME_NONE)
@@ -662,8 +665,30 @@ static mr_status annotation_starts(const sctx *c, an_structure *out, mr_error *e
 		}
 		counts[j]++;
 	}
+	/* second pass, in trace order: which STARTs fall inside an open repeated annotation */
+	for (size_t i = 0; i < s->annotation_count; i++) {
+		const md_annotation *a = &s->annotations[i];
+		if (a->device != md->id || a->time_us == MD_TIME_NONE)
+			continue;
+		size_t j = 0;
+		while (j < nn && names[j] != a->name)
+			j++;
+		if (j == nn)
+			continue;
+		if (a->is_end) {
+			if (depth[j])
+				depth[j]--;
+			continue;
+		}
+		for (size_t k = 0; k < nn; k++)
+			if (depth[k] && counts[k] >= 2) {
+				nested[j]++;
+				break;
+			}
+		depth[j]++;
+	}
 	for (size_t j = 0; j < nn; j++)
-		if (counts[j] > best_count) {
+		if (counts[j] > best_count && nested[j] * 2 < counts[j]) {
 			best = names[j];
 			best_count = counts[j];
 		}
