@@ -48,9 +48,13 @@ plan="$work/plan"
 : >"$plan"
 pending=0
 outputs=0
+widest=0 # the widest line of every text-format output: each must fit 80 columns
 flush() {
 	[ "$pending" -gt 0 ] || return 0
 	awk '$1 == "F" { print $2 }' "$plan" | xargs sed -i "s/$version/VERSION/g"
+	w=$(awk '$1 == "F" && $3 ~ /[\/.]text$/ { print $2 }' "$plan" | xargs -r cat |
+		LC_ALL=C.UTF-8 wc -L | tr -d ' ')
+	[ "${w:-0}" -gt "$widest" ] && widest=$w
 	awk '$1 == "F" { print $2 }' "$plan" | xargs sha256sum >"$work/sums"
 	awk 'NR == FNR { sum[$2] = $1; next }
 	     $1 == "F" { print sum[$2], $3; next }
@@ -178,6 +182,12 @@ fi
 
 flush
 cd "$top" || exit 1
+# the corpus's text reports, read here rather than written again by cli.sh
+if [ "$widest" -le 80 ]; then
+	echo "ok 2 - every text-format output above fits 80 columns ($widest)"
+else
+	echo "not ok 2 - every text-format output above fits 80 columns (longest $widest)"
+fi
 if [ "$update" = --update ]; then
 	mkdir -p "$(dirname "$want")"
 	cp "$got" "$want"
