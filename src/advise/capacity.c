@@ -794,21 +794,40 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 
 /* ---- the loss's logits ---- */
 
-/* The largest live block of the diagnosed device, with its stack. */
-static const md_block *largest_live(const ad_ctx *c)
+/* Which live blocks a scan takes: any (LIVE_ANY), those the loss or the output projection made
+ * of size a or b (LIVE_LOGITS), those F.interpolate made of at least a bytes (LIVE_RESIZED). */
+enum live_kind { LIVE_ANY, LIVE_LOGITS, LIVE_RESIZED };
+static int logits_stack(const ad_ctx *c, uint32_t stack);
+
+/* The largest live block of the diagnosed device that `kind` takes, NULL when none. */
+static const md_block *largest_of(const ad_ctx *c, enum live_kind kind, uint64_t a, uint64_t b)
 {
 	const md_block *best = NULL;
 	const an_device *dv = c->dv;
 	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
 		const md_segment *seg = &c->s->segments[i];
 		for (size_t j = 0; j < seg->block_count; j++) {
-			const md_block *b = &c->s->blocks[seg->first_block + j];
-			if (b->state == MD_BLOCK_ACTIVE_ALLOCATED &&
-			    (!best || b->size > best->size))
-				best = b;
+			const md_block *bl = &c->s->blocks[seg->first_block + j];
+			if (bl->state != MD_BLOCK_ACTIVE_ALLOCATED ||
+			    (best && bl->size <= best->size))
+				continue;
+			if (kind == LIVE_LOGITS &&
+			    ((bl->size != a && bl->size != b) || !logits_stack(c, bl->stack)))
+				continue;
+			if (kind == LIVE_RESIZED &&
+			    (bl->size < a || bl->stack >= c->s->stack_count ||
+			     !(c->info[bl->stack].flags & AN_SF_RESIZE)))
+				continue;
+			best = bl;
 		}
 	}
 	return best;
+}
+
+/* The largest live block of the diagnosed device, with its stack. */
+static const md_block *largest_live(const ad_ctx *c)
+{
+	return largest_of(c, LIVE_ANY, 0, 0);
 }
 
 /* Whether the innermost shown Python frame of a stack is user code: an operation the model's
@@ -848,37 +867,13 @@ static int logits_stack(const ad_ctx *c, uint32_t stack)
  * cache can be larger). */
 static const md_block *live_logits_sized(const ad_ctx *c, uint64_t a, uint64_t b)
 {
-	const md_block *best = NULL;
-	const an_device *dv = c->dv;
-	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
-		const md_segment *seg = &c->s->segments[i];
-		for (size_t j = 0; j < seg->block_count; j++) {
-			const md_block *bl = &c->s->blocks[seg->first_block + j];
-			if (bl->state == MD_BLOCK_ACTIVE_ALLOCATED &&
-			    (bl->size == a || bl->size == b) && (!best || bl->size > best->size) &&
-			    logits_stack(c, bl->stack))
-				best = bl;
-		}
-	}
-	return best;
+	return largest_of(c, LIVE_LOGITS, a, b);
 }
 
 /* The largest live block of at least `min` bytes that F.interpolate made (AN_SF_RESIZE). */
 static const md_block *live_resized(const ad_ctx *c, uint64_t min)
 {
-	const md_block *best = NULL;
-	const an_device *dv = c->dv;
-	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
-		const md_segment *seg = &c->s->segments[i];
-		for (size_t j = 0; j < seg->block_count; j++) {
-			const md_block *bl = &c->s->blocks[seg->first_block + j];
-			if (bl->state == MD_BLOCK_ACTIVE_ALLOCATED && bl->size >= min &&
-			    (!best || bl->size > best->size) && bl->stack < c->s->stack_count &&
-			    (c->info[bl->stack].flags & AN_SF_RESIZE))
-				best = bl;
-		}
-	}
-	return best;
+	return largest_of(c, LIVE_RESIZED, min, 0);
 }
 
 /* What the logits are, in words, into t. */
