@@ -609,9 +609,10 @@ TABLE += [
                                               "activation_checkpointing", "release_references"],
                                        no_finds=["memory_growth", "oom_capacity", "allocator_retries"])),
     # a nineteenth held-out set (tools/record_heldout19.py)
-    ("hf_pipeline_batch_oom", dict(cause="capacity", first="reduce_microbatch",
+    # a pipeline's forward runs the model under no_grad: inference, nothing to switch off
+    ("hf_pipeline_batch_oom", dict(cause="capacity", kind="inference", first="reduce_microbatch",
                                    never=["activation_checkpointing", "gradient_accumulation", "fsdp",
-                                          "cpu_offload", "release_references"],
+                                          "cpu_offload", "release_references", "no_grad_eval"],
                                    no_finds=["memory_growth", "oom_fragmentation"], log=True)),
     ("lightning_kept_outputs_leak_oom", dict(cause="capacity", kind="training", first="release_references",
                                              finds=["memory_growth"], techniques=["autocast"],

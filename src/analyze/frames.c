@@ -247,6 +247,7 @@ enum {
 #define F_LIBRARY F(27)     /* an_library_file */
 #define F_ALLOCATOR F(28)   /* CUDACachingAllocator, memory_snapshot.cpp */
 #define F_EVAL_LOOP F(29)   /* Lightning's loops/prediction_loop.py, loops/evaluation_loop.py */
+#define F_HF_PIPELINE F(30) /* transformers/pipelines/base.py */
 #define TEXT_READ ((uint64_t)1 << 63)
 
 static uint64_t name_bits(const char *name)
@@ -292,6 +293,7 @@ static uint64_t file_bits(const char *file)
 	    {F_HF_GENERATE, "transformers/generation/"},
 	    {F_HF_TRAINER, "transformers/trainer.py"},
 	    {F_HF_CACHE, "transformers/cache_utils.py"},
+	    {F_HF_PIPELINE, "transformers/pipelines/base.py"},
 	    {F_LIGHTNING, "lightning/"},
 	    {F_LIGHTNING, "pytorch_lightning/"},
 	    {F_LOOPS_OPT, "loops/optimization/"},
@@ -411,6 +413,9 @@ static uint32_t markers(const char *name, uint64_t b)
 		}
 		if (b & F_HF_CACHE)
 			f |= AN_SF_KV_CACHE;
+		/* a pipeline's forward runs the model under its inference context (no_grad) */
+		if ((b & F_HF_PIPELINE) && strcmp(name, "forward") == 0)
+			f |= AN_SF_NO_GRAD_LOOP;
 		if (strcmp(name, "nested_concat") == 0)
 			f |= AN_SF_GATHER_PREDS;
 	}
