@@ -906,6 +906,22 @@ static void test_state_growth(void **state)
 	rp_free(&run);
 }
 
+/* A run called training for its technique names the technique as the reason, once: fsdp_oom
+ * died in its first forward (no backward yet) under FSDP and autocast. */
+static void test_what_ran_names_the_technique(void **state)
+{
+	(void)state;
+	rp_report run;
+	assert_int_equal(load_sample("fsdp_oom", NULL, &run), 0);
+	const an_structure *r = &run.an.devices[0].run;
+	assert_int_equal(r->kind, AN_RUN_TRAINING);
+	assert_int_equal(r->evidence, AN_KIND_TECHNIQUE);
+	assert_string_equal(run.advice.what_ran,
+	                    "Training (FSDP is on, a technique for training), one "
+	                    "iteration; autocast (mixed precision).");
+	rp_free(&run);
+}
+
 /* A WGAN-GP critic step (wgan_gp_double_backward_oom): the real pass and the fake pass each
  * backwarded, then the gradient penalty's autograd.grad(create_graph=True) died. Two backward
  * passes with no step between, but after forwards from different lines: the losses of one
@@ -1456,6 +1472,7 @@ int main(void)
 	    cmocka_unit_test(test_mha_need_weights),
 	    cmocka_unit_test(test_quadratic_input),
 	    cmocka_unit_test(test_recurrent_state_growth),
+	    cmocka_unit_test(test_what_ran_names_the_technique),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

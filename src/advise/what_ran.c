@@ -32,25 +32,58 @@ static const char *evidence_words(an_kind_evidence e)
 	}
 }
 
+static const char *const techs[AN_TECH_COUNT] = {
+    "FSDP",          "DDP",         "activation checkpointing",
+    "torch.compile", "CUDA graphs", "autocast (mixed precision)"};
+
+/* the techniques only a training step has a use for (what AN_KIND_TECHNIQUE stands on) */
+#define TRAINING_TECHS (AN_TECH_FSDP | AN_TECH_DDP | AN_TECH_CHECKPOINT)
+
+/* "FSDP and activation checkpointing are on, techniques for training)" */
+static void put_training_techs(mr_buf *b, uint32_t named)
+{
+	unsigned n = 0, total = 0;
+	for (unsigned i = 0; i < AN_TECH_COUNT; i++)
+		total += (named >> i) & 1u;
+	for (unsigned i = 0; i < AN_TECH_COUNT; i++) {
+		if (!(named & (1u << i)))
+			continue;
+		n++;
+		const char *sep = n == 1       ? ""
+		                  : n == total ? (total > 2 ? ", and " : " and ")
+		                               : ", ";
+		mr_buf_printf(b, "%s%s", sep, techs[i]);
+	}
+	mr_buf_puts(b, total > 1 ? " are on, techniques for training)"
+	                         : " is on, a technique for training)");
+}
+
 int ad_write_what_ran(ad_advice *a, const an_structure *run)
 {
 	mr_buf b = {0};
 	if (run && run->evidence != AN_KIND_NO_TRACE) {
 		static const char *const kinds[] = {"Unknown kind of run", "Training", "Evaluation",
 		                                    "Inference"};
-		mr_buf_printf(&b, "%s (%s)", kinds[run->kind], evidence_words(run->evidence));
+		/* the techniques that made it training are named there, not again in the list */
+		uint32_t named = 0;
+		if (run->evidence == AN_KIND_TECHNIQUE)
+			named = run->techniques & TRAINING_TECHS;
+		if (named)
+			mr_buf_printf(&b, "%s (", kinds[run->kind]);
+		else
+			mr_buf_printf(&b, "%s (%s)", kinds[run->kind],
+			              evidence_words(run->evidence));
+		if (named)
+			put_training_techs(&b, named);
 		if (run->start_count > 1)
 			mr_buf_printf(&b, ", %zu iterations", run->start_count);
 		else if (run->start_count == 1 || run->forward_spans)
 			mr_buf_printf(&b, ", one iteration");
 		if (run->accumulating && run->kind == AN_RUN_TRAINING)
 			mr_buf_puts(&b, ", gradients accumulated over microbatches");
-		static const char *const techs[AN_TECH_COUNT] = {
-		    "FSDP",          "DDP",         "activation checkpointing",
-		    "torch.compile", "CUDA graphs", "autocast (mixed precision)"};
 		const char *sep = "; ";
 		for (unsigned i = 0; i < AN_TECH_COUNT; i++)
-			if (run->techniques & (1u << i)) {
+			if ((run->techniques & ~named) & (1u << i)) {
 				mr_buf_printf(&b, "%s%s", sep, techs[i]);
 				sep = ", ";
 			}
