@@ -68,13 +68,13 @@ int ad_write_what_ran(ad_advice *a, const an_structure *run)
 		uint32_t named = 0;
 		if (run->evidence == AN_KIND_TECHNIQUE)
 			named = run->techniques & TRAINING_TECHS;
-		if (named)
+		if (named) {
 			mr_buf_printf(&b, "%s (", kinds[run->kind]);
-		else
+			put_training_techs(&b, named);
+		} else {
 			mr_buf_printf(&b, "%s (%s)", kinds[run->kind],
 			              evidence_words(run->evidence));
-		if (named)
-			put_training_techs(&b, named);
+		}
 		if (run->start_count > 1)
 			mr_buf_printf(&b, ", %zu iterations", run->start_count);
 		else if (run->start_count == 1 || run->forward_spans)
