@@ -628,6 +628,31 @@ TABLE += [
     ("accelerate_grad_accum_healthy", dict(cause=None, kind="training", first="", techniques=["autocast"],
                                            never=["gradient_accumulation", "mixed_precision"],
                                            no_finds=["memory_growth", "high_fragmentation"])),
+    # a twenty-second held-out set (tools/record_heldout22.py): growth that comes in steps
+    ("optimizer_recreated_leak_oom", dict(cause="capacity", kind="training", first="release_references",
+                                          finds=["memory_growth"], techniques=["autocast"],
+                                          never=["no_grad_eval", "activation_checkpointing"],
+                                          not_first=["reduce_microbatch", "mixed_precision", "cpu_offload",
+                                                     "fsdp", "expandable_segments"],
+                                          no_finds=["oom_fragmentation"], log=True)),
+    ("ema_deepcopy_each_eval_leak_oom", dict(cause="capacity", kind="training",
+                                             first="release_references",
+                                             finds=["memory_growth", "trace_truncated"],
+                                             never=["no_grad_eval", "activation_checkpointing"],
+                                             not_first=["reduce_microbatch", "mixed_precision",
+                                                        "cpu_offload", "fsdp"],
+                                             no_finds=["oom_fragmentation"], log=True)),
+    ("periodic_log_tensors_leak_oom", dict(cause="capacity", kind="training", first="release_references",
+                                           finds=["memory_growth"],
+                                           never=["no_grad_eval", "activation_checkpointing"],
+                                           not_first=["reduce_microbatch", "expandable_segments"],
+                                           no_finds=["oom_fragmentation"], log=True)),
+    ("expandable_varlen_healthy", dict(cause=None, kind="training", first="", techniques=["autocast"],
+                                       never=["expandable_segments"],
+                                       no_finds=["memory_growth", "high_fragmentation"])),
+    ("sparse_embedding_sparseadam_healthy", dict(cause=None, kind="training", first="",
+                                                 never=["expandable_segments"],
+                                                 no_finds=["memory_growth", "high_fragmentation"])),
     ("llama_s1024_16g_b2", dict(cause=None, kind="training", no_finds=["memory_growth"])),
     ("gpt8_s256_8g_b4", dict(cause=None, kind="training", no_finds=["memory_growth"])),
     ("resnet50_10g_b16", dict(cause=None, kind="training", no_finds=["memory_growth"])),
@@ -831,6 +856,18 @@ def non_pytorch(doc, d):
 
 
 number_check("train_leak", "growth per iteration equals PyTorch's per-step allocated", leak_per_step)
+def stepped_growth(doc, d):
+    # a new optimizer every `cycle_iterations`: one AdamW state (2 x the parameters) each time
+    f = json.load(open(os.path.join(d, "facts.json")))
+    r = doc.get("run") or {}
+    want_step, want_every = 2 * f["model_param_bytes"], f["settings"]["cycle_iterations"]
+    ok = close(r.get("growth_step_bytes"), want_step, 0.02) and r.get("growth_every_iterations") == want_every
+    return ok, "step %s every %s iterations, want %d every %d" % (
+        r.get("growth_step_bytes"), r.get("growth_every_iterations"), want_step, want_every)
+
+
+number_check("optimizer_recreated_leak_oom", "growth in steps: one optimizer's state every cycle",
+             stepped_growth)
 number_check("other_process", "the other process, the device's free bytes and the limit",
              other_processes, log=True)
 number_check("cupy_non_pytorch", "memory outside PyTorch's allocator in this process",

@@ -196,11 +196,21 @@ void ad_rule_growth(ad_ctx *c)
 		return;
 	}
 	uint64_t allocated = c->dv->pool[AN_POOL_ALL].allocated;
-	ad_text_printf(&t,
-	               "Live memory grows %s per iteration and is not released: at the start of "
-	               "%zu of %zu iterations it was higher than the one before (%s in all).",
-	               ad_sz(b1, r->growth_per_iteration), r->growth_positive, r->growth_increments,
-	               ad_sz(b2, total));
+	if (r->growth_stepped)
+		ad_text_printf(
+		    &t,
+		    "Live memory grows in steps of %s, about every %zu iterations, and is "
+		    "not released: it rose at the start of %zu of %zu iterations and "
+		    "stayed (%s in all, %s per iteration on average).",
+		    ad_sz(b1, r->growth_step_bytes), r->growth_step_every, r->growth_positive,
+		    r->growth_increments, ad_sz(b2, total), ad_sz(b3, r->growth_per_iteration));
+	else
+		ad_text_printf(&t,
+		               "Live memory grows %s per iteration and is not released: at the "
+		               "start of %zu of %zu iterations it was higher than the one before "
+		               "(%s in all).",
+		               ad_sz(b1, r->growth_per_iteration), r->growth_positive,
+		               r->growth_increments, ad_sz(b2, total));
 	if (site && an_user_frame(c->s, site->stack)) {
 		ad_text_printf(&t, " The largest grower is ");
 		ad_user_site(&t, c->s, site->stack);

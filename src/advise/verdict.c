@@ -126,6 +126,13 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 			              "at once), over %zu iterations until the %s request failed.",
 			              sz(b1, r->growth_per_iteration), r->growth_increments,
 			              sz(b2, o->requested));
+		else if (r->growth_stepped)
+			mr_buf_printf(
+			    b,
+			    "Out of memory from a leak: live memory grew %s about every %zu "
+			    "iterations over %zu iterations until the %s request failed.",
+			    sz(b1, r->growth_step_bytes), r->growth_step_every,
+			    r->growth_increments, sz(b2, o->requested));
 		else
 			mr_buf_printf(
 			    b,
@@ -203,6 +210,15 @@ static ad_moment healthy_verdict(mr_buf *b, const ad_advice *a, const an_device 
 	char b1[32], b2[32], b3[32];
 	const an_structure *r = &dv->run;
 	const ad_finding *growth = ad_finding_of(a, "memory_growth");
+	if (growth && growth->severity != AD_INFO && r->growth_stepped) {
+		mr_buf_printf(b,
+		              "Memory grows %s about every %zu iterations and is never released: "
+		              "%s over %zu iterations.",
+		              sz(b1, r->growth_step_bytes), r->growth_step_every,
+		              sz(b2, r->growth_per_iteration * r->growth_increments),
+		              r->growth_increments);
+		return AD_MOMENT_SNAPSHOT;
+	}
 	if (growth && growth->severity != AD_INFO) {
 		mr_buf_printf(b,
 		              "Memory grows %s per iteration and is never released: %s over %zu "

@@ -885,6 +885,35 @@ static mr_status read_peak_rise(const live_walk *w, an_structure *out, mr_error 
 	return MR_OK;
 }
 
+/* Growth in steps (an_structure.growth_stepped) over the increments inc[0..n): at least three
+ * rises of GROWTH_MIN_BYTES or more, the largest at most twice the smallest (one kind of thing
+ * added each time); no increment between them falling by half the smallest rise or more, and
+ * the increments' sum short of the rises' by less than that: what each rise added is still
+ * alive. Fills out's step fields and growth_per_iteration (the average) and returns 1 when so. */
+static int read_steps(const int64_t *inc, size_t n, an_structure *out)
+{
+	size_t rises = 0, first = 0, last = 0;
+	int64_t smallest = INT64_MAX, largest = 0, sum_rises = 0, sum = 0, lowest = 0;
+	for (size_t i = 0; i < n; i++) {
+		sum += inc[i];
+		lowest = MR_MIN(lowest, inc[i]);
+		if (inc[i] < (int64_t)GROWTH_MIN_BYTES)
+			continue;
+		first = rises++ ? first : i;
+		last = i;
+		sum_rises += inc[i];
+		smallest = MR_MIN(smallest, inc[i]);
+		largest = MR_MAX(largest, inc[i]);
+	}
+	if (rises < 3 || largest > 2 * smallest || -lowest * 2 >= smallest ||
+	    (sum_rises - sum) * 2 >= smallest)
+		return 0;
+	out->growth_step_bytes = (uint64_t)(sum_rises / (int64_t)rises);
+	out->growth_step_every = (last - first + (rises - 1) / 2) / (rises - 1);
+	out->growth_per_iteration = (uint64_t)(sum / (int64_t)n);
+	return 1;
+}
+
 /* Live allocated bytes at the start of every iteration (the walk's levels); and which
  * allocations after the first iteration are still alive at its end, by stack. */
 static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *out, mr_error *err)
@@ -901,11 +930,16 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 	/* increments between the starts of iterations 1, 2, ...: the first is warm-up (the
 	 * optimizer's state, workspaces, caches appear there) */
 	size_t n = 0, positive = 0;
-	int returned = 0; /* a later start back at or below the first counted one's level */
+	/* a later start back at or below the first counted one's level, after memory had risen
+	 * above it (a flat stretch before growth that comes in steps gives nothing back) */
+	int returned = 0;
+	int64_t highest = m > 1 ? level[1] : 0;
 	for (size_t j = 1; j + 1 < m; j++) {
 		inc[n] = level[j + 1] - level[j];
 		positive += inc[n] >= (int64_t)GROWTH_MIN_BYTES;
-		returned |= j + 1 < m - 1 && level[j + 1] <= level[1];
+		returned |= j + 1 < m - 1 && level[j + 1] <= level[1] &&
+		            highest >= level[1] + (int64_t)GROWTH_MIN_BYTES;
+		highest = MR_MAX(highest, level[j + 1]);
 		n++;
 	}
 	out->growth_increments = n;
@@ -913,9 +947,20 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 	out->growth_checked = n >= 2;
 	if (!out->growth_checked)
 		goto done;
+	an_structure steps = {0};
+	int stepped = read_steps(inc, n, &steps);
 	qsort(inc, n, sizeof *inc, i64_cmp);
 	int64_t median = inc[n / 2];
 	out->growth_found = median >= (int64_t)GROWTH_MIN_BYTES && positive * 4 >= n * 3;
+	/* growth at most iterations is growth per iteration; rarer rises are steps */
+	stepped = stepped && !out->growth_found;
+	if (stepped) {
+		out->growth_found = 1;
+		out->growth_stepped = 1;
+		out->growth_step_bytes = steps.growth_step_bytes;
+		out->growth_step_every = steps.growth_step_every;
+		out->growth_per_iteration = steps.growth_per_iteration;
+	}
 	/* a leak keeps what it adds: live memory back where the first counted iteration began,
 	 * at a later iteration's start, gave back what the iterations before it added (an outer
 	 * step freeing what its inner passes built up, as higher-order gradients or retained
@@ -924,7 +969,8 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 		out->growth_found = 0;
 		out->growth_released = 1;
 	}
-	out->growth_per_iteration = median > 0 ? (uint64_t)median : 0;
+	if (!stepped)
+		out->growth_per_iteration = median > 0 ? (uint64_t)median : 0;
 	if (!out->growth_found)
 		goto done;
 	/* what is still alive from iterations 1 .. m-2 (whole iterations after the first) */

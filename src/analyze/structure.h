@@ -124,12 +124,20 @@ typedef struct {
 	/* Growth: live memory at the start of each iteration after the first. */
 	int growth_checked; /* enough iterations to compare (three after the first) */
 	int growth_found;
-	uint64_t growth_per_iteration; /* median increase per iteration */
+	uint64_t growth_per_iteration; /* median increase per iteration (stepped: the average) */
 	/* The iterations' increases were given back within the trace: at a later iteration's
 	 * start live memory was back at or below the first counted one's (memory built up
 	 * inside a larger cycle, such as an outer step, and released by it): no growth found. */
 	int growth_released;
 	size_t growth_increments, growth_positive;
+	/* Growth in steps: live memory rose at only some iterations' starts (a new optimizer, a
+	 * model copy or a logged tensor every few iterations), at least three rises within 2x of
+	 * each other, nothing given back between them, all still there at the end. Then
+	 * growth_per_iteration is the average over all increments, growth_step_bytes the median
+	 * rise and growth_step_every the median number of iterations from one rise to the next. */
+	int growth_stepped;
+	uint64_t growth_step_bytes;
+	size_t growth_step_every;
 	/* How much each whole iteration's peak allocated rises over the one before, the median;
 	 * 0 unless it rises at three of four increments at least, over three or more. */
 	uint64_t peak_rise;

@@ -354,6 +354,12 @@ static void run_json(mr_buf *b, const rp_report *run)
 		json_u64(b, "growth_per_iteration_bytes", st->growth_per_iteration, 1);
 	else
 		mr_buf_puts(b, ", \"growth_per_iteration_bytes\": null");
+	if (st && st->growth_found && st->growth_stepped) {
+		json_u64(b, "growth_step_bytes", st->growth_step_bytes, 1);
+		json_u64(b, "growth_every_iterations", st->growth_step_every, 1);
+	} else {
+		mr_buf_puts(b, ", \"growth_step_bytes\": null, \"growth_every_iterations\": null");
+	}
 	mr_buf_puts(b, ", \"summary\": ");
 	mr_json_str(b, run->advice.what_ran ? run->advice.what_ran : "");
 	mr_buf_puts(b, "}");
