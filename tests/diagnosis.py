@@ -29,6 +29,7 @@ UNPACKED = subprocess.run(["sh", "tests/unpack_corpus.sh"]).returncode == 0
 #   not_first: ids that must not come first
 #   finds / no_finds: finding ids that must / must not appear
 #   techniques: ids that must be in run.techniques; no_techniques: must not
+#   iterations: run.iterations (the real iterations the trace shows; None: no boundaries)
 #   log: also give the sample's train.log (the evidence a user has)
 #   folder: a run with no snapshot: give memreport its folder (log, stats, summary)
 CAPACITY_ACTS = ("reduce_microbatch", "activation_checkpointing")
@@ -630,6 +631,7 @@ TABLE += [
                                            no_finds=["memory_growth", "high_fragmentation"])),
     # a twenty-second held-out set (tools/record_heldout22.py): growth that comes in steps
     ("optimizer_recreated_leak_oom", dict(cause="capacity", kind="training", first="release_references",
+                                          change_has={"release_references": "opt.state.clear()"},
                                           finds=["memory_growth"], techniques=["autocast"],
                                           never=["no_grad_eval", "activation_checkpointing"],
                                           not_first=["reduce_microbatch", "mixed_precision", "cpu_offload",
@@ -637,10 +639,11 @@ TABLE += [
                                           no_finds=["oom_fragmentation"], log=True)),
     ("ema_deepcopy_each_eval_leak_oom", dict(cause="capacity", kind="training",
                                              first="release_references",
+                                             change_has={"release_references": "update it in place"},
                                              finds=["memory_growth", "trace_truncated"],
-                                             never=["no_grad_eval", "activation_checkpointing"],
-                                             not_first=["reduce_microbatch", "mixed_precision",
-                                                        "cpu_offload", "fsdp"],
+                                             never=["no_grad_eval", "activation_checkpointing",
+                                                    "reduce_microbatch", "mixed_precision",
+                                                    "cpu_offload", "fsdp"],
                                              no_finds=["oom_fragmentation"], log=True)),
     ("periodic_log_tensors_leak_oom", dict(cause="capacity", kind="training", first="release_references",
                                            finds=["memory_growth"],
@@ -720,6 +723,9 @@ def check(label, doc, want):
         problems.append("run.kind %s, want %s" % (kind, want["kind"]))
     if "kind_in" in want and kind not in want["kind_in"]:
         problems.append("run.kind %s, want one of %s" % (kind, "|".join(want["kind_in"])))
+    iters = (doc.get("run") or {}).get("iterations")
+    if "iterations" in want and iters != want["iterations"]:
+        problems.append("run.iterations %s, want %s" % (iters, want["iterations"]))
     for rid, words in want.get("change_has", {}).items():
         ch = [r.get("change") or "" for r in doc.get("recommendations", []) if r["id"] == rid]
         if not ch or words not in ch[0]:

@@ -922,6 +922,48 @@ static void test_what_ran_names_the_technique(void **state)
 	rp_free(&run);
 }
 
+/* Growth that is all one kind of model state gets that kind's fix. A new AdamW every 4
+ * iterations kept by its scheduler (optimizer_recreated_leak_oom): keep one optimizer. A
+ * deepcopy of the model kept at each evaluation (ema_deepcopy_each_eval_leak_oom), its trace
+ * wrapped so that only the last copies are in it: keep one copy, and the leak is measured by
+ * what the copying sites hold at the snapshot (the copies the run kept, as it counted them),
+ * so it fills the memory and no batch or precision lever is offered. A new head and its
+ * AdamW state per task (head_per_task_oom) keeps the mixed wording. */
+static void test_state_growth_by_kind(void **state)
+{
+	(void)state;
+	rp_report run;
+	assert_int_equal(load_sample("optimizer_recreated_leak_oom", NULL, &run), 0);
+	const ad_recommendation *r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_string_equal(r->title, "Keep one optimizer");
+	assert_non_null(strstr(r->change, "opt.state.clear()"));
+	rp_free(&run);
+
+	const char *s = "ema_deepcopy_each_eval_leak_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_string_equal(r->title, "Keep one copy of the model");
+	uint64_t kept = (uint64_t)tu_corpus_int(s, "facts.json", "copies_kept") *
+	                (uint64_t)tu_corpus_int(s, "facts.json", "copy_bytes_each");
+	assert_true(run.an.devices[0].truncated);
+	assert_true(run.advice.growth_alive >= kept);
+	assert_true(run.advice.growth_alive - kept < kept / 10);
+	assert_true(run.advice.oom.by_growth);
+	assert_null(rec_of(&run, "mixed_precision"));
+	assert_null(rec_of(&run, "reduce_microbatch"));
+	rp_free(&run);
+
+	assert_int_equal(load_sample("head_per_task_oom", NULL, &run), 0);
+	r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_string_equal(r->title, "Stop creating parameters every iteration");
+	rp_free(&run);
+}
+
 /* A WGAN-GP critic step (wgan_gp_double_backward_oom): the real pass and the fake pass each
  * backwarded, then the gradient penalty's autograd.grad(create_graph=True) died. Two backward
  * passes with no step between, but after forwards from different lines: the losses of one
@@ -1473,6 +1515,7 @@ int main(void)
 	    cmocka_unit_test(test_quadratic_input),
 	    cmocka_unit_test(test_recurrent_state_growth),
 	    cmocka_unit_test(test_what_ran_names_the_technique),
+	    cmocka_unit_test(test_state_growth_by_kind),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

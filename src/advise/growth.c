@@ -2,6 +2,7 @@
 #include "advise/growth.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/mem.h"
@@ -14,14 +15,51 @@ static int generation_growth(const ad_ctx *c, const an_growth_site *site)
 	       ((flags & AN_SF_KV_CACHE) || (c->run->flags_seen & AN_SF_GENERATE));
 }
 
+/* What the growing stacks hold at the snapshot: of a truncated trace, the iterations before
+ * its window too. An activation's stack is every forward's, the current one's too: of those,
+ * what the window's iterations kept. 0 when it cannot be counted. */
+static uint64_t growing_stacks_live(const ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	uint64_t live = 0;
+	uint8_t *grows = calloc(c->s->stack_count ? c->s->stack_count : 1, 1);
+	if (!grows)
+		return 0;
+	for (size_t j = 0; j < r->growth_site_count; j++) {
+		const an_growth_site *g = &r->growth_sites[j];
+		if (g->stack >= c->s->stack_count ||
+		    an_stack_category(c->info, g->stack, AN_CAT_GRADIENTS) == AN_CAT_ACTIVATIONS)
+			live += g->total_bytes;
+		else
+			grows[g->stack] = 1;
+	}
+	for (size_t i = 0; i < c->dv->site_count; i++) {
+		uint32_t st = c->dv->sites[i].stack;
+		if (st != MD_NO_STACK && st < c->s->stack_count && grows[st])
+			live += c->dv->sites[i].bytes;
+	}
+	free(grows);
+	return live;
+}
+
+uint64_t ad_leak_grown(const ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	if (!r || !r->growth_found)
+		return 0;
+	uint64_t grown = r->growth_per_iteration * r->growth_increments;
+	if (!c->dv->truncated)
+		return grown;
+	return MR_MAX(grown, growing_stacks_live(c));
+}
+
 int ad_leak_explains(const ad_ctx *c)
 {
 	const an_structure *r = c->run;
 	if (!r || !r->growth_found ||
 	    generation_growth(c, r->growth_site_count ? &r->growth_sites[0] : NULL))
 		return 0;
-	return r->growth_per_iteration * r->growth_increments * 2 >=
-	       c->dv->pool[AN_POOL_ALL].allocated;
+	return ad_leak_grown(c) * 2 >= c->dv->pool[AN_POOL_ALL].allocated;
 }
 
 uint64_t ad_leak_rate(const ad_ctx *c)
@@ -42,41 +80,87 @@ int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes)
 	return free_bytes <= ad_leak_rate(c) * r->growth_increments;
 }
 
-/* The bytes per iteration of the growing sites that are parameters or optimizer state, and of
- * all of them. */
-static uint64_t state_growth(const ad_ctx *c, uint64_t *all)
+/* The bytes per iteration of the growing sites, of all of them and of those that are
+ * parameters and optimizer state. */
+typedef struct {
+	uint64_t all, params, optimizer;
+} state_split;
+
+static state_split state_growth(const ad_ctx *c)
 {
 	const an_structure *r = c->run;
-	uint64_t state = 0;
-	*all = 0;
+	state_split sp = {0};
 	for (size_t i = 0; i < r->growth_site_count; i++) {
 		const an_growth_site *g = &r->growth_sites[i];
 		uint32_t st = g->stack < c->s->stack_count ? g->stack : 0;
 		int cat = an_stack_category(c->info, st, AN_CAT_GRADIENTS);
-		*all += g->bytes_per_iteration;
-		if (cat == AN_CAT_PARAMETERS || cat == AN_CAT_OPTIMIZER)
-			state += g->bytes_per_iteration;
+		sp.all += g->bytes_per_iteration;
+		if (cat == AN_CAT_PARAMETERS)
+			sp.params += g->bytes_per_iteration;
+		else if (cat == AN_CAT_OPTIMIZER)
+			sp.optimizer += g->bytes_per_iteration;
 	}
-	return state;
+	return sp;
 }
 
-/* Most of the growth is new parameters and their optimizer state: modules built in the loop,
- * kept by an optimizer (add_param_group) or by the optimizer's hold on the old ones. */
+/* " in steps of S about every k iterations" of stepped growth, else "". */
+static const char *step_words(const an_structure *r, char *buf, size_t size)
+{
+	char b1[32];
+	buf[0] = 0;
+	if (r->growth_stepped)
+		snprintf(buf, size, ", in steps of %s about every %zu iterations",
+		         ad_sz(b1, r->growth_step_bytes), r->growth_step_every);
+	return buf;
+}
+
+/* Most of the growth is parameters or optimizer state: new optimizers kept beside the old
+ * (a list, a learning-rate scheduler holding its optimizer), copies of the model kept (a
+ * deepcopy per evaluation), or modules built in the loop and kept by an optimizer
+ * (add_param_group) with their state. A kind counts as the only one when the other grows
+ * by less than an eighth of the whole. */
 static int suggest_state_growth(ad_ctx *c)
 {
-	char b1[32], b2[32];
-	uint64_t all, state = state_growth(c, &all);
-	if (!all || state * 2 < all)
+	char b1[32], b2[32], steps[96];
+	state_split sp = state_growth(c);
+	uint64_t state = sp.params + sp.optimizer;
+	if (!sp.all || state * 2 < sp.all)
 		return 0;
-	ad_suggest(c, "release_references", AD_PRIO_TARGETED,
-	           "Stop creating parameters every iteration",
-	           "build the module once and reset it in place (module.reset_parameters()); or "
-	           "drop the old ones from the optimizer: for p in old.parameters(): "
-	           "opt.state.pop(p, None), and remove their param group",
-	           "What grows is parameters and optimizer state (%s of the %s per iteration "
-	           "that stays alive): each iteration makes new parameters, and the optimizer "
-	           "keeps them and the old ones, with state for each.",
-	           ad_sz(b1, state), ad_sz(b2, all));
+	step_words(c->run, steps, sizeof steps);
+	if (sp.params * 8 < sp.all)
+		ad_suggest(
+		    c, "release_references", AD_PRIO_TARGETED, "Keep one optimizer",
+		    "build the optimizer once, before the loop; to restart it, clear its "
+		    "state in place (opt.state.clear()) and make a new scheduler for the "
+		    "same optimizer; or drop every reference to the old ones "
+		    "(del old_opt, old_scheduler)",
+		    "What grows is optimizer state (%s of the %s per iteration that stays "
+		    "alive%s), not parameters: new optimizers are made for the same "
+		    "parameters and the old ones stay referenced (a list, a learning-rate "
+		    "scheduler that keeps its optimizer, a closure), each with its own state.",
+		    ad_sz(b1, sp.optimizer), ad_sz(b2, sp.all), steps);
+	else if (sp.optimizer * 8 < sp.all)
+		ad_suggest(
+		    c, "release_references", AD_PRIO_TARGETED, "Keep one copy of the model",
+		    "keep one copy and update it in place (an EMA: "
+		    "torch.optim.swa_utils.AveragedModel, or ema_p.lerp_(p, 1 - decay)); or "
+		    "keep the weights on the CPU: {k: v.detach().cpu() for k, v in "
+		    "model.state_dict().items()}",
+		    "What grows is parameters with no optimizer state (%s of the %s per "
+		    "iteration that stays alive%s): copies of the weights (copy.deepcopy(model), "
+		    "a new module) are made and kept, each the size of the parameters.",
+		    ad_sz(b1, sp.params), ad_sz(b2, sp.all), steps);
+	else
+		ad_suggest(
+		    c, "release_references", AD_PRIO_TARGETED,
+		    "Stop creating parameters every iteration",
+		    "build the module once and reset it in place (module.reset_parameters()); "
+		    "or drop the old ones from the optimizer: for p in old.parameters(): "
+		    "opt.state.pop(p, None), and remove their param group",
+		    "What grows is parameters and optimizer state (%s of the %s per iteration "
+		    "that stays alive): each iteration makes new parameters, and the optimizer "
+		    "keeps them and the old ones, with state for each.",
+		    ad_sz(b1, state), ad_sz(b2, sp.all));
 	return 1;
 }
 
@@ -211,13 +295,20 @@ void ad_rule_growth(ad_ctx *c)
 		               "(%s in all).",
 		               ad_sz(b1, r->growth_per_iteration), r->growth_positive,
 		               r->growth_increments, ad_sz(b2, total));
+	uint64_t grown = ad_leak_grown(c);
+	c->a->growth_alive = grown;
+	if (grown > total)
+		ad_text_printf(&t,
+		               " The trace holds only the last iterations: what the growing sites "
+		               "allocated is %s at the snapshot, earlier iterations' included.",
+		               ad_sz(b1, grown));
 	if (site && an_user_frame(c->s, site->stack)) {
 		ad_text_printf(&t, " The largest grower is ");
 		ad_user_site(&t, c->s, site->stack);
 		ad_text_printf(&t, ", %s per iteration still alive.",
 		               ad_sz(b3, site->bytes_per_iteration));
 	}
-	ad_note_text(c, "memory_growth", total * 4 >= allocated ? AD_CRITICAL : AD_WARNING, &t);
+	ad_note_text(c, "memory_growth", grown * 4 >= allocated ? AD_CRITICAL : AD_WARNING, &t);
 	if (ad_run_kind(c) == AN_RUN_EVALUATION)
 		ad_suggest(
 		    c, "no_grad_eval", AD_PRIO_TARGETED, "Evaluate under torch.no_grad()",

@@ -311,8 +311,7 @@ static void advise_oom(ad_ctx *c)
 	const uint64_t *cat = dv->categories;
 	/* a leak that would fill the free pieces again within a quarter of its growth so far is
 	 * the cause: packing them would only delay the failure */
-	const an_structure *r = c->run;
-	uint64_t grown = r ? r->growth_per_iteration * r->growth_increments : 0;
+	uint64_t grown = ad_leak_grown(c);
 	int leak_fills = (ad_leak_explains(c) && o->usable_free * 4 <= grown) ||
 	                 ad_leak_outgrows(c, o->usable_free);
 	if (could_serve && real_share && !leak_fills) {
