@@ -623,7 +623,7 @@ TABLE += [
     # FSDP1's per-module record_function annotations (FullyShardedDataParallel.forward, nested in
     # the root's) are not iterations: no growth across the wrapped layers of one forward
     ("lightning_fsdp_one_gpu_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
-                                        techniques=["fsdp"], never=["fsdp", "release_references",
+                                        techniques=["fsdp"], iterations=None, never=["fsdp", "release_references",
                                                                     "no_grad_eval"],
                                         no_finds=["memory_growth"], log=True)),
     ("accelerate_grad_accum_healthy", dict(cause=None, kind="training", first="", techniques=["autocast"],

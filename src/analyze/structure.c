@@ -638,7 +638,8 @@ done:
  * optimizer step, usually), at least 4 times, mapped to the first event at or after it. An
  * annotation that mostly starts inside an open occurrence of a repeated annotation (its own
  * name or another: FSDP's per-module forward, whose root call holds every wrapped layer's) is a
- * call nested in a call, not a step: it is not taken, whatever its count. */
+ * call nested in a call, not a step: it is not taken, whatever its count; nor is one that
+ * starts more often than the trace's forwards. */
 static mr_status annotation_starts(const sctx *c, an_structure *out, mr_error *err)
 {
 	const md_snapshot *s = c->s;
@@ -692,7 +693,10 @@ static mr_status annotation_starts(const sctx *c, an_structure *out, mr_error *e
 			best = names[j];
 			best_count = counts[j];
 		}
-	if (best_count < 4)
+	/* an iteration holds a forward at least: an annotation that starts more often than the
+	 * trace's forwards (one more for a step begun before the first) is per module or per
+	 * collective (FSDP2's input cast, a barrier), not per step */
+	if (best_count < 4 || (out->forward_spans && best_count > out->forward_spans + 1))
 		return MR_OK;
 	out->starts = mr_alloc_array(best_count, sizeof *out->starts);
 	if (!out->starts)
