@@ -586,6 +586,11 @@ static int allocated_before_work(const ad_ctx *c, uint32_t stack)
 	return 0;
 }
 
+/* A buffer the code sized itself is one tensor, or at most this many (one per layer), each of
+ * at least SIZED_MIN_TENSOR bytes. */
+#define SIZED_MAX_TENSORS 256
+#define SIZED_MIN_TENSOR (16 * MR_MIB)
+
 /* Beside the batch's levers: the largest site of tensors that are neither model state nor
  * activations and that the trace shows made once before the loop (a dataset moved to the GPU
  * whole, a table the code made), when it holds a quarter of live memory or more and at least
@@ -760,12 +765,24 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 			ad_text_printf(&t, "with no stack recorded");
 		ad_text_printf(&t, ", holds %s in %llu blocks.", ad_sz(b2, top->bytes),
 		               (unsigned long long)top->count);
-		/* one tensor, made once before the loop, of half the live memory or more: a buffer
-		 * the code sizes itself (a preallocated cache or pool, a replay buffer) */
+		/* one tensor or a few large ones (a cache's per layer), made once before the loop,
+		 * of half the live memory or more: a buffer the code sizes itself (a preallocated
+		 * cache or pool, a replay buffer) */
 		int sized =
-		    top->count == 1 && top->bytes * 2 >= live &&
+		    top->count <= SIZED_MAX_TENSORS &&
+		    top->bytes / top->count >= SIZED_MIN_TENSOR && top->bytes * 2 >= live &&
 		    (allocated_before_loop(c, top->stack) || allocated_before_work(c, top->stack));
-		if (sized)
+		if (sized && top->count > 1)
+			ad_text_printf(&t,
+			               " They are %llu tensors made at one line once before the "
+			               "work, which runs beside them: a buffer the code sized "
+			               "itself (a preallocated cache or pool, one tensor per "
+			               "layer; data moved whole). Kept smaller (fewer blocks or "
+			               "tokens for a cache, a lower memory fraction, half "
+			               "precision) or on the CPU with pieces moved in as needed, "
+			               "the work has the difference.",
+			               (unsigned long long)top->count);
+		else if (sized)
 			ad_text_printf(&t,
 			               " It is one tensor made once before the work, which runs "
 			               "beside it: a buffer or data the code sized itself (a "
@@ -782,7 +799,7 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 			               "CPU) is the lever.");
 		ad_suggest_text(
 		    c, "release_references", AD_PRIO_CAPACITY,
-		    sized ? "Make the tensor made before the work smaller, or keep it off the GPU"
+		    sized ? "Make the buffer made before the work smaller, or keep it off the GPU"
 		          : "Free the tensors that hold the memory, or make them smaller",
 		    sized
 		        ? "pool = torch.empty(num_blocks * 3 // 4, *block_shape, "
@@ -1128,6 +1145,79 @@ int ad_rule_attention(ad_ctx *c)
  * median) ask for slack, and it must stay clearly above linear growth. */
 #define QUADRATIC_SLACK 0.75
 
+/* Whether code (one line) is a whole call of scaled_dot_product_attention with no mask: no
+ * attn_mask keyword, no fourth positional argument, no **kwargs, its closing parenthesis on the
+ * line (a call cut by the line, or by the log, cannot tell). */
+static int sdpa_call_without_mask(const char *code)
+{
+	const char *p = strstr(code, "scaled_dot_product_attention(");
+	if (!p || strstr(p, "attn_mask") || strstr(p, "**"))
+		return 0;
+	int depth = 0, keyword = 0;
+	size_t positional = 0;
+	for (p = strchr(p, '(') + 1; *p; p++) {
+		if (*p == '(' || *p == '[' || *p == '{')
+			depth++;
+		else if ((*p == ')' || *p == ']' || *p == '}') && depth)
+			depth--;
+		else if (*p == '=' && !depth)
+			keyword = 1;
+		else if ((*p == ',' || *p == ')') && !depth) {
+			positional += !keyword;
+			keyword = 0;
+			if (*p == ')')
+				return positional <= 3;
+		}
+	}
+	return 0;
+}
+
+/* Whether the log's traceback shows the failing call to be F.scaled_dot_product_attention with
+ * no mask: its user frame is the failing stack's own (same file and line) and its code makes
+ * that call. */
+static int failed_in_sdpa(const ad_ctx *c, uint32_t stack)
+{
+	const ev_oom *m = c->msg;
+	if (!m || !m->user.line || !sdpa_call_without_mask(m->user.code))
+		return 0;
+	const md_frame *f = an_user_frame(c->s, stack);
+	if (!f || f->line != m->user.line)
+		return 0;
+	const char *file = md_str(c->s, f->filename);
+	size_t n = strlen(file), k = strlen(m->user.file);
+	return k && (strcmp(file, m->user.file) == 0 ||
+	             (n > k && strcmp(file + n - k, m->user.file) == 0 && file[n - k - 1] == '/') ||
+	             (k > n && strcmp(m->user.file + k - n, file) == 0 &&
+	              m->user.file[k - n - 1] == '/'));
+}
+
+/* The T x T tensor made by scaled_dot_product_attention itself, given no mask to materialise:
+ * its math kernel ran. */
+static void advise_sdpa_math(ad_ctx *c, uint64_t req, uint64_t held, uint64_t budget)
+{
+	char b1[32], b2[32], b3[32];
+	ad_text t = {0};
+	ad_text_printf(
+	    &t,
+	    "The call that failed is F.scaled_dot_product_attention (the log's traceback), and it "
+	    "made a tensor that grows with the square of the input's length: %s asked, %s live "
+	    "from the same call (%d%% of %s together). Its flash and memory-efficient kernels "
+	    "never make one, so it ran its math kernel, which materialises batch x heads x T x T "
+	    "scores and keeps them for the backward. It falls back to it when the fused kernels "
+	    "are turned off (torch.nn.attention.sdpa_kernel([SDPBackend.MATH]), "
+	    "torch.backends.cuda.enable_flash_sdp(False) and enable_mem_efficient_sdp(False)) or "
+	    "cannot take the inputs (float32 q/k/v for flash, a head size they do not support, "
+	    "an unusual mask); it warns why when asked for a fused kernel only.",
+	    ad_sz(b1, req), ad_sz(b2, held), ad_pct(held + req, budget), ad_sz(b3, budget));
+	ad_suggest_text(c, "fused_attention",
+	                (held + req) * 4 >= budget ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 5,
+	                "Let scaled_dot_product_attention use a fused kernel",
+	                "with sdpa_kernel([SDPBackend.FLASH_ATTENTION, "
+	                "SDPBackend.EFFICIENT_ATTENTION]):  # from torch.nn.attention; not MATH\n"
+	                "    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)",
+	                &t);
+}
+
 int ad_rule_quadratic(ad_ctx *c)
 {
 	const an_structure *r = c->run;
@@ -1153,6 +1243,10 @@ int ad_rule_quadratic(ad_ctx *c)
 	        ad_sz(b1, req), req_ratio, in, ad_sz(b2, held));
 	if (!budget)
 		return 1;
+	if (failed_in_sdpa(c, st)) {
+		advise_sdpa_math(c, req, held, budget);
+		return 1;
+	}
 	ad_text t = {0};
 	ad_text_printf(&t,
 	               "The call that failed makes a tensor that grows with the square of the "

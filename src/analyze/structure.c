@@ -613,10 +613,10 @@ static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure 
 			ratios[n++] = (double)maps[1].slots[k].val / (double)before;
 	}
 	if (n >= INPUT_MIN_SITES) {
-		uint64_t key = inner_key(c, c->md->events[oom].stack), before;
+		uint64_t key = inner_key(c, c->md->events[oom].stack), before, now;
 		if (key && phase_of(c, c->md->events[oom].stack) == PH_FORWARD &&
-		    am_get(&maps[0], key, &before) && before)
-			out->oom_request_ratio = (double)c->md->events[oom].size / (double)before;
+		    am_get(&maps[0], key, &before) && before && am_get(&maps[1], key, &now))
+			out->oom_request_ratio = (double)now / (double)before;
 		qsort(ratios, n, sizeof *ratios, dbl_cmp);
 		out->oom_input_ratio =
 		    n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;

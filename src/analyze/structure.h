@@ -100,10 +100,12 @@ typedef struct {
 	 * its largest request over their largest. 0: unknown (no earlier forward). */
 	double oom_input_ratio;
 	size_t oom_input_sites;
-	/* With oom_input_ratio: the failing request over the largest request its own operation (the
-	 * same innermost frames) made in the earlier forwards. 0: unknown (no such operation
-	 * before). Near oom_input_ratio squared, the failing tensor grows with the square of the
-	 * input's size (a T x T tensor where the rest grows with T). */
+	/* With oom_input_ratio: the largest request the failing operation (the same innermost
+	 * frames) made in the failing forward, the failing request included, over the largest it
+	 * made in the earlier forwards. 0: unknown (no such operation before). Near
+	 * oom_input_ratio squared, that operation's tensor grows with the square of the input's
+	 * size (a T x T tensor where the rest grows with T), whether the failing request was that
+	 * tensor or one made after it. */
 	double oom_request_ratio;
 	/* A forward that an earlier, handled OOM cut short, and the model called again after it
 	 * (a retry): the bytes that failed forward allocated and that are still live at the trace's
