@@ -964,6 +964,44 @@ static void test_state_growth_by_kind(void **state)
 	rp_free(&run);
 }
 
+/* A T x T tensor made by a scaled_dot_product_attention call given no mask: its math kernel
+ * ran (sdpa_math_fallback_oom, the loop under sdpa_kernel([SDPBackend.MATH]): two 3 GiB fp32
+ * score tensors at T=4096, 4x those at 2048, then the 768 MiB request failed). With the log
+ * the call is named (its traceback, in train.log) and the fused kernels are the lever;
+ * without it, the generic T x T wording. A call given an expanded float mask
+ * (sdpa_float_mask_math_oom) keeps the generic wording: the mask is what is materialised. */
+static void test_sdpa_math_kernel(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "sdpa_math_fallback_oom";
+	char snap[1024], log[1024];
+	tu_snapshot(s, snap, sizeof snap);
+	assert_int_equal(load2(snap, tu_sample(s, "train.log", log, sizeof log), &run), 0);
+	const an_structure *r = &run.an.devices[0].run;
+	assert_true(r->oom_request_ratio >= 3.9 && r->oom_request_ratio <= 4.1);
+	const ad_recommendation *f = rec_of(&run, "fused_attention");
+	assert_non_null(f);
+	assert_int_equal(f->rank, 1);
+	assert_string_equal(f->title, "Let scaled_dot_product_attention use a fused kernel");
+	assert_non_null(strstr(f->change, "FLASH_ATTENTION"));
+	rp_free(&run);
+
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	f = rec_of(&run, "fused_attention");
+	assert_non_null(f);
+	assert_null(strstr(f->title, "scaled_dot_product_attention"));
+	rp_free(&run);
+
+	s = "sdpa_float_mask_math_oom";
+	tu_snapshot(s, snap, sizeof snap);
+	assert_int_equal(load2(snap, tu_sample(s, "train.log", log, sizeof log), &run), 0);
+	f = rec_of(&run, "fused_attention");
+	assert_non_null(f);
+	assert_null(strstr(f->title, "scaled_dot_product_attention"));
+	rp_free(&run);
+}
+
 /* A WGAN-GP critic step (wgan_gp_double_backward_oom): the real pass and the fake pass each
  * backwarded, then the gradient penalty's autograd.grad(create_graph=True) died. Two backward
  * passes with no step between, but after forwards from different lines: the losses of one
@@ -1516,6 +1554,7 @@ int main(void)
 	    cmocka_unit_test(test_recurrent_state_growth),
 	    cmocka_unit_test(test_what_ran_names_the_technique),
 	    cmocka_unit_test(test_state_growth_by_kind),
+	    cmocka_unit_test(test_sdpa_math_kernel),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,8 +51,10 @@ typedef struct {
  * tools/record_heldout13.py; forward_hook_cache_oom: after its setup's steps, and the 20000
  * entries of varsize_images_native_healthy and varsize_images_expandable wrapped,
  * tools/record_heldout18.py; ema_deepcopy_each_eval_leak_oom's 20000 entries wrapped on
- * purpose, tools/record_heldout22.py: its first model copies are older than the trace). Their
- * peaks are lower bounds. */
+ * purpose, tools/record_heldout22.py: its first model copies are older than the trace; the
+ * 25000 entries of hf_generate_num_return_sequences_oom and the 40000 of
+ * hf_static_cache_generate_healthy wrapped, tools/record_heldout21.py). Their peaks are lower
+ * bounds. */
 static int known_truncated(const char *name)
 {
 	static const char *const names[] = {"gpt_large_trace",
@@ -77,7 +79,9 @@ static int known_truncated(const char *name)
 	                                    "varsize_images_native_healthy",
 	                                    "varsize_images_expandable",
 	                                    "accelerate_grad_accum_healthy",
-	                                    "ema_deepcopy_each_eval_leak_oom"};
+	                                    "ema_deepcopy_each_eval_leak_oom",
+	                                    "hf_generate_num_return_sequences_oom",
+	                                    "hf_static_cache_generate_healthy"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(name, names[i]) == 0)
 			return 1;
