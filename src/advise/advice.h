@@ -139,7 +139,7 @@ typedef struct {
 	char replay_note[256]; /* why no prediction is shown, or how the limit was chosen */
 	char *what_ran;        /* one line: the kind of run and what it had on ("" unknown) */
 	uint64_t growth_alive; /* what growth across iterations has left alive (growth.h
-	                          ad_leak_grown); 0 without growth or for a KV cache's */
+	                          ad_measure_growth); 0 without growth */
 	ad_capacity capacity;  /* the microbatch that fits the budget (plan.h) */
 	char *capacity_line;   /* one line: that plan in words ("" without a budget) */
 } ad_advice;

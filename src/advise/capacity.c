@@ -1183,12 +1183,15 @@ static int failed_in_sdpa(const ad_ctx *c, uint32_t stack)
 	const md_frame *f = an_user_frame(c->s, stack);
 	if (!f || f->line != m->user.line)
 		return 0;
-	const char *file = md_str(c->s, f->filename);
-	size_t n = strlen(file), k = strlen(m->user.file);
-	return k && (strcmp(file, m->user.file) == 0 ||
-	             (n > k && strcmp(file + n - k, m->user.file) == 0 && file[n - k - 1] == '/') ||
-	             (k > n && strcmp(m->user.file + k - n, file) == 0 &&
-	              m->user.file[k - n - 1] == '/'));
+	/* the same file, or one path the tail of the other at a folder boundary */
+	const char *a = md_str(c->s, f->filename), *b = m->user.file;
+	if (strlen(a) < strlen(b)) {
+		const char *t = a;
+		a = b;
+		b = t;
+	}
+	size_t n = strlen(a), k = strlen(b);
+	return k && strcmp(a + n - k, b) == 0 && (n == k || a[n - k - 1] == '/');
 }
 
 /* The T x T tensor made by scaled_dot_product_attention itself, given no mask to materialise:

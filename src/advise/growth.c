@@ -42,15 +42,18 @@ static uint64_t growing_stacks_live(const ad_ctx *c)
 	return live;
 }
 
-uint64_t ad_leak_grown(const ad_ctx *c)
+void ad_measure_growth(ad_ctx *c)
 {
 	const an_structure *r = c->run;
-	if (!r || !r->growth_found)
-		return 0;
-	uint64_t grown = r->growth_per_iteration * r->growth_increments;
-	if (!c->dv->truncated)
-		return grown;
-	return MR_MAX(grown, growing_stacks_live(c));
+	uint64_t grown = r && r->growth_found ? r->growth_per_iteration * r->growth_increments : 0;
+	if (grown && c->dv->truncated)
+		grown = MR_MAX(grown, growing_stacks_live(c));
+	c->a->growth_alive = grown;
+}
+
+uint64_t ad_leak_grown(const ad_ctx *c)
+{
+	return c->a->growth_alive;
 }
 
 int ad_leak_explains(const ad_ctx *c)
@@ -296,7 +299,6 @@ void ad_rule_growth(ad_ctx *c)
 		               ad_sz(b1, r->growth_per_iteration), r->growth_positive,
 		               r->growth_increments, ad_sz(b2, total));
 	uint64_t grown = ad_leak_grown(c);
-	c->a->growth_alive = grown;
 	if (grown > total)
 		ad_text_printf(&t,
 		               " The trace holds only the last iterations: what the growing sites "

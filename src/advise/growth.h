@@ -13,9 +13,11 @@ void ad_rule_growth(ad_ctx *c);
 /* The growth the trace shows (not a generation's cache) accounts for at least half of what is
  * allocated: a leak, which no smaller batch fixes. */
 int ad_leak_explains(const ad_ctx *c);
-/* The bytes the growth has left alive: its increments over the trace's iterations; of a
- * truncated trace, at least what the growing stacks hold at the snapshot (the iterations
- * before its window grew too). 0 without growth. */
+/* Measures, once before the rules run, the bytes the growth has left alive (ad_advice
+ * growth_alive): its increments over the trace's iterations; of a truncated trace, at least
+ * what the growing stacks hold at the snapshot (the iterations before its window grew too).
+ * 0 without growth. ad_leak_grown returns it. */
+void ad_measure_growth(ad_ctx *c);
 uint64_t ad_leak_grown(const ad_ctx *c);
 /* A leak that grew at nearly every iteration (three of four at least, over three or more) by
  * at least free_bytes so far: packing free_bytes buys fewer iterations than the leak has

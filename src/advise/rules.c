@@ -730,6 +730,8 @@ mr_status ad_advise(const ld_evidence *ev, const an_result *an, const an_moments
 		c.info = an->stack_info;
 		c.run = c.dv ? &c.dv->run : NULL;
 		c.peak = peak_moment(an, moments, c.dv);
+		if (c.dv)
+			ad_measure_growth(&c);
 	}
 	out->device = c.dv ? c.dv->device : -1;
 	if (c.dv) {
