@@ -482,6 +482,25 @@ static void test_capacity_line_leak(void **state)
 	rp_free(&run);
 }
 
+/* A request with no Python frame right after autograd's engine thread ran Python is the
+ * backward's: ckpt_nonreentrant_recompute_oom died in loss.backward() (its log's traceback) just
+ * after a checkpointed block was recomputed, and its OOM event has no frame at all. oom_capacity
+ * died in the forward. */
+static void test_died_in_engine_thread(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "ckpt_nonreentrant_recompute_oom";
+	assert_int_equal(load_with(s, "train.log", &run), 0);
+	assert_non_null(strstr(run.ev.text.ooms[0].raised.function, "run_backward"));
+	assert_string_equal(run.advice.capacity.died_in, "the backward");
+	assert_non_null(strstr(run.advice.capacity_line, "died in the backward"));
+	rp_free(&run);
+	assert_int_equal(load_with("oom_capacity", "train.log", &run), 0);
+	assert_string_equal(run.advice.capacity.died_in, "the forward");
+	rp_free(&run);
+}
+
 /* The message a log holds and the oom_message.txt cut from it are one message, not two (the
  * figures PyTorch printed, compared whatever line they were on); repeats in one log are real. */
 static void test_same_message_twice(void **state)
@@ -1530,6 +1549,7 @@ int main(void)
 	    cmocka_unit_test(test_what_ran_names_the_technique),
 	    cmocka_unit_test(test_state_growth_by_kind),
 	    cmocka_unit_test(test_sdpa_math_kernel),
+	    cmocka_unit_test(test_died_in_engine_thread),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

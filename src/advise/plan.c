@@ -377,9 +377,16 @@ static void how_far(const plan_ctx *p)
 	const an_structure *r = &p->dv->run;
 	uint32_t f = flags(p, p->md->events[p->n - 1].stack);
 	size_t before = 0, now = 0;
-	uint32_t seen = 0; /* what the dying step had done before */
-	for (size_t i = p->last; i + 1 < p->n; i++)
-		seen |= flags(p, p->md->events[i].stack);
+	uint32_t seen = 0, near = 0; /* what the dying step had done before; its latest stack */
+	for (size_t i = p->last; i + 1 < p->n; i++) {
+		uint32_t g = flags(p, p->md->events[i].stack);
+		seen |= g;
+		near = g ? g : near;
+	}
+	/* A request with no Python frame at all, right after autograd's engine thread ran
+	 * Python (a checkpoint's recomputation, a hook): the engine's own work, the backward. */
+	if (!f && (near & AN_SF_ENGINE_THREAD))
+		f = near & (AN_SF_ENGINE_THREAD | AN_SF_BACKWARD);
 	/* code after the forward is a loss only where a backward follows it */
 	int backward_follows = r->kind == AN_RUN_TRAINING || r->kind == AN_RUN_UNKNOWN;
 	out->died_in = f & AN_SF_OPTIMIZER                          ? "the optimizer step"
