@@ -379,7 +379,10 @@ static void advise_oom(ad_ctx *c)
 		    "library holds the rest, freeing it gives this run room without changing "
 		    "it.",
 		    ad_sz(b1, all->reserved));
-	if (ad_live_total(cat) && !settings_expandable(c) && o->usable_free > 0)
+	/* Free pieces that even packed would hold less than half the request: the finding above
+	 * says so; a setting to try would be noise beside the advice that can work. */
+	if (ad_live_total(cat) && !settings_expandable(c) && o->usable_free > 0 &&
+	    o->usable_free >= o->requested / 2)
 		ad_suggest(
 		    c, "expandable_segments", AD_PRIO_LATER,
 		    "Expandable segments would not save this run",
