@@ -624,8 +624,8 @@ TABLE += [
     # FSDP1's per-module record_function annotations (FullyShardedDataParallel.forward, nested in
     # the root's) are not iterations: no growth across the wrapped layers of one forward
     ("lightning_fsdp_one_gpu_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
-                                        techniques=["fsdp"], iterations=None, never=["fsdp", "release_references",
-                                                                    "no_grad_eval"],
+                                        techniques=["fsdp", "fsdp_mixed_precision"], iterations=None,
+                                        never=["fsdp", "release_references", "no_grad_eval", "mixed_precision"],
                                         no_finds=["memory_growth"], log=True)),
     ("accelerate_grad_accum_healthy", dict(cause=None, kind="training", first="", techniques=["autocast"],
                                            never=["gradient_accumulation", "mixed_precision"],
@@ -658,10 +658,11 @@ TABLE += [
                                                  never=["expandable_segments"],
                                                  no_finds=["memory_growth", "high_fragmentation"])),
     # held-out sets 20, 21 and 23 (tools/record_heldout20.py, 21, 23)
-    ("fsdp2_fully_shard_bf16_oom", dict(cause="capacity", kind="training", techniques=["fsdp"],
+    ("fsdp2_fully_shard_bf16_oom", dict(cause="capacity", kind="training",
+                                        techniques=["fsdp", "fsdp_mixed_precision"],
                                         iterations=None, first=("chunked_loss",) + CAPACITY_ACTS,
                                         never=["fsdp", "release_references", "no_grad_eval",
-                                               "expandable_segments"],
+                                               "expandable_segments", "mixed_precision"],
                                         no_finds=["memory_growth", "oom_fragmentation"], log=True)),
     ("lightning_accum_16mixed_healthy", dict(cause=None, kind="training", first="", techniques=["autocast"],
                                              never=["gradient_accumulation", "expandable_segments"],

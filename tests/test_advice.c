@@ -523,6 +523,30 @@ static void test_expandable_beside_capacity(void **state)
 	rp_free(&run);
 }
 
+/* FSDP computing in a lower param_dtype is mixed precision: fsdp2_fully_shard_bf16_oom
+ * (MixedPrecisionPolicy(param_dtype=bf16), its all-gather inputs cast by _to_dtype_if_needed)
+ * and lightning_fsdp_one_gpu_oom (FSDP1 under precision="bf16-mixed": _use_low_precision_shard)
+ * are not told to run in bf16. fsdp_oom shards without a param_dtype (autocast instead). */
+static void test_fsdp_param_dtype(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *on[] = {"fsdp2_fully_shard_bf16_oom", "lightning_fsdp_one_gpu_oom"};
+	for (size_t i = 0; i < 2; i++) {
+		assert_int_equal(load_sample(on[i], NULL, &run), 0);
+		uint32_t t = run.an.devices[0].run.techniques;
+		assert_true(t & AN_TECH_FSDP);
+		assert_true(t & AN_TECH_FSDP_MIXED);
+		assert_null(rec_of(&run, "mixed_precision"));
+		assert_non_null(strstr(run.advice.what_ran, "param_dtype"));
+		rp_free(&run);
+	}
+	assert_int_equal(load_sample("fsdp_oom", NULL, &run), 0);
+	assert_true(run.an.devices[0].run.techniques & AN_TECH_FSDP);
+	assert_false(run.an.devices[0].run.techniques & AN_TECH_FSDP_MIXED);
+	rp_free(&run);
+}
+
 /* The message a log holds and the oom_message.txt cut from it are one message, not two (the
  * figures PyTorch printed, compared whatever line they were on); repeats in one log are real. */
 static void test_same_message_twice(void **state)
@@ -1574,6 +1598,7 @@ int main(void)
 	    cmocka_unit_test(test_sdpa_math_kernel),
 	    cmocka_unit_test(test_died_in_engine_thread),
 	    cmocka_unit_test(test_expandable_beside_capacity),
+	    cmocka_unit_test(test_fsdp_param_dtype),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -258,7 +258,7 @@ static void advise_state(ad_ctx *c, const uint64_t *cat, uint64_t asked)
 		           "the cost of transfers every step.");
 	/* autocast's copies show float32 weights; without them the trace cannot tell float32
 	 * weights from half-precision ones (a model loaded in bf16 is never copied) */
-	if (ad_technique_on(c, AN_TECH_AUTOCAST))
+	if (ad_technique_on(c, AN_TECH_MIXED))
 		ad_suggest(
 		    c, "mixed_precision", one_gpu ? AD_PRIO_CAPACITY : AD_PRIO_CAPACITY + 20,
 		    "Keep weights, gradients or optimizer state in lower precision",
@@ -377,7 +377,7 @@ static void advise_training(ad_ctx *c, const uint64_t *cat, uint64_t bg)
 		           "The generation cache (transformers cache_utils.py) holds %s during a "
 		           "training step, where nothing reads it.",
 		           ad_sz(b1, kv));
-	if (!ad_technique_on(c, AN_TECH_AUTOCAST)) /* else the activations are in bf16 already */
+	if (!ad_technique_on(c, AN_TECH_MIXED)) /* else the activations are in bf16 already */
 		ad_suggest(
 		    c, "mixed_precision", AD_PRIO_CAPACITY + 30,
 		    "If the model runs in float32: run the forward pass in bf16 autocast",
@@ -436,7 +436,7 @@ static void advise_forward_only(ad_ctx *c, const uint64_t *cat)
 		    "under inference_mode they are freed as the forward goes. If it is on "
 		    "already, or a backward follows, this does not apply.",
 		    ad_sz(b1, acts));
-	if (!ad_technique_on(c, AN_TECH_AUTOCAST))
+	if (!ad_technique_on(c, AN_TECH_MIXED))
 		ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY + 30,
 		           "If the model runs in float32: run it in bf16",
 		           "model.to(torch.bfloat16)  # or with torch.autocast(\"cuda\", "

@@ -32,9 +32,13 @@ static const char *evidence_words(an_kind_evidence e)
 	}
 }
 
-static const char *const techs[AN_TECH_COUNT] = {
-    "FSDP",          "DDP",         "activation checkpointing",
-    "torch.compile", "CUDA graphs", "autocast (mixed precision)"};
+static const char *const techs[AN_TECH_COUNT] = {"FSDP",
+                                                 "DDP",
+                                                 "activation checkpointing",
+                                                 "torch.compile",
+                                                 "CUDA graphs",
+                                                 "autocast (mixed precision)",
+                                                 "FSDP's mixed precision (a lower param_dtype)"};
 
 /* the techniques only a training step has a use for (what AN_KIND_TECHNIQUE stands on) */
 #define TRAINING_TECHS (AN_TECH_FSDP | AN_TECH_DDP | AN_TECH_CHECKPOINT)

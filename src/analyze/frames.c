@@ -453,6 +453,11 @@ static uint32_t markers(const char *name, uint64_t b)
 		f |= AN_SF_RESIZE;
 	if (loss_frame(name, b))
 		f |= AN_SF_LOSS;
+	/* FSDP2's all-gather inputs cast by _to_dtype_if_needed, FSDP1's _use_low_precision_shard:
+	 * each allocates only where a param_dtype differs from the parameters' */
+	if ((b & F_FSDP) &&
+	    (strcmp(name, "_to_dtype_if_needed") == 0 || strstr(name, "low_precision")))
+		f |= AN_SF_PARAM_DTYPE;
 	return f;
 }
 

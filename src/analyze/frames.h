@@ -69,6 +69,9 @@ enum {
 	                                       by the user's code */
 	AN_SF_RESIZE = 1u << 27,            /* F.interpolate / F.upsample*: a resized image or
 	                                       feature map (nn.Upsample calls it too) */
+	AN_SF_PARAM_DTYPE = 1u << 28,       /* FSDP casting its parameters to a lower dtype to
+	                                       compute in (FSDP2's MixedPrecisionPolicy
+	                                       param_dtype, FSDP1's MixedPrecision) */
 };
 
 typedef struct {

@@ -22,7 +22,8 @@ const char *an_run_kind_name(an_run_kind k)
 const char *an_technique_name(unsigned bit_index)
 {
 	static const char *const names[AN_TECH_COUNT] = {
-	    "fsdp", "ddp", "activation_checkpointing", "torch_compile", "cuda_graphs", "autocast"};
+	    "fsdp",        "ddp",      "activation_checkpointing", "torch_compile",
+	    "cuda_graphs", "autocast", "fsdp_mixed_precision"};
 	return bit_index < AN_TECH_COUNT ? names[bit_index] : "";
 }
 
@@ -1294,7 +1295,8 @@ static void techniques(an_structure *out, size_t private_segments)
 	           {AN_SF_CHECKPOINT, AN_TECH_CHECKPOINT},
 	           {AN_SF_COMPILE, AN_TECH_COMPILE},
 	           {AN_SF_CUDA_GRAPH, AN_TECH_CUDA_GRAPHS},
-	           {AN_SF_AUTOCAST, AN_TECH_AUTOCAST}};
+	           {AN_SF_AUTOCAST, AN_TECH_AUTOCAST},
+	           {AN_SF_PARAM_DTYPE, AN_TECH_FSDP_MIXED}};
 	for (size_t i = 0; i < sizeof map / sizeof *map; i++)
 		if (f & map[i].flag)
 			out->techniques |= map[i].tech;

@@ -47,11 +47,13 @@ enum {
 	AN_TECH_CHECKPOINT = 1u << 2,
 	AN_TECH_COMPILE = 1u << 3,
 	AN_TECH_CUDA_GRAPHS = 1u << 4,
-	AN_TECH_AUTOCAST = 1u << 5, /* mixed precision: autocast's frames or its weight copies */
-	AN_TECH_COUNT = 6
+	AN_TECH_AUTOCAST = 1u << 5,   /* mixed precision: autocast's frames or its weight copies */
+	AN_TECH_FSDP_MIXED = 1u << 6, /* mixed precision: FSDP computing in a lower param_dtype */
+	AN_TECH_COUNT = 7,
+	AN_TECH_MIXED = AN_TECH_AUTOCAST | AN_TECH_FSDP_MIXED /* weights float32, compute lower */
 };
 /* The contract's spelling of technique bit i: fsdp, ddp, activation_checkpointing,
- * torch_compile, cuda_graphs, autocast. */
+ * torch_compile, cuda_graphs, autocast, fsdp_mixed_precision. */
 const char *an_technique_name(unsigned bit_index);
 
 enum {
