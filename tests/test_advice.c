@@ -121,6 +121,22 @@ static void test_failing_pass(void **state)
 	assert_non_null(find(&run, "larger_input"));
 	assert_int_equal(rank_of(&run, "gradient_accumulation"), 0);
 	assert_int_equal(rank_of(&run, "activation_checkpointing"), 0);
+	/* the training forwards fit at their batch: this pass's batch comes first */
+	assert_int_equal(rank_of(&run, "reduce_microbatch"), 1);
+	assert_non_null(strstr(rec_of(&run, "reduce_microbatch")->change, "//= 8"));
+	rp_free(&run);
+	/* Lightning's validation inside fit() (evaluation_loop.py, under no_grad) died in its
+	 * loss, after the forward: the loop says no_grad where the forward's layers could not */
+	s = "lightning_val_bigger_batch_oom";
+	assert_int_equal(load_with(s, "train.log", &run), 0);
+	r = &run.an.devices[0].run;
+	want = (double)tu_corpus_int(s, "facts.json", "val_batch") /
+	       (double)tu_corpus_int(s, "facts.json", "train_batch");
+	assert_int_equal(r->oom_forward_graph, -1);
+	assert_true(r->oom_input_ratio > want * 0.95 && r->oom_input_ratio < want * 1.05);
+	assert_non_null(find(&run, "eval_pass_oom"));
+	assert_int_equal(rank_of(&run, "reduce_microbatch"), 1);
+	assert_int_equal(rank_of(&run, "gradient_accumulation"), 0);
 	rp_free(&run);
 	assert_int_equal(load_sample("convnext_resize_oom", NULL, &run), 0);
 	r = &run.an.devices[0].run;
@@ -544,6 +560,56 @@ static void test_fsdp_param_dtype(void **state)
 	assert_int_equal(load_sample("fsdp_oom", NULL, &run), 0);
 	assert_true(run.an.devices[0].run.techniques & AN_TECH_FSDP);
 	assert_false(run.an.devices[0].run.techniques & AN_TECH_FSDP_MIXED);
+	rp_free(&run);
+}
+
+/* An inference loop that keeps a tensor per iteration (diffusion_keep_intermediates_oom: a
+ * sampling loop under no_grad appending each step's latent, kept_bytes_per_step) is told to keep
+ * them on the CPU, not to keep numbers from a loss it has not; its UNet's F.silu outputs, two
+ * module calls deep, are no logits (no chunked_loss). */
+static void test_inference_kept_outputs(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "diffusion_keep_intermediates_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	assert_int_equal(run.an.devices[0].run.kind, AN_RUN_INFERENCE);
+	uint64_t per = (uint64_t)tu_corpus_int(s, "facts.json", "kept_bytes_per_step");
+	uint64_t grew = run.an.devices[0].run.growth_per_iteration;
+	assert_true(grew + per / 20 >= per && grew <= per + per / 20);
+	const ad_recommendation *r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_non_null(strstr(r->title, "on the CPU"));
+	assert_null(strstr(r->change, "loss.item()"));
+	assert_null(rec_of(&run, "chunked_loss"));
+	rp_free(&run);
+}
+
+/* generate(output_scores=True) keeps each decoding step's float32 scores (batch x vocabulary,
+ * score_bytes_per_step), made in transformers/generation/utils.py, not by the model or its KV
+ * cache: hf_generate_output_scores_oom's largest site is those, one block a step, and its first
+ * advice is not to keep them. hf_generate_kv_oom's cache growth is not taken for them. */
+static void test_generate_kept_scores(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "hf_generate_output_scores_oom";
+	assert_int_equal(load_with(s, "train.log", &run), 0);
+	const an_site *top = &run.an.devices[0].sites[0];
+	uint64_t per = (uint64_t)tu_corpus_int(s, "facts.json", "score_bytes_per_step");
+	uint64_t steps = (uint64_t)tu_corpus_int(s, "facts.json", "score_steps");
+	assert_true(top->count + 1 >= steps && top->count <= steps);
+	assert_int_equal(top->bytes, top->count * per);
+	const ad_recommendation *r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_non_null(strstr(r->title, "scores in generate()"));
+	assert_non_null(strstr(r->change, "output_scores=False"));
+	rp_free(&run);
+	assert_int_equal(load_sample("hf_generate_kv_oom", NULL, &run), 0);
+	r = rec_of(&run, "release_references");
+	assert_true(!r || !strstr(r->title, "scores in generate()"));
 	rp_free(&run);
 }
 
@@ -1013,6 +1079,19 @@ static void test_state_growth_by_kind(void **state)
 	assert_true(run.advice.oom.by_growth);
 	assert_null(rec_of(&run, "mixed_precision"));
 	assert_null(rec_of(&run, "reduce_microbatch"));
+	rp_free(&run);
+
+	/* copy.deepcopy(model.state_dict()) each epoch: tensors, not parameters, but a copy of
+	 * the weights each time (copy_bytes_each, the parameters' bytes) */
+	s = "keep_all_checkpoints_leak_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_string_equal(r->title, "Keep one copy of the model");
+	uint64_t each = (uint64_t)tu_corpus_int(s, "facts.json", "copy_bytes_each");
+	uint64_t grew = run.an.devices[0].run.growth_per_iteration;
+	assert_true(grew + each / 100 >= each && grew <= each + each / 100);
 	rp_free(&run);
 
 	assert_int_equal(load_sample("head_per_task_oom", NULL, &run), 0);
@@ -1493,7 +1572,7 @@ static void test_no_checkpointing_for_logits_alone(void **state)
 	assert_int_equal(run.advice.oom.requested,
 	                 tu_corpus_int(s, "facts.json", "eval_logits_fp32_bytes"));
 	assert_int_equal(run.advice.oom.requested, tu_corpus_int(s, "facts.json", "alloc"));
-	assert_int_equal(rank_of(&run, "chunked_loss"), 1);
+	assert_int_equal(rank_of(&run, "chunked_loss"), 2); /* after this pass's batch */
 	assert_int_equal(rank_of(&run, "activation_checkpointing"), 0);
 	rp_free(&run);
 	assert_int_equal(load_sample("hf_llama_oom", NULL, &run), 0);
@@ -1599,6 +1678,8 @@ int main(void)
 	    cmocka_unit_test(test_died_in_engine_thread),
 	    cmocka_unit_test(test_expandable_beside_capacity),
 	    cmocka_unit_test(test_fsdp_param_dtype),
+	    cmocka_unit_test(test_inference_kept_outputs),
+	    cmocka_unit_test(test_generate_kept_scores),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

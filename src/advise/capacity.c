@@ -2,6 +2,7 @@
 #include "advise/capacity.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "advise/growth.h"
@@ -155,6 +156,38 @@ void ad_rule_failing_pass(ad_ctx *c)
 	        "earlier ones fit. Size the batch for the largest input the run will see, or cap "
 	        "or bucket the input size (sort by length, crop, resize).",
 	        r->oom_input_ratio, r->oom_input_sites);
+}
+
+/* An evaluation or inference pass inside training that failed on an input larger than the
+ * training forwards', which fit while saving their layers for a backward: that pass's own batch,
+ * back at their size, fits for certain, where the other levers only may. */
+void ad_rule_larger_eval_pass(ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	if (!ad_has_finding(c, "eval_pass_oom") || r->oom_input_ratio < LARGER_INPUT)
+		return;
+	for (size_t i = 0; i < c->a->rec_count; i++) {
+		ad_recommendation *rec = &c->a->recs[i];
+		if (strcmp(rec->id, "reduce_microbatch") != 0)
+			continue;
+		char more[256], change[128];
+		snprintf(more, sizeof more,
+		         " This pass asked for %.1fx what the training forwards did, and they fit "
+		         "saving their layers for a backward: at their batch, this pass fits too.",
+		         r->oom_input_ratio);
+		snprintf(change, sizeof change,
+		         "batch_size //= %.0f  # this pass's own (its DataLoader's): the training "
+		         "forwards' size",
+		         r->oom_input_ratio);
+		char *dup = strdup(change);
+		if (!dup || ad_append_reason(rec, more)) {
+			free(dup);
+			return;
+		}
+		free(rec->change);
+		rec->change = dup;
+		c->rec_priority[i] = AD_PRIO_TARGETED - 1;
+	}
 }
 
 static const md_block *largest_live(const ad_ctx *c);
@@ -690,6 +723,47 @@ static int advise_checkpoint_load(ad_ctx *c, uint64_t live)
 	return 1;
 }
 
+static const md_frame *innermost_python(const ad_ctx *c, uint32_t stack);
+
+/* The largest site is generate()'s own (its innermost Python frame in transformers/generation/,
+ * not the model's nor its KV cache's), about one block per decoding step: the per-step scores
+ * or logits it returns when asked to (output_scores, output_logits), which it otherwise frees
+ * each step. Returns 1 when it advised. */
+static int advise_generate_outputs(ad_ctx *c, const an_site *top, uint64_t live)
+{
+	char b1[32], b2[32], b3[32];
+	const an_structure *r = c->run;
+	if (!(r->flags_seen & AN_SF_GENERATE) || top->stack >= c->s->stack_count ||
+	    (c->info[top->stack].flags & (AN_SF_KV_CACHE | AN_SF_MODULE_CALL)) || top->count < 8 ||
+	    top->count * 2 < r->start_count || top->count > r->start_count + 1 ||
+	    top->bytes * 2 < live)
+		return 0;
+	const md_frame *fr = innermost_python(c, top->stack);
+	if (!fr || !an_path_has(md_str(c->s, fr->filename), "transformers/generation/"))
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "Live memory is %s; %s of it is %llu blocks of about %s made by generate() "
+	               "itself (",
+	               ad_sz(b1, live), ad_sz(b2, top->bytes), (unsigned long long)top->count,
+	               ad_sz(b3, top->bytes / top->count));
+	ad_text_path(&t, md_str(c->s, fr->filename));
+	ad_text_printf(&t,
+	               "), not by the model nor its KV cache, one for each of the %zu decoding "
+	               "steps: the per-step scores or logits it returns when asked "
+	               "(return_dict_in_generate with output_scores or output_logits), each the "
+	               "batch times the vocabulary in float32. Not asked for, each is freed at its "
+	               "step; if they are needed, read them per step (a LogitsProcessor moving "
+	               "what it needs to the CPU) or generate fewer sequences per call.",
+	               r->start_count);
+	ad_suggest_text(c, "release_references", AD_PRIO_TARGETED,
+	                "Do not keep every step's scores in generate()",
+	                "model.generate(..., output_scores=False, output_logits=False)  # or "
+	                "fewer sequences per call",
+	                &t);
+	return 1;
+}
+
 void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 {
 	char b1[32], b2[32];
@@ -752,6 +826,8 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 		return;
 	}
 	if (oom && split_oversized(c))
+		return;
+	if (oom && c->dv->site_count && advise_generate_outputs(c, &c->dv->sites[0], live))
 		return;
 	if (oom && c->dv->site_count) {
 		/* Neither the model state nor activations: name what holds the memory. */
@@ -849,7 +925,8 @@ static const md_block *largest_live(const ad_ctx *c)
 
 /* Whether the innermost shown Python frame of a stack is user code: an operation the model's
  * own module writes out (attention, a reshape), not the torch.nn layer it calls. */
-static int innermost_python_is_user(const ad_ctx *c, uint32_t stack)
+/* The innermost Python frame of a stack, NULL when it has none. */
+static const md_frame *innermost_python(const ad_ctx *c, uint32_t stack)
 {
 	const md_snapshot *s = c->s;
 	const md_stack *st = &s->stacks[stack];
@@ -859,14 +936,30 @@ static int innermost_python_is_user(const ad_ctx *c, uint32_t stack)
 		size_t n = strlen(file);
 		if (an_frame_hidden(s, fr) || n < 3 || strcmp(file + n - 3, ".py") != 0)
 			continue;
-		return !an_library_file(file);
+		return fr;
 	}
-	return 0;
+	return NULL;
+}
+
+static int innermost_python_is_user(const ad_ctx *c, uint32_t stack)
+{
+	const md_frame *fr = innermost_python(c, stack);
+	return fr && !an_library_file(md_str(c->s, fr->filename));
+}
+
+/* The innermost Python frame is one of torch.nn.functional's other than F.linear: an
+ * activation, a norm or a pooling a module called, whose output is no projection. */
+static int innermost_functional_not_linear(const ad_ctx *c, uint32_t stack)
+{
+	const md_frame *fr = innermost_python(c, stack);
+	return fr && an_path_has(md_str(c->s, fr->filename), "torch/nn/functional.py") &&
+	       strcmp(md_str(c->s, fr->name), "linear") != 0;
 }
 
 /* A stack that makes logits: a loss function, or the model's output projection (a module the
  * model calls directly: two nested module calls), unless that module is a torch.nn layer
- * other than Linear (an LSTM's, a convolution's or an embedding's output is no logits) or the
+ * other than Linear (an LSTM's, a convolution's or an embedding's output is no logits), an
+ * F.* function other than F.linear (F.silu in a block of a UNet's), or the
  * allocation is the user's own line inside it (a decoder's attention block, also called
  * directly, computes its scores there). */
 static int logits_stack(const ad_ctx *c, uint32_t stack)
@@ -876,7 +969,8 @@ static int logits_stack(const ad_ctx *c, uint32_t stack)
 	const an_stack_info *si = &c->info[stack];
 	return (si->flags & AN_SF_LOSS) ||
 	       ((si->flags & AN_SF_MODULE_CALL) && si->model_calls == 2 &&
-	        !(si->flags & AN_SF_NN_LAYER) && !innermost_python_is_user(c, stack));
+	        !(si->flags & AN_SF_NN_LAYER) && !innermost_python_is_user(c, stack) &&
+	        !innermost_functional_not_linear(c, stack));
 }
 
 /* The largest live block made by the loss or the output projection whose size is a or b:

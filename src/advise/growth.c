@@ -89,14 +89,37 @@ typedef struct {
 	uint64_t all, params, optimizer;
 } state_split;
 
+/* Whether a stack copies a tensor through copy.deepcopy (torch/_tensor.py's __deepcopy__). */
+static int tensor_deepcopy(const ad_ctx *c, uint32_t stack)
+{
+	const md_snapshot *s = c->s;
+	if (stack >= s->stack_count)
+		return 0;
+	const md_stack *st = &s->stacks[stack];
+	for (size_t k = 0; k < st->count; k++) {
+		const md_frame *fr = &s->frames[st->first + k];
+		if (strcmp(md_str(s, fr->name), "__deepcopy__") == 0 &&
+		    an_path_has(md_str(s, fr->filename), "torch/_tensor.py"))
+			return 1;
+	}
+	return 0;
+}
+
 static state_split state_growth(const ad_ctx *c)
 {
 	const an_structure *r = c->run;
 	state_split sp = {0};
+	/* a deepcopy of tensors as large as the parameters, each iteration: copy.deepcopy of the
+	 * model's state_dict(), the weights copied as plain tensors */
+	uint64_t params = c->dv->categories[AN_CAT_PARAMETERS];
 	for (size_t i = 0; i < r->growth_site_count; i++) {
 		const an_growth_site *g = &r->growth_sites[i];
 		uint32_t st = g->stack < c->s->stack_count ? g->stack : 0;
 		int cat = an_stack_category(c->info, st, AN_CAT_GRADIENTS);
+		uint64_t b = g->bytes_per_iteration;
+		if (cat != AN_CAT_PARAMETERS && cat != AN_CAT_OPTIMIZER && params &&
+		    b * 10 >= params * 9 && b * 10 <= params * 11 && tensor_deepcopy(c, st))
+			cat = AN_CAT_PARAMETERS;
 		sp.all += g->bytes_per_iteration;
 		if (cat == AN_CAT_PARAMETERS)
 			sp.params += g->bytes_per_iteration;
@@ -150,8 +173,9 @@ static int suggest_state_growth(ad_ctx *c)
 		    "keep the weights on the CPU: {k: v.detach().cpu() for k, v in "
 		    "model.state_dict().items()}",
 		    "What grows is parameters with no optimizer state (%s of the %s per "
-		    "iteration that stays alive%s): copies of the weights (copy.deepcopy(model), "
-		    "a new module) are made and kept, each the size of the parameters.",
+		    "iteration that stays alive%s): copies of the weights (copy.deepcopy(model) "
+		    "or of its state_dict(), a new module) are made and kept, each the size of "
+		    "the parameters.",
 		    ad_sz(b1, sp.params), ad_sz(b2, sp.all), steps);
 	else
 		ad_suggest(
@@ -247,6 +271,26 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 		    "parts.append(f)  # or f.cpu(); not: buf = torch.cat([buf, f])\n"
 		    "buf = torch.cat(parts)  # once, after the loop",
 		    &t);
+		return;
+	}
+	if (ad_run_kind(c) == AN_RUN_INFERENCE && site) {
+		/* no graph to keep (an evaluation keeps its forwards' graphs): what each step
+		 * keeps is its outputs, copied or stored */
+		ad_text t = {0};
+		ad_text_printf(&t,
+		               "Memory allocated in each iteration is still referenced later (%s "
+		               "per iteration); the most, %s per iteration in %zu blocks now, is "
+		               "made at ",
+		               ad_sz(b1, rate), ad_sz(b2, site->bytes_per_iteration), site->blocks);
+		if (!ad_user_site(&t, c->s, site->stack))
+			ad_text_printf(&t, "a site with no stack recorded");
+		ad_text_printf(&t, ": a list (or a concatenation) of GPU tensors keeps every "
+		                   "iteration's. Moved to the CPU as they are made, or kept for "
+		                   "fewer iterations, they leave the GPU's memory to the work.");
+		ad_suggest_text(c, "release_references", AD_PRIO_TARGETED + 1,
+		                "Keep each iteration's outputs on the CPU, or fewer of them",
+		                "kept.append(x.cpu())  # not: kept.append(x); or keep every k-th",
+		                &t);
 		return;
 	}
 	ad_suggest(c, "release_references", AD_PRIO_TARGETED + 1,

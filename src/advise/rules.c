@@ -275,6 +275,23 @@ static int advise_graph_pools(ad_ctx *c)
 }
 
 /* The failed allocation, read from the layout it met. */
+/* What shrinks live memory helps a fragmentation OOM too, after the allocator fix; in a first
+ * forward cut short, packed memory gets past this request but the rest of the step is not in
+ * the trace: the batch comes right after it. */
+static void capacity_after_fragmentation(ad_ctx *c, const uint64_t *cat)
+{
+	const an_structure *r = c->run;
+	ad_oom *out = &c->a->oom;
+	out->first_forward = r && r->forward_spans == 1 && r->forwards_cut && !r->backward_phases &&
+	                     r->start_count <= 1;
+	size_t before = c->a->rec_count;
+	ad_rule_capacity(c, cat, 0);
+	ad_rank_later(c, before, 100);
+	for (size_t i = before; out->first_forward && i < c->a->rec_count; i++)
+		if (strcmp(c->a->recs[i].id, "reduce_microbatch") == 0)
+			c->rec_priority[i] = AD_PRIO_FIRST + 2;
+}
+
 static void advise_oom(ad_ctx *c)
 {
 	const an_device *dv = c->dv;
@@ -325,10 +342,7 @@ static void advise_oom(ad_ctx *c)
 		    ad_sz(b5, all->allocated));
 		ad_rule_fragmentation(c, AD_PRIO_FIRST, o->usable_free, o->usable_largest,
 		                      all->largest_hole);
-		/* what shrinks live memory helps too, after the allocator fix */
-		size_t before = c->a->rec_count;
-		ad_rule_capacity(c, cat, 0);
-		ad_rank_later(c, before, 100);
+		capacity_after_fragmentation(c, cat);
 		return;
 	}
 	out->cause = outside == AD_OUTSIDE_UNCLEAR ? AD_CAUSE_UNKNOWN : AD_CAUSE_CAPACITY;
@@ -368,6 +382,7 @@ static void advise_oom(ad_ctx *c)
 		ad_rule_attention(c);
 		ad_rule_quadratic(c);
 		ad_rule_capacity(c, cat, 1);
+		ad_rule_larger_eval_pass(c);
 		if (leak_fills || carried || graphs)
 			ad_rank_later(c, before, 100);
 	}

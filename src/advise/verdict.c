@@ -105,6 +105,10 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "as the %s asked for.",
 		    sz(b1, o->free_cached), (unsigned long long)o->free_pieces,
 		    sz(b2, o->requested));
+		if (o->first_forward)
+			mr_buf_puts(b, " It was the run's first forward: packed, the free memory "
+			               "holds this request, but what the rest of the step needs is "
+			               "not in the trace.");
 		return 0;
 	}
 	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];

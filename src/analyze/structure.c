@@ -539,6 +539,11 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 	}
 	if (phase == PH_FORWARD)
 		close_span(&sp, 0, ph);
+	/* a framework's evaluation or prediction loop runs its steps under no_grad, whatever the
+	 * forward's survival shows (or could not: an OOM in its loss) */
+	if (last_oom != SIZE_MAX && ev[last_oom].stack < c->s->stack_count &&
+	    (c->info[ev[last_oom].stack].flags & AN_SF_NO_GRAD_LOOP))
+		out->oom_forward_graph = -1;
 	goto done;
 oom:
 	st = mr_oom(err);
