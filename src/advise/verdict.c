@@ -89,6 +89,39 @@ static void log_only_verdict(mr_buf *b, const ad_oom *o)
 		mr_buf_printf(b, "No out-of-memory error in the evidence.");
 }
 
+/* A capacity OOM with no more specific story: what one site holds when the first
+ * recommendation is about it, else live memory against the free pieces. */
+static void capacity_words(mr_buf *b, const ad_advice *a, const an_device *dv)
+{
+	const ad_oom *o = &a->oom;
+	const uint64_t *cat = dv->categories;
+	uint64_t live = ad_live_total(cat);
+	char b1[32], b2[32], b3[32];
+	if (first_rec_is(a, "release_references") && dv->site_count &&
+	    dv->sites[0].bytes * 2 >= dv->pool[AN_POOL_ALL].allocated)
+		mr_buf_printf(b,
+		              "Out of memory from capacity: live tensors hold %s, %s of them from "
+		              "one site (the first recommendation names it), when the %s "
+		              "request failed.",
+		              sz(b1, dv->pool[AN_POOL_ALL].allocated), sz(b2, dv->sites[0].bytes),
+		              sz(b3, o->requested));
+	else if (o->free_cached >= o->requested)
+		mr_buf_printf(
+		    b,
+		    "Out of memory from capacity: live tensors hold %s (%d%% activations); "
+		    "packed, the %s free in the cache (in pieces smaller than the %s request) "
+		    "would only delay the failure.",
+		    sz(b1, dv->pool[AN_POOL_ALL].allocated), ad_pct(cat[AN_CAT_ACTIVATIONS], live),
+		    sz(b2, o->free_cached), sz(b3, o->requested));
+	else
+		mr_buf_printf(
+		    b,
+		    "Out of memory from capacity: live tensors hold %s (%d%% activations); "
+		    "only %s was free for a %s request.",
+		    sz(b1, dv->pool[AN_POOL_ALL].allocated), ad_pct(cat[AN_CAT_ACTIVATIONS], live),
+		    sz(b2, o->free_cached), sz(b3, o->requested));
+}
+
 /* Writes the verdict of an OOM; returns 1 when it blames memory that grew every iteration. */
 static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 {
@@ -197,12 +230,7 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    b, "Out of memory from capacity at the logits: live tensors hold %s, and %s.",
 		    sz(b1, dv->pool[AN_POOL_ALL].allocated), o->logits);
 	else
-		mr_buf_printf(
-		    b,
-		    "Out of memory from capacity: live tensors hold %s (%d%% activations); "
-		    "only %s was free for a %s request.",
-		    sz(b1, dv->pool[AN_POOL_ALL].allocated), ad_pct(cat[AN_CAT_ACTIVATIONS], live),
-		    sz(b2, o->free_cached), sz(b3, o->requested));
+		capacity_words(b, a, dv);
 	return 0;
 }
 
