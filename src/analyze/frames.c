@@ -248,7 +248,8 @@ enum {
 #define F_ALLOCATOR F(28)   /* CUDACachingAllocator, memory_snapshot.cpp */
 #define F_EVAL_LOOP F(29)   /* Lightning's loops/prediction_loop.py, loops/evaluation_loop.py */
 #define F_HF_PIPELINE F(30) /* transformers/pipelines/base.py */
-#define TEXT_READ ((uint64_t)1 << 63)
+#define TEXT_READ ((uint64_t)1 << 63) /* a string's file bits are read */
+#define NAME_READ ((uint64_t)1 << 62) /* ... its name bits */
 
 static uint64_t name_bits(const char *name)
 {
@@ -328,28 +329,35 @@ static uint64_t file_bits(const char *file)
 	return b;
 }
 
-/* The bits of each string of s, read on first use. */
+/* The bits of each string of s, read on first use: a name's (name_bits) and a file's
+ * (file_bits) apart, each only for a string used so. */
 typedef struct {
 	const md_snapshot *s;
-	uint64_t *bits; /* per string id; TEXT_READ once read */
+	uint64_t *bits; /* per string id; NAME_READ, TEXT_READ once read */
 } text_cache;
 
-static uint64_t string_bits(text_cache *c, uint32_t id)
+static uint64_t name_part(text_cache *c, uint32_t id)
 {
 	if (id >= c->s->strings.count)
-		return name_bits("") | file_bits("");
-	if (!(c->bits[id] & TEXT_READ)) {
-		const char *str = md_str(c->s, id);
-		c->bits[id] = TEXT_READ | name_bits(str) | file_bits(str);
-	}
-	return c->bits[id];
+		return name_bits("");
+	if (!(c->bits[id] & NAME_READ))
+		c->bits[id] |= NAME_READ | name_bits(md_str(c->s, id));
+	return c->bits[id] & 0x1ffu;
+}
+
+static uint64_t file_part(text_cache *c, uint32_t id)
+{
+	if (id >= c->s->strings.count)
+		return file_bits("");
+	if (!(c->bits[id] & TEXT_READ))
+		c->bits[id] |= TEXT_READ | file_bits(md_str(c->s, id));
+	return c->bits[id] & ~(uint64_t)0x1ff & ~NAME_READ;
 }
 
 /* A frame's bits: what its name says and what its file says. */
 static uint64_t frame_bits(text_cache *c, const md_frame *f)
 {
-	return (string_bits(c, f->name) & 0x1ffu) |
-	       (string_bits(c, f->filename) & ~(uint64_t)0x1ff);
+	return name_part(c, f->name) | file_part(c, f->filename);
 }
 
 static int frame_shown(uint64_t b)
