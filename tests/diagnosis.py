@@ -755,6 +755,9 @@ TABLE += [
                                             first="free_device_memory",
                                             never=["expandable_segments"],
                                             no_finds=["memory_growth"], log=True)),
+    # the snapshot alone: the trace's peak reserved, more than held + free at the OOM
+    ("other_process_grows_midrun_oom", dict(cause="unknown", kind="training", first="free_device_memory",
+                                            finds=["outside_grew"], no_finds=["memory_growth"])),
     ("hf_llama_gradckpt_longseq_oom", dict(cause="capacity", kind="training", first="chunked_loss",
                                            techniques=["activation_checkpointing"],
                                            never=["activation_checkpointing", "no_grad_eval", "fsdp"],

@@ -613,6 +613,31 @@ static void test_generate_kept_scores(void **state)
 	rp_free(&run);
 }
 
+/* From the snapshot alone: the device had room for this run's peak (main_before_other's
+ * step_peak_reserved, before another process took most of the card), and at the OOM what
+ * PyTorch held plus what was free is far less: memory outside PyTorch grew, and freeing it
+ * comes first. other_process holds its memory from the start: nothing grew, nothing said. */
+static void test_outside_grew(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "other_process_grows_midrun_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	const an_device *dv = &run.an.devices[0];
+	assert_int_equal((long long)dv->peak_reserved,
+	                 tu_corpus_int(s, "facts.json", "step_peak_reserved"));
+	assert_non_null(find(&run, "outside_grew"));
+	assert_int_equal(run.advice.oom.outside_grew, dv->peak_reserved -
+	                                                  dv->pool[AN_POOL_ALL].reserved -
+	                                                  run.advice.oom.device_free);
+	assert_int_equal(rank_of(&run, "free_device_memory"), 1);
+	rp_free(&run);
+	assert_int_equal(load_sample("other_process", NULL, &run), 0);
+	assert_null(find(&run, "outside_grew"));
+	assert_int_equal(run.advice.oom.outside_grew, 0);
+	rp_free(&run);
+}
+
 /* The message a log holds and the oom_message.txt cut from it are one message, not two (the
  * figures PyTorch printed, compared whatever line they were on); repeats in one log are real. */
 static void test_same_message_twice(void **state)
@@ -1680,6 +1705,7 @@ int main(void)
 	    cmocka_unit_test(test_fsdp_param_dtype),
 	    cmocka_unit_test(test_inference_kept_outputs),
 	    cmocka_unit_test(test_generate_kept_scores),
+	    cmocka_unit_test(test_outside_grew),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -77,6 +77,9 @@ typedef struct {
 	uint64_t device_free;
 	uint64_t non_pytorch;    /* this process's memory outside PyTorch's allocator */
 	uint64_t others;         /* other processes' (listed, else total - free - this process) */
+	uint64_t outside_grew;   /* with no message: how much more of the device was held outside
+	                            PyTorch at the OOM than when the trace's peak was reserved
+	                            (0: none seen) */
 	ev_process processes[8]; /* the other processes the message lists */
 	size_t process_count;
 	char logits[192]; /* what the logits are to the failed request, in words (the logits

@@ -95,7 +95,7 @@ static void advise_free_device(ad_ctx *c, ad_cause cause)
 ad_outside ad_rule_outside(ad_ctx *c)
 {
 	ad_holders h;
-	char b1[32], b2[32], b3[32], b4[32];
+	char b1[32], b2[32], b3[32], b4[32], b5[32];
 	holders(c, &h);
 	fill_oom(c, &h);
 	ad_oom *o = &c->a->oom;
@@ -116,6 +116,32 @@ ad_outside ad_rule_outside(ad_ctx *c)
 		                                          : ad_sz(b4, o->non_pytorch));
 		advise_free_device(c, cause);
 		return AD_OUTSIDE_CAUSE;
+	}
+	/* The device had room for the trace's peak reserved; at the OOM, what PyTorch held
+	 * plus what was free is less by more than the request: memory outside PyTorch grew
+	 * since, whoever holds it. */
+	const an_device *dv = c->dv;
+	uint64_t then = dv ? dv->peak_reserved : 0, now = h.reserved + o->device_free;
+	if (h.device_full && !c->msg && dv && then > now && then - now >= dv->oom.alloc_size &&
+	    then - now >= 64 * MR_MIB) {
+		o->outside_grew = then - now;
+		ad_note(c, "outside_grew", AD_CRITICAL,
+		        "The device was full at the OOM (%s free) while PyTorch held %s, yet "
+		        "earlier in the trace this process had %s reserved: at least %s of the "
+		        "device that was there for it then is held outside PyTorch now, by another "
+		        "process or a library in this one. With it back, the %s request fits.",
+		        ad_sz(b1, o->device_free), ad_sz(b2, h.reserved), ad_sz(b3, then),
+		        ad_sz(b4, o->outside_grew), ad_sz(b5, o->requested));
+		ad_suggest(c, "free_device_memory", AD_PRIO_FIRST,
+		           "Find what took the GPU's memory during the run",
+		           "nvidia-smi --query-compute-apps=pid,used_memory --format=csv",
+		           "At least %s of the device that this run had used is held outside "
+		           "PyTorch at the OOM: another process started on the same GPU, or a "
+		           "library of this process allocated it. Freeing it (or a GPU of its own "
+		           "for this run) makes room without changing the run; the OOM message "
+		           "lists the processes (give the log as a second input).",
+		           ad_sz(b1, o->outside_grew));
+		return AD_OUTSIDE_UNCLEAR;
 	}
 	if (h.device_full && !c->msg && c->dv) {
 		ad_note(

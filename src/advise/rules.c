@@ -386,7 +386,7 @@ static void advise_oom(ad_ctx *c)
 		if (leak_fills || carried || graphs)
 			ad_rank_later(c, before, 100);
 	}
-	if (outside == AD_OUTSIDE_UNCLEAR)
+	if (outside == AD_OUTSIDE_UNCLEAR && !out->outside_grew)
 		ad_suggest(
 		    c, "free_device_memory", AD_PRIO_CAPACITY + 5, "Check what else holds the GPU",
 		    "nvidia-smi --query-compute-apps=pid,used_memory --format=csv",

@@ -40,6 +40,14 @@ static int outside_verdict(mr_buf *b, const ad_oom *o)
 		    "Out of memory because this process holds %s outside PyTorch's "
 		    "allocator: only %s was free for a %s request, while PyTorch held %s.",
 		    sz(b1, o->non_pytorch), free_words, sz(b3, o->requested), sz(b4, o->reserved));
+	else if (o->device_full && o->cause == AD_CAUSE_UNKNOWN && o->outside_grew)
+		mr_buf_printf(b,
+		              "Out of memory with the device full (%s free for a %s request) "
+		              "while PyTorch held %s: at least %s more of it is held outside "
+		              "PyTorch than when this run reserved its peak, by another process "
+		              "or a library.",
+		              free_words, sz(b3, o->requested), sz(b4, o->reserved),
+		              sz(b1, o->outside_grew));
 	else if (o->device_full && o->cause == AD_CAUSE_UNKNOWN)
 		mr_buf_printf(
 		    b,
