@@ -638,6 +638,29 @@ static void test_outside_grew(void **state)
 	rp_free(&run);
 }
 
+/* A Hugging Face text model's activations scale with its padded length: the microbatch advice
+ * says to pad to each batch's longest (hf_bert_pad_max_length_oom pads 4.4-5.0% real tokens to
+ * max_length 2048). A model of the project's own (oom_capacity) and a generation
+ * (hf_generate_kv_oom) are not told. */
+static void test_padding_tip(void **state)
+{
+	(void)state;
+	rp_report run;
+	assert_int_equal(load_sample("hf_bert_pad_max_length_oom", NULL, &run), 0);
+	const ad_recommendation *r = rec_of(&run, "reduce_microbatch");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_non_null(strstr(r->reason, "padding=\"longest\""));
+	rp_free(&run);
+	const char *none[] = {"oom_capacity", "hf_generate_kv_oom"};
+	for (size_t i = 0; i < 2; i++) {
+		assert_int_equal(load_sample(none[i], NULL, &run), 0);
+		r = rec_of(&run, "reduce_microbatch");
+		assert_true(!r || !strstr(r->reason, "padding="));
+		rp_free(&run);
+	}
+}
+
 /* The message a log holds and the oom_message.txt cut from it are one message, not two (the
  * figures PyTorch printed, compared whatever line they were on); repeats in one log are real. */
 static void test_same_message_twice(void **state)
@@ -1706,6 +1729,7 @@ int main(void)
 	    cmocka_unit_test(test_inference_kept_outputs),
 	    cmocka_unit_test(test_generate_kept_scores),
 	    cmocka_unit_test(test_outside_grew),
+	    cmocka_unit_test(test_padding_tip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -96,9 +96,34 @@ static an_run_kind pass_kind(const ad_ctx *c)
 	return kind == AN_RUN_TRAINING && no_graph ? AN_RUN_INFERENCE : kind;
 }
 
+/* Whether the model looks its input up in an embedding table (nn.Embedding's forward in
+ * torch/nn/modules/sparse.py): tokens, whose padded length the activations scale with too. */
+static int embeds_tokens(const ad_ctx *c)
+{
+	const md_snapshot *s = c->s;
+	for (size_t i = 0; i < s->frame_count; i++)
+		if (strcmp(md_str(s, s->frames[i].name), "forward") == 0 &&
+		    an_path_has(md_str(s, s->frames[i].filename), "torch/nn/modules/sparse.py"))
+			return 1;
+	return 0;
+}
+
 /* The microbatch advice in the words of the run's framework. */
 static void advise_microbatch(ad_ctx *c, int priority, const char *why)
 {
+	/* a Hugging Face text model's batch is as long as its padding: a collator padding to
+	 * max_length pays for the padding in every layer */
+	char full[1024];
+	if (ad_framework(c, AN_FW_HF) && !(c->run->flags_seen & AN_SF_GENERATE) &&
+	    embeds_tokens(c)) {
+		snprintf(full, sizeof full,
+		         "%s Activations scale with the padded length too: where the texts are "
+		         "shorter, padding each batch only to its own longest text "
+		         "(padding=\"longest\", DataCollatorWithPadding) instead of to "
+		         "max_length shrinks them in proportion.",
+		         why);
+		why = full;
+	}
 	const char *change = "batch_size //= 2; accumulate gradients over 2 microbatches before "
 	                     "optimizer.step()";
 	const char *title =
