@@ -584,6 +584,26 @@ static void test_inference_kept_outputs(void **state)
 	assert_null(strstr(r->change, "loss.item()"));
 	assert_null(rec_of(&run, "chunked_loss"));
 	rp_free(&run);
+	/* a training loop keeping every step's transitions on the GPU (replay_buffer_gpu_oom:
+	 * growth_per_step_bytes a step, an iteration every train_every steps): its site is named;
+	 * gradients a hook keeps, with no stack (grad_hook_leak_oom), are not */
+	s = "replay_buffer_gpu_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	per = (uint64_t)tu_corpus_int(s, "facts.json", "growth_per_step_bytes") *
+	      (uint64_t)tu_corpus_int(s, "facts.json", "train_every");
+	grew = run.an.devices[0].run.growth_per_iteration;
+	assert_true(grew + per / 20 >= per && grew <= per + per / 20);
+	r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_non_null(strstr(r->reason, "per iteration in"));
+	assert_non_null(strstr(r->reason, "is made at body"));
+	rp_free(&run);
+	assert_int_equal(load_sample("grad_hook_leak_oom", NULL, &run), 0);
+	r = rec_of(&run, "release_references");
+	assert_non_null(r);
+	assert_null(strstr(r->reason, "is made at"));
+	rp_free(&run);
 }
 
 /* generate(output_scores=True) keeps each decoding step's float32 scores (batch x vocabulary,
@@ -659,6 +679,45 @@ static void test_padding_tip(void **state)
 		assert_true(!r || !strstr(r->reason, "padding="));
 		rp_free(&run);
 	}
+}
+
+/* The batch advice in the framework's words: the HF Trainer's evaluation at 8x its training
+ * batch (eval_batch / microbatch) is told per_device_eval_batch_size // 8; Accelerate's run,
+ * its Accelerator's accumulation; a generate() that died in its prefill (one iteration, no
+ * token decoded), a shorter prompt, not fewer new tokens. */
+static void test_framework_batch_words(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "hf_trainer_eval_bigger_batch_oom";
+	assert_int_equal(load_with(s, "train.log", &run), 0);
+	long long k = tu_corpus_int(s, "facts.json", "eval_batch") /
+	              tu_corpus_int(s, "facts.json", "microbatch");
+	char want[64];
+	snprintf(want, sizeof want, "per_device_eval_batch_size=N // %lld", k);
+	const ad_recommendation *r = rec_of(&run, "reduce_microbatch");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	assert_non_null(strstr(r->change, want));
+	assert_non_null(find(&run, "eval_pass_oom"));
+	rp_free(&run);
+	assert_int_equal(load_sample("accelerate_fp16_gradscaler_oom", NULL, &run), 0);
+	assert_true(run.an.devices[0].run.frameworks & AN_FW_ACCELERATE);
+	r = rec_of(&run, "reduce_microbatch");
+	assert_non_null(r);
+	assert_non_null(strstr(r->change, "Accelerator(gradient_accumulation_steps="));
+	assert_null(rec_of(&run, "mixed_precision"));
+	rp_free(&run);
+	assert_int_equal(load_sample("hf_llama_long_prompt_prefill_oom", NULL, &run), 0);
+	r = rec_of(&run, "reduce_microbatch");
+	assert_non_null(r);
+	assert_non_null(strstr(r->change, "prefill"));
+	assert_null(strstr(r->change, "max_new_tokens"));
+	rp_free(&run);
+	assert_int_equal(load_sample("hf_generate_kv_oom", NULL, &run), 0);
+	r = rec_of(&run, "reduce_microbatch");
+	assert_true(!r || strstr(r->change, "max_new_tokens"));
+	rp_free(&run);
 }
 
 /* The message a log holds and the oom_message.txt cut from it are one message, not two (the
@@ -1730,6 +1789,7 @@ int main(void)
 	    cmocka_unit_test(test_generate_kept_scores),
 	    cmocka_unit_test(test_outside_grew),
 	    cmocka_unit_test(test_padding_tip),
+	    cmocka_unit_test(test_framework_batch_words),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,7 +132,12 @@ static void advise_microbatch(ad_ctx *c, int priority, const char *why)
 	if (kind == AN_RUN_INFERENCE || kind == AN_RUN_EVALUATION) {
 		title = "Put fewer samples through the model at once";
 		change = "batch_size //= 2  # fewer sequences (or images) per forward";
-		if (c->run->flags_seen & AN_SF_GENERATE)
+		if ((c->run->flags_seen & AN_SF_GENERATE) && c->run->start_count <= 1)
+			/* it died in generate()'s first forward, over every prompt token at once */
+			change = "a shorter prompt or fewer prompts per generate() call: the first "
+			         "forward (the prefill) runs over all their tokens at once; or "
+			         "prefill in chunks of the prompt";
+		else if (c->run->flags_seen & AN_SF_GENERATE)
 			change =
 			    "generate() fewer sequences at once, or fewer max_new_tokens: the KV "
 			    "cache grows with both";
@@ -142,6 +147,10 @@ static void advise_microbatch(ad_ctx *c, int priority, const char *why)
 	} else if (ad_framework(c, AN_FW_HF_TRAINER)) {
 		change = "TrainingArguments(per_device_train_batch_size=N // 2, "
 		         "gradient_accumulation_steps=2 * K)";
+	} else if (ad_framework(c, AN_FW_ACCELERATE)) {
+		change =
+		    "DataLoader(..., batch_size=N // 2); Accelerator(gradient_accumulation_steps=2 "
+		    "* K), the step inside: with accelerator.accumulate(model):";
 	} else if (ad_framework(c, AN_FW_LIGHTNING)) {
 		change =
 		    "DataLoader(..., batch_size=N // 2); Trainer(accumulate_grad_batches=2 * K)";
@@ -195,15 +204,27 @@ void ad_rule_larger_eval_pass(ad_ctx *c)
 		ad_recommendation *rec = &c->a->recs[i];
 		if (strcmp(rec->id, "reduce_microbatch") != 0)
 			continue;
-		char more[256], change[128];
+		char more[256], change[160];
 		snprintf(more, sizeof more,
 		         " This pass asked for %.1fx what the training forwards did, and they fit "
 		         "saving their layers for a backward: at their batch, this pass fits too.",
 		         r->oom_input_ratio);
-		snprintf(change, sizeof change,
-		         "batch_size //= %.0f  # this pass's own (its DataLoader's): the training "
-		         "forwards' size",
-		         r->oom_input_ratio);
+		if (ad_framework(c, AN_FW_HF_TRAINER))
+			snprintf(change, sizeof change,
+			         "TrainingArguments(per_device_eval_batch_size=N // %.0f)  # the "
+			         "training batch's size",
+			         r->oom_input_ratio);
+		else if (ad_framework(c, AN_FW_LIGHTNING))
+			snprintf(
+			    change, sizeof change,
+			    "DataLoader(val_set, batch_size=N // %.0f)  # in val_dataloader(): "
+			    "the training batch's size",
+			    r->oom_input_ratio);
+		else
+			snprintf(change, sizeof change,
+			         "batch_size //= %.0f  # this pass's own (its DataLoader's): the "
+			         "training forwards' size",
+			         r->oom_input_ratio);
 		char *dup = strdup(change);
 		if (!dup || ad_append_reason(rec, more)) {
 			free(dup);

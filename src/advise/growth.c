@@ -293,14 +293,26 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 		                &t);
 		return;
 	}
-	ad_suggest(c, "release_references", AD_PRIO_TARGETED + 1,
-	           "Keep numbers, not tensors, from each iteration",
-	           "total += loss.item()   # not: total += loss\n"
-	           "history.append(logits.detach().cpu())  # not: history.append(logits)",
-	           "Memory allocated in each iteration is still referenced later (%s per "
-	           "iteration): a list or a sum of GPU tensors keeps them, and their autograd "
-	           "graphs when they require grad.",
-	           ad_sz(b1, rate));
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "Memory allocated in each iteration is still referenced later (%s per "
+	               "iteration): a list or a sum of GPU tensors keeps them, and their "
+	               "autograd graphs when they require grad.",
+	               ad_sz(b1, rate));
+	ad_text probe = {0}; /* named only where its stack shows the user's line */
+	int named = site && ad_user_site(&probe, c->s, site->stack);
+	ad_text_free(&probe);
+	if (named) {
+		ad_text_printf(&t, " The most, %s per iteration in %zu blocks now, is made at ",
+		               ad_sz(b2, site->bytes_per_iteration), site->blocks);
+		ad_user_site(&t, c->s, site->stack);
+		ad_text_printf(&t, ".");
+	}
+	ad_suggest_text(c, "release_references", AD_PRIO_TARGETED + 1,
+	                "Keep numbers, not tensors, from each iteration",
+	                "total += loss.item()   # not: total += loss\n"
+	                "history.append(logits.detach().cpu())  # not: history.append(logits)",
+	                &t);
 }
 
 void ad_rule_growth(ad_ctx *c)
