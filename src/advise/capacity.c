@@ -969,9 +969,7 @@ static const md_block *largest_live(const ad_ctx *c)
 	return largest_of(c, LIVE_ANY, 0, 0);
 }
 
-/* Whether the innermost shown Python frame of a stack is user code: an operation the model's
- * own module writes out (attention, a reshape), not the torch.nn layer it calls. */
-/* The innermost Python frame of a stack, NULL when it has none. */
+/* The innermost shown Python frame of a stack, NULL when it has none. */
 static const md_frame *innermost_python(const ad_ctx *c, uint32_t stack)
 {
 	const md_snapshot *s = c->s;
@@ -987,6 +985,8 @@ static const md_frame *innermost_python(const ad_ctx *c, uint32_t stack)
 	return NULL;
 }
 
+/* Whether that frame is user code: an operation the model's own module writes out (attention,
+ * a reshape), not the torch.nn layer it calls. */
 static int innermost_python_is_user(const ad_ctx *c, uint32_t stack)
 {
 	const md_frame *fr = innermost_python(c, stack);
