@@ -89,8 +89,8 @@ typedef struct {
 	uint64_t all, params, optimizer;
 } state_split;
 
-/* Whether a stack copies a tensor through copy.deepcopy (torch/_tensor.py's __deepcopy__). */
-static int tensor_deepcopy(const ad_ctx *c, uint32_t stack)
+/* Whether a stack has a frame of function `name` in a file under `path`. */
+static int stack_has_frame(const ad_ctx *c, uint32_t stack, const char *name, const char *path)
 {
 	const md_snapshot *s = c->s;
 	if (stack >= s->stack_count)
@@ -98,11 +98,17 @@ static int tensor_deepcopy(const ad_ctx *c, uint32_t stack)
 	const md_stack *st = &s->stacks[stack];
 	for (size_t k = 0; k < st->count; k++) {
 		const md_frame *fr = &s->frames[st->first + k];
-		if (strcmp(md_str(s, fr->name), "__deepcopy__") == 0 &&
-		    an_path_has(md_str(s, fr->filename), "torch/_tensor.py"))
+		if (strcmp(md_str(s, fr->name), name) == 0 &&
+		    an_path_has(md_str(s, fr->filename), path))
 			return 1;
 	}
 	return 0;
+}
+
+/* Whether a stack copies a tensor through copy.deepcopy (torch/_tensor.py's __deepcopy__). */
+static int tensor_deepcopy(const ad_ctx *c, uint32_t stack)
+{
+	return stack_has_frame(c, stack, "__deepcopy__", "torch/_tensor.py");
 }
 
 static state_split state_growth(const ad_ctx *c)
@@ -194,17 +200,7 @@ static int suggest_state_growth(ad_ctx *c)
 /* Whether a stack runs through a recurrent module's forward (nn.RNN, nn.LSTM, nn.GRU). */
 static int in_recurrent_module(const ad_ctx *c, uint32_t stack)
 {
-	const md_snapshot *s = c->s;
-	if (stack >= s->stack_count)
-		return 0;
-	const md_stack *st = &s->stacks[stack];
-	for (size_t k = 0; k < st->count; k++) {
-		const md_frame *fr = &s->frames[st->first + k];
-		if (strcmp(md_str(s, fr->name), "forward") == 0 &&
-		    an_path_has(md_str(s, fr->filename), "torch/nn/modules/rnn.py"))
-			return 1;
-	}
-	return 0;
+	return stack_has_frame(c, stack, "forward", "torch/nn/modules/rnn.py");
 }
 
 /* Whether the growing site's single block is made anew each iteration: the trace allocates at
