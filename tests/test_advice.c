@@ -672,6 +672,14 @@ static void test_padding_tip(void **state)
 	assert_int_equal(r->rank, 1);
 	assert_non_null(strstr(r->reason, "padding=\"longest\""));
 	rp_free(&run);
+	/* one sequence of 16384 tokens (hf_llama_gradckpt_longseq_oom): its length is the lever */
+	assert_int_equal(load_sample("hf_llama_gradckpt_longseq_oom", NULL, &run), 0);
+	assert_int_equal(tu_corpus_int("hf_llama_gradckpt_longseq_oom", "facts.json", "microbatch"),
+	                 1);
+	r = rec_of(&run, "reduce_microbatch");
+	assert_non_null(r);
+	assert_non_null(strstr(r->reason, "a shorter sequence is the lever"));
+	rp_free(&run);
 	const char *none[] = {"oom_capacity", "hf_generate_kv_oom"};
 	for (size_t i = 0; i < 2; i++) {
 		assert_int_equal(load_sample(none[i], NULL, &run), 0);

@@ -114,13 +114,14 @@ static void advise_microbatch(ad_ctx *c, int priority, const char *why)
 	/* a Hugging Face text model's batch is as long as its padding: a collator padding to
 	 * max_length pays for the padding in every layer */
 	char full[1024];
-	if (ad_framework(c, AN_FW_HF) && !(c->run->flags_seen & AN_SF_GENERATE) &&
-	    embeds_tokens(c)) {
+	int tokens = !(c->run->flags_seen & AN_SF_GENERATE) && embeds_tokens(c);
+	if (tokens && ad_framework(c, AN_FW_HF)) {
 		snprintf(full, sizeof full,
 		         "%s Activations scale with the padded length too: where the texts are "
 		         "shorter, padding each batch only to its own longest text "
 		         "(padding=\"longest\", DataCollatorWithPadding) instead of to "
-		         "max_length shrinks them in proportion.",
+		         "max_length shrinks them in proportion; at one sequence per "
+		         "microbatch, a shorter sequence is the lever.",
 		         why);
 		why = full;
 	}

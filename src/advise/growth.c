@@ -226,6 +226,15 @@ static int rebuilt_each_iteration(const ad_ctx *c, const an_growth_site *site)
 	return rises * 2 >= r->start_count;
 }
 
+/* Whether a stack shows the user's line (ad_user_site would name it). */
+static int user_site_named(const ad_ctx *c, uint32_t stack)
+{
+	ad_text probe = {0};
+	int named = ad_user_site(&probe, c->s, stack);
+	ad_text_free(&probe);
+	return named;
+}
+
 /* What keeps each iteration's memory: a recurrent state carried on with its graph, where the
  * largest grower is a recurrent module's output; otherwise tensors the loop keeps. */
 static void suggest_kept(ad_ctx *c, const an_growth_site *site)
@@ -275,11 +284,14 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 		ad_text t = {0};
 		ad_text_printf(&t,
 		               "Memory allocated in each iteration is still referenced later (%s "
-		               "per iteration); the most, %s per iteration in %zu blocks now, is "
-		               "made at ",
+		               "per iteration); the most, %s per iteration in %zu blocks now, is ",
 		               ad_sz(b1, rate), ad_sz(b2, site->bytes_per_iteration), site->blocks);
-		if (!ad_user_site(&t, c->s, site->stack))
-			ad_text_printf(&t, "a site with no stack recorded");
+		if (user_site_named(c, site->stack)) {
+			ad_text_printf(&t, "made at ");
+			ad_user_site(&t, c->s, site->stack);
+		} else {
+			ad_text_printf(&t, "made where no stack shows the user's line");
+		}
 		ad_text_printf(&t, ": a list (or a concatenation) of GPU tensors keeps every "
 		                   "iteration's. Moved to the CPU as they are made, or kept for "
 		                   "fewer iterations, they leave the GPU's memory to the work.");
@@ -295,10 +307,7 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 	               "iteration): a list or a sum of GPU tensors keeps them, and their "
 	               "autograd graphs when they require grad.",
 	               ad_sz(b1, rate));
-	ad_text probe = {0}; /* named only where its stack shows the user's line */
-	int named = site && ad_user_site(&probe, c->s, site->stack);
-	ad_text_free(&probe);
-	if (named) {
+	if (site && user_site_named(c, site->stack)) {
 		ad_text_printf(&t, " The most, %s per iteration in %zu blocks now, is made at ",
 		               ad_sz(b2, site->bytes_per_iteration), site->blocks);
 		ad_user_site(&t, c->s, site->stack);
