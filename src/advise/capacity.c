@@ -74,15 +74,8 @@ static uint64_t live_with(const ad_ctx *c, uint32_t flag)
  * which checkpointing does not remove. */
 static int activations_offloaded(const ad_ctx *c)
 {
-	const md_snapshot *s = c->s;
-	for (size_t i = 0; i < s->frame_count; i++) {
-		const md_frame *f = &s->frames[i];
-		const char *name = md_str(s, f->name);
-		if ((strcmp(name, "unpack_from_cpu") == 0 || strcmp(name, "pack_to_cpu") == 0) &&
-		    an_path_has(md_str(s, f->filename), "torch/autograd/graph.py"))
-			return 1;
-	}
-	return 0;
+	return ad_any_frame(c->s, "unpack_from_cpu", "torch/autograd/graph.py") ||
+	       ad_any_frame(c->s, "pack_to_cpu", "torch/autograd/graph.py");
 }
 
 /* The kind of the pass the capacity advice is for: a training run's OOM in a forward that saved
@@ -100,12 +93,7 @@ static an_run_kind pass_kind(const ad_ctx *c)
  * torch/nn/modules/sparse.py): tokens, whose padded length the activations scale with too. */
 static int embeds_tokens(const ad_ctx *c)
 {
-	const md_snapshot *s = c->s;
-	for (size_t i = 0; i < s->frame_count; i++)
-		if (strcmp(md_str(s, s->frames[i].name), "forward") == 0 &&
-		    an_path_has(md_str(s, s->frames[i].filename), "torch/nn/modules/sparse.py"))
-			return 1;
-	return 0;
+	return ad_any_frame(c->s, "forward", "torch/nn/modules/sparse.py");
 }
 
 /* The microbatch advice in the words of the run's framework. */
@@ -210,22 +198,17 @@ void ad_rule_larger_eval_pass(ad_ctx *c)
 		         " This pass asked for %.1fx what the training forwards did, and they fit "
 		         "saving their layers for a backward: at their batch, this pass fits too.",
 		         r->oom_input_ratio);
-		if (ad_framework(c, AN_FW_HF_TRAINER))
-			snprintf(change, sizeof change,
-			         "TrainingArguments(per_device_eval_batch_size=N // %.0f)  # the "
-			         "training batch's size",
-			         r->oom_input_ratio);
-		else if (ad_framework(c, AN_FW_LIGHTNING))
-			snprintf(
-			    change, sizeof change,
-			    "DataLoader(val_set, batch_size=N // %.0f)  # in val_dataloader(): "
-			    "the training batch's size",
-			    r->oom_input_ratio);
-		else
-			snprintf(change, sizeof change,
-			         "batch_size //= %.0f  # this pass's own (its DataLoader's): the "
-			         "training forwards' size",
-			         r->oom_input_ratio);
+		/* the pass's own batch, in its framework's words */
+		const char *fmt =
+		    ad_framework(c, AN_FW_HF_TRAINER)
+		        ? "TrainingArguments(per_device_eval_batch_size=N // %.0f)  # the training "
+		          "batch's size"
+		    : ad_framework(c, AN_FW_LIGHTNING)
+		        ? "DataLoader(val_set, batch_size=N // %.0f)  # in val_dataloader(): the "
+		          "training batch's size"
+		        : "batch_size //= %.0f  # this pass's own (its DataLoader's): the training "
+		          "forwards' size";
+		snprintf(change, sizeof change, fmt, r->oom_input_ratio);
 		char *dup = strdup(change);
 		if (!dup || ad_append_reason(rec, more)) {
 			free(dup);

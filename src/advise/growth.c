@@ -89,26 +89,10 @@ typedef struct {
 	uint64_t all, params, optimizer;
 } state_split;
 
-/* Whether a stack has a frame of function `name` in a file under `path`. */
-static int stack_has_frame(const ad_ctx *c, uint32_t stack, const char *name, const char *path)
-{
-	const md_snapshot *s = c->s;
-	if (stack >= s->stack_count)
-		return 0;
-	const md_stack *st = &s->stacks[stack];
-	for (size_t k = 0; k < st->count; k++) {
-		const md_frame *fr = &s->frames[st->first + k];
-		if (strcmp(md_str(s, fr->name), name) == 0 &&
-		    an_path_has(md_str(s, fr->filename), path))
-			return 1;
-	}
-	return 0;
-}
-
 /* Whether a stack copies a tensor through copy.deepcopy (torch/_tensor.py's __deepcopy__). */
 static int tensor_deepcopy(const ad_ctx *c, uint32_t stack)
 {
-	return stack_has_frame(c, stack, "__deepcopy__", "torch/_tensor.py");
+	return ad_stack_has_frame(c->s, stack, "__deepcopy__", "torch/_tensor.py");
 }
 
 static state_split state_growth(const ad_ctx *c)
@@ -200,7 +184,7 @@ static int suggest_state_growth(ad_ctx *c)
 /* Whether a stack runs through a recurrent module's forward (nn.RNN, nn.LSTM, nn.GRU). */
 static int in_recurrent_module(const ad_ctx *c, uint32_t stack)
 {
-	return stack_has_frame(c, stack, "forward", "torch/nn/modules/rnn.py");
+	return ad_stack_has_frame(c->s, stack, "forward", "torch/nn/modules/rnn.py");
 }
 
 /* Whether the growing site's single block is made anew each iteration: the trace allocates at
@@ -226,13 +210,19 @@ static int rebuilt_each_iteration(const ad_ctx *c, const an_growth_site *site)
 	return rises * 2 >= r->start_count;
 }
 
-/* Whether a stack shows the user's line (ad_user_site would name it). */
-static int user_site_named(const ad_ctx *c, uint32_t stack)
+/* "S per iteration in N blocks now, is made at <the user's line>" of the largest growing site
+ * (or "... made where no stack shows the user's line"). */
+static void grower_words(ad_text *t, const ad_ctx *c, const an_growth_site *site)
 {
-	ad_text probe = {0};
-	int named = ad_user_site(&probe, c->s, stack);
-	ad_text_free(&probe);
-	return named;
+	char b1[32];
+	ad_text_printf(t, "%s per iteration in %zu blocks now, is made ",
+	               ad_sz(b1, site->bytes_per_iteration), site->blocks);
+	if (!an_user_frame(c->s, site->stack)) {
+		ad_text_printf(t, "where no stack shows the user's line");
+		return;
+	}
+	ad_text_printf(t, "at ");
+	ad_user_site(t, c->s, site->stack);
 }
 
 /* What keeps each iteration's memory: a recurrent state carried on with its graph, where the
@@ -284,14 +274,9 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 		ad_text t = {0};
 		ad_text_printf(&t,
 		               "Memory allocated in each iteration is still referenced later (%s "
-		               "per iteration); the most, %s per iteration in %zu blocks now, is ",
-		               ad_sz(b1, rate), ad_sz(b2, site->bytes_per_iteration), site->blocks);
-		if (user_site_named(c, site->stack)) {
-			ad_text_printf(&t, "made at ");
-			ad_user_site(&t, c->s, site->stack);
-		} else {
-			ad_text_printf(&t, "made where no stack shows the user's line");
-		}
+		               "per iteration); the most, ",
+		               ad_sz(b1, rate));
+		grower_words(&t, c, site);
 		ad_text_printf(&t, ": a list (or a concatenation) of GPU tensors keeps every "
 		                   "iteration's. Moved to the CPU as they are made, or kept for "
 		                   "fewer iterations, they leave the GPU's memory to the work.");
@@ -307,10 +292,9 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 	               "iteration): a list or a sum of GPU tensors keeps them, and their "
 	               "autograd graphs when they require grad.",
 	               ad_sz(b1, rate));
-	if (site && user_site_named(c, site->stack)) {
-		ad_text_printf(&t, " The most, %s per iteration in %zu blocks now, is made at ",
-		               ad_sz(b2, site->bytes_per_iteration), site->blocks);
-		ad_user_site(&t, c->s, site->stack);
+	if (site && an_user_frame(c->s, site->stack)) {
+		ad_text_printf(&t, " The most, ");
+		grower_words(&t, c, site);
 		ad_text_printf(&t, ".");
 	}
 	ad_suggest_text(c, "release_references", AD_PRIO_TARGETED + 1,

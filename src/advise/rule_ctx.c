@@ -85,6 +85,30 @@ int ad_user_site(ad_text *t, const md_snapshot *s, uint32_t stack)
 	return 1;
 }
 
+static int frame_is(const md_snapshot *s, const md_frame *f, const char *name, const char *path)
+{
+	return strcmp(md_str(s, f->name), name) == 0 && an_path_has(md_str(s, f->filename), path);
+}
+
+int ad_stack_has_frame(const md_snapshot *s, uint32_t stack, const char *name, const char *path)
+{
+	if (stack >= s->stack_count)
+		return 0;
+	const md_stack *st = &s->stacks[stack];
+	for (size_t k = 0; k < st->count; k++)
+		if (frame_is(s, &s->frames[st->first + k], name, path))
+			return 1;
+	return 0;
+}
+
+int ad_any_frame(const md_snapshot *s, const char *name, const char *path)
+{
+	for (size_t i = 0; i < s->frame_count; i++)
+		if (frame_is(s, &s->frames[i], name, path))
+			return 1;
+	return 0;
+}
+
 an_run_kind ad_run_kind(const ad_ctx *c)
 {
 	return c->run ? c->run->kind : AN_RUN_UNKNOWN;

@@ -62,6 +62,11 @@ const char *ad_sz(char *buf, uint64_t v);
  * Returns 0 (appending nothing) when the stack has none. */
 int ad_user_site(ad_text *t, const md_snapshot *s, uint32_t stack);
 
+/* Whether a stack (ad_stack_has_frame), or any frame of the snapshot (ad_any_frame), is a call
+ * of function `name` in a file whose path contains `path`. */
+int ad_stack_has_frame(const md_snapshot *s, uint32_t stack, const char *name, const char *path);
+int ad_any_frame(const md_snapshot *s, const char *name, const char *path);
+
 /* The kind of run and what is on, for rules that advise by them. */
 an_run_kind ad_run_kind(const ad_ctx *c);
 int ad_technique_on(const ad_ctx *c, uint32_t tech);
