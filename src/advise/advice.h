@@ -66,8 +66,6 @@ typedef struct {
 	int by_growth; /* capacity, filled by memory that grew every iteration: the verdict says a
 	                  leak or kept autograd graphs */
 	int rebuilt;   /* what grew is one tensor made anew, larger, every iteration (growth.c) */
-	int first_forward; /* a fragmentation OOM that cut the run's first forward short, before
-	                      any step finished: what the rest of the step needs is unknown */
 	/* Figures the evidence does not give (a message without sizes; MPS has no reserved
 	 * total): AD_OOM_NO_* bits. Those fields are 0 and are shown as null or "unknown". */
 	unsigned unknown;

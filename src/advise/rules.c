@@ -274,24 +274,21 @@ static int advise_graph_pools(ad_ctx *c)
 	return 1;
 }
 
-/* The failed allocation, read from the layout it met. */
 /* What shrinks live memory helps a fragmentation OOM too, after the allocator fix; in a first
  * forward cut short, packed memory gets past this request but the rest of the step is not in
  * the trace: the batch comes right after it. */
 static void capacity_after_fragmentation(ad_ctx *c, const uint64_t *cat)
 {
-	const an_structure *r = c->run;
-	ad_oom *out = &c->a->oom;
-	out->first_forward = r && r->forward_spans == 1 && r->forwards_cut && !r->backward_phases &&
-	                     r->start_count <= 1;
+	int first = an_first_forward_cut(c->run);
 	size_t before = c->a->rec_count;
 	ad_rule_capacity(c, cat, 0);
 	ad_rank_later(c, before, 100);
-	for (size_t i = before; out->first_forward && i < c->a->rec_count; i++)
+	for (size_t i = before; first && i < c->a->rec_count; i++)
 		if (strcmp(c->a->recs[i].id, "reduce_microbatch") == 0)
 			c->rec_priority[i] = AD_PRIO_FIRST + 2;
 }
 
+/* The failed allocation, read from the layout it met. */
 static void advise_oom(ad_ctx *c)
 {
 	const an_device *dv = c->dv;

@@ -146,7 +146,7 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "as the %s asked for.",
 		    sz(b1, o->free_cached), (unsigned long long)o->free_pieces,
 		    sz(b2, o->requested));
-		if (o->first_forward)
+		if (an_first_forward_cut(&dv->run))
 			mr_buf_puts(b, " It was the run's first forward: packed, the free memory "
 			               "holds this request, but what the rest of the step needs is "
 			               "not in the trace.");

@@ -19,6 +19,12 @@ const char *an_run_kind_name(an_run_kind k)
 	}
 }
 
+int an_first_forward_cut(const an_structure *r)
+{
+	return r && r->forward_spans == 1 && r->forwards_cut && !r->backward_phases &&
+	       r->start_count <= 1;
+}
+
 const char *an_technique_name(unsigned bit_index)
 {
 	static const char *const names[AN_TECH_COUNT] = {

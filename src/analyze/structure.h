@@ -185,4 +185,9 @@ void an_structure_free(an_structure *st);
 /* The iteration that event `event` belongs to (0-based), or SIZE_MAX before the first. */
 size_t an_iteration_of(const an_structure *st, size_t event);
 
+/* Whether an out-of-memory error cut the run's first forward short, before any step
+ * finished (one forward, no backward, no second iteration): what the rest of the step needs
+ * is not in the trace. */
+int an_first_forward_cut(const an_structure *r);
+
 #endif
