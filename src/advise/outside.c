@@ -143,7 +143,7 @@ ad_outside ad_rule_outside(ad_ctx *c)
 		           ad_sz(b1, o->outside_grew));
 		return AD_OUTSIDE_UNCLEAR;
 	}
-	if (h.device_full && !c->msg && c->dv) {
+	if (h.device_full && !c->msg && dv) {
 		ad_note(
 		    c, "device_full", AD_WARNING,
 		    "The device itself was full at the OOM (%s free) while PyTorch held %s. "
