@@ -194,6 +194,7 @@ def main():
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     sizes = os.environ.get("BENCH_SIZES", ",".join(label for label, _ in SCALES)).split(",")
     print(f"machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M')}; {uptime()}")
+    os.makedirs(OUT, exist_ok=True)
     opwalk = ensure_opwalk()
     capacity(memreport, runs)
     batch(memreport, runs)
