@@ -28,7 +28,6 @@ SCALES = [("88MB", 1), ("1GB", 12), ("4GB", 52)]
 
 
 def ensure_input(label, k):
-    os.makedirs(OUT, exist_ok=True)
     small = os.path.join(OUT, "gpt_large_trace.pickle")
     if not os.path.exists(small):
         with lzma.open(os.path.join(SHARED, "corpus/gpt_large_trace/snapshot.pickle.xz")) as f, \
