@@ -62,6 +62,13 @@ static int iteration_has_moment(size_t j, size_t count)
 	return 0;
 }
 
+/* The event the peak mark is at: the peak's, within the trace. */
+static size_t peak_event(const md_device *md, const an_device *dv)
+{
+	size_t n = md->event_count;
+	return dv->peak_allocated_event < n ? dv->peak_allocated_event : n - 1;
+}
+
 static mr_status read_marks(const md_device *md, const an_device *dv, an_moments *out,
                             mr_error *err)
 {
@@ -76,8 +83,8 @@ static mr_status read_marks(const md_device *md, const an_device *dv, an_moments
 	if (!out->marks)
 		return mr_oom(err);
 	an_mark *m = out->marks;
-	size_t k = 0, peak = dv->peak_allocated_event < n ? dv->peak_allocated_event : n - 1;
-	m[k++] = (an_mark){AN_MARK_PEAK, peak, dv->peak_allocated, 0, 0};
+	size_t k = 0;
+	m[k++] = (an_mark){AN_MARK_PEAK, peak_event(md, dv), dv->peak_allocated, 0, 0};
 	for (size_t i = 0; i < n; i++)
 		if (md->events[i].action == MD_ACT_OOM)
 			m[k++] = (an_mark){AN_MARK_OOM, i, md->events[i].size, 0,
@@ -563,6 +570,20 @@ done:
 	out->oom = an_moment_of(out, AN_MARK_OOM);
 	out->snapshot = out->moment_count ? out->moment_count - 1 : AN_NO_MOMENT;
 	return MR_OK;
+}
+
+int an_moments_settle_peak(an_moments *m, const md_device *md, const an_device *dv)
+{
+	if (!md || !md->event_count)
+		return 1; /* no marks: the snapshot's moment alone, whatever the peak */
+	for (size_t i = 0; i < m->mark_count; i++)
+		if (m->marks[i].kind == AN_MARK_PEAK) {
+			if (m->marks[i].event != peak_event(md, dv))
+				return 0;
+			m->marks[i].bytes = dv->peak_allocated;
+			return 1;
+		}
+	return 0;
 }
 
 void an_moments_free(an_moments *m)

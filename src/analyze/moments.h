@@ -75,6 +75,11 @@ mr_status an_moments_read(const md_snapshot *s, const md_device *md, const an_de
                           mr_error *err);
 void an_moments_free(an_moments *m);
 
+/* Moments read before the replay settled dv's peak (ad_replay_apply; they are read beside it)
+ * are still the settled ones when the peak stays at the same event: the peak mark then takes
+ * the settled bytes, and 1 is returned. 0: the peak moved, and m must be read again. */
+int an_moments_settle_peak(an_moments *m, const md_device *md, const an_device *dv);
+
 /* The overhead at the peak: peak reserved minus peak allocated, as a share of peak reserved
  * (each the trace's highest, at its own event); 0 without a trace. */
 double an_overhead_at_peak(const an_device *dv);

@@ -67,13 +67,40 @@ static mr_status read_moments(rp_report *r, mr_error *err)
 	return r->moments ? each_device(r, 1, err) : mr_oom(err);
 }
 
+/* The moments read beside the replay, settled once it is applied: a device whose peak moved
+ * (or whose reading failed) is read again, so the moments are what reading them after the
+ * replay gives. */
+static mr_status settle_moments(rp_report *r, mr_status read, mr_error *err)
+{
+	if (read || !r->moments) {
+		for (size_t d = 0; r->moments && d < r->an.device_count; d++)
+			an_moments_free(&r->moments[d]);
+		free(r->moments);
+		r->moments = NULL;
+		return read_moments(r, err);
+	}
+	for (size_t d = 0; d < r->an.device_count; d++) {
+		const an_device *dv = &r->an.devices[d];
+		const md_device *md = md_find_device(&r->ev.snap, dv->device);
+		if (an_moments_settle_peak(&r->moments[d], md, dv))
+			continue;
+		an_moments_free(&r->moments[d]);
+		mr_status st = an_moments_read(&r->ev.snap, md, dv, r->an.frame_kinds,
+		                               &r->allocs[d], &r->moments[d], err);
+		if (st)
+			return st;
+	}
+	return MR_OK;
+}
+
 /* The replay of the recorded settings needs only the first half of the analysis
- * (an_analyze_base); the second half and the reading of the allocations need neither the
- * replay nor each other: the replay runs beside them, and its peaks are applied after. */
+ * (an_analyze_base); the second half, the reading of the allocations and of the moments need
+ * not wait for it: they run beside it, the moments with the peak the analysis found, and the
+ * replay's exact peaks are applied after (settle_moments). */
 typedef struct {
 	rp_report *r;
-	mr_status st[3]; /* the analysis's second half, the replay, the allocations */
-	mr_error err[3];
+	mr_status st[4]; /* the analysis's second half, the replay, the allocations, the moments */
+	mr_error err[4];
 } side_by_side;
 
 static void replay_or_rest(void *ctx, void *worker, size_t i)
@@ -88,11 +115,13 @@ static void replay_or_rest(void *ctx, void *worker, size_t i)
 	t->st[0] = an_analyze_rest(&r->ev.snap, &r->an, &t->err[0]);
 	if (!t->st[0])
 		t->st[2] = read_allocs(r, &t->err[2]);
+	if (!t->st[0] && !t->st[2])
+		t->st[3] = read_moments(r, &t->err[3]);
 }
 
 static mr_status analyze_and_replay(rp_report *r, mr_error *err)
 {
-	side_by_side t = {r, {MR_OK, MR_OK, MR_OK}, {{0}, {0}, {0}}};
+	side_by_side t = {r, {MR_OK, MR_OK, MR_OK, MR_OK}, {{0}, {0}, {0}, {0}}};
 	mr_status st = an_analyze_base(&r->ev.snap, 0, &r->an, err);
 	if (st)
 		return st;
@@ -103,7 +132,7 @@ static mr_status analyze_and_replay(rp_report *r, mr_error *err)
 			return t.st[i];
 		}
 	ad_replay_apply(&r->an, r->recorded);
-	return MR_OK;
+	return settle_moments(r, t.st[3], err);
 }
 
 static size_t device_index(const rp_report *r, const an_device *dv)
@@ -140,8 +169,7 @@ mr_status rp_build(rp_report *out, ld_evidence *ev, const rp_params *params, mr_
 	memset(out, 0, sizeof *out);
 	out->ev = *ev; /* the analysis points into out->ev.snap: it is moved first */
 	memset(ev, 0, sizeof *ev);
-	if (out->ev.has_snapshot &&
-	    ((st = analyze_and_replay(out, err)) || (st = read_moments(out, err))))
+	if (out->ev.has_snapshot && (st = analyze_and_replay(out, err)))
 		goto done;
 	if ((st = ad_advise(&out->ev, &out->an, out->moments, params->device, params->budget,
 	                    &out->advice, err)))

@@ -3,10 +3,11 @@
  * what every renderer reads.
  *
  * The pipeline is rp_build, in one place: load is done by the caller (ld_load or
- * ld_load_buffers); then analyse, replay the recorded settings (exact peaks; beside the
- * analysis's second half and the allocations, on two threads), read the moments (the state at
- * the peak, the OOM, the iteration ends, the snapshot), advise, replay the recommended
- * settings. Rendering follows (render/).
+ * ld_load_buffers); then analyse, replay the recorded settings (exact peaks) on one thread
+ * while the other finishes the analysis and reads the allocations and the moments (the state
+ * at the peak, the OOM, the iteration ends, the snapshot), settle the moments on the replay's
+ * peaks (read again where the peak moved), advise, replay the recommended settings. Rendering
+ * follows (render/).
  *
  * Ownership: an rp_report owns everything it holds, its evidence included; rp_free releases it
  * (and is safe on a zeroed or failed rp_report). */
@@ -29,8 +30,8 @@ typedef struct {
 	 * trace). NULL without a snapshot. */
 	ad_replay *recorded;
 	/* Per device of `an`: its allocations as trace intervals and the state at its marked
-	 * moments (analyze/moments.h), read once the replay has settled the peak. NULL without a
-	 * snapshot. */
+	 * moments (analyze/moments.h), as they are after the replay has settled the peak. NULL
+	 * without a snapshot. */
 	an_allocs *allocs;
 	an_moments *moments;
 	ad_advice advice; /* always made, whatever the inputs */
