@@ -61,6 +61,22 @@ void an_casts_free(an_casts *k)
 	memset(k, 0, sizeof *k);
 }
 
+/* Whether allocation i outlives the next CAST_KEPT_ALLOCS allocations. Each scan stops there,
+ * so every event is read by at most that many scans. */
+#define CAST_KEPT_ALLOCS 4
+static int kept(const md_device *md, size_t i)
+{
+	size_t allocs = 0;
+	for (size_t j = i + 1; j < md->event_count && allocs < CAST_KEPT_ALLOCS; j++) {
+		const md_event *e = &md->events[j];
+		if (e->action == MD_ACT_ALLOC)
+			allocs++;
+		else if (e->action == MD_ACT_FREE_REQUESTED && e->addr == md->events[i].addr)
+			return 0;
+	}
+	return 1;
+}
+
 mr_status an_casts_find(const md_snapshot *s, const md_device *md, const an_stack_info *info,
                         size_t first, size_t end, an_casts *k, mr_error *err)
 {
@@ -100,10 +116,14 @@ mr_status an_casts_find(const md_snapshot *s, const md_device *md, const an_stac
 		while (j < md->event_count && ev[j].action != MD_ACT_ALLOC)
 			j++;
 		uint32_t st = ev[i].stack;
-		if ((j < md->event_count && ev[j].stack == st) ||
-		    (st < s->stack_count && (info[st].flags & AN_SF_COMPILE))) {
+		uint32_t flags = st < s->stack_count ? info[st].flags : 0;
+		if ((j < md->event_count && ev[j].stack == st) || (flags & AN_SF_COMPILE)) {
 			k->adjacent_bytes += block_size(ev[i].size);
 			k->adjacent_count++;
+			if ((flags & (AN_SF_COMPILE | AN_SF_TORCH_LAYER)) || kept(md, i)) {
+				k->kept_bytes += block_size(ev[i].size);
+				k->kept_count++;
+			}
 		}
 	}
 	k->on = total && seen * 5 >= total * 4;

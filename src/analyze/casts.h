@@ -32,6 +32,14 @@ typedef struct {
 	 * weight's size by chance is followed by the next op's allocation instead. */
 	uint64_t adjacent_bytes;
 	size_t adjacent_count;
+	/* Of those, the ones that are weights' copies by more than their size: made in a
+	 * compiled graph, or by one of torch.nn's layers (which read their weights), or kept
+	 * after the op (alive four allocations later: autocast caches its copy of a weight that
+	 * requires grad until the autocast region ends, and autograd saves it for the
+	 * backward). A bf16 model's own activation of a weight's half size made in the model's
+	 * code (rotary halves, its attention) is a temporary the next op frees. */
+	uint64_t kept_bytes;
+	size_t kept_count;
 } an_casts;
 
 /* The half sizes of the parameters allocated before event `first` of md's trace, and whether

@@ -248,6 +248,7 @@ enum {
 #define F_ALLOCATOR F(28)   /* CUDACachingAllocator, memory_snapshot.cpp */
 #define F_EVAL_LOOP F(29)   /* Lightning's loops/prediction_loop.py, loops/evaluation_loop.py */
 #define F_HF_PIPELINE F(30) /* transformers/pipelines/base.py */
+#define F_AOT_RUNTIME F(31) /* AOT autograd's runtime wrappers (its CompiledFunction) */
 #define TEXT_READ ((uint64_t)1 << 63) /* a string's file bits are read */
 #define NAME_READ ((uint64_t)1 << 62) /* ... its name bits */
 
@@ -315,6 +316,8 @@ static uint64_t file_bits(const char *file)
 	    {F_EVAL_LOOP, "lightning/pytorch/loops/evaluation_loop.py"},
 	    {F_EVAL_LOOP, "pytorch_lightning/loops/prediction_loop.py"},
 	    {F_EVAL_LOOP, "pytorch_lightning/loops/evaluation_loop.py"},
+	    {F_AOT_RUNTIME, "torch/_functorch/_aot_autograd/runtime_wrappers.py"},
+	    {F_AOT_RUNTIME, "torch/_functorch/_aot_autograd/jit_compile_runtime_wrappers.py"},
 	};
 	uint64_t b = (hidden_file(file) ? F_HIDDEN : 0) | (python_file(file) ? F_PYTHON : 0) |
 	             (an_torch_internal(file) ? F_TORCH : 0) |
@@ -461,6 +464,10 @@ static uint32_t markers(const char *name, uint64_t b)
 		f |= AN_SF_RESIZE;
 	if (loss_frame(name, b))
 		f |= AN_SF_LOSS;
+	if (((b & F_COMPILED) && (strcmp(name, "aot_stage2_autograd") == 0 ||
+	                          strcmp(name, "aot_dispatch_autograd") == 0)) ||
+	    ((b & F_AOT_RUNTIME) && strcmp(name, "forward") == 0))
+		f |= AN_SF_COMPILED_GRAD;
 	/* FSDP2's all-gather inputs cast by _to_dtype_if_needed, FSDP1's _use_low_precision_shard:
 	 * each allocates only where a param_dtype differs from the parameters' */
 	if ((b & F_FSDP) &&
@@ -519,9 +526,11 @@ static void classify(text_cache *tc, const md_stack *st, an_stack_info *out)
 		 * through torch/_jit_internal.py) */
 		if (layer_open && (!(b & F_TORCH) || (b & F_NN_MODULES))) {
 			layer_open = 0;
-			if ((b & F_NN_MODULES) && !(b & (F_MODULE_PY | F_LOSS)) &&
-			    !strstr(md_str(s, f->filename), "linear.py"))
-				out->flags |= AN_SF_NN_LAYER;
+			if ((b & F_NN_MODULES) && !(b & (F_MODULE_PY | F_LOSS))) {
+				out->flags |= AN_SF_TORCH_LAYER;
+				if (!strstr(md_str(s, f->filename), "linear.py"))
+					out->flags |= AN_SF_NN_LAYER;
+			}
 		}
 		/* empty_cache() whose caller (the next Python frame out) is torch itself */
 		if (empty_cache_at != UINT32_MAX && empty_cache_at != k && !caller_seen) {

@@ -72,6 +72,14 @@ enum {
 	AN_SF_PARAM_DTYPE = 1u << 28,       /* FSDP casting its parameters to a lower dtype to
 	                                       compute in (FSDP2's MixedPrecisionPolicy
 	                                       param_dtype, FSDP1's MixedPrecision) */
+	AN_SF_COMPILED_GRAD = 1u << 29,     /* AOT autograd compiling a graph for autograd
+	                                       (aot_stage2_autograd, aot_dispatch_autograd) or
+	                                       running one (its CompiledFunction's forward): a
+	                                       compiled forward that saves tensors for a
+	                                       backward, as a forward in grad mode does */
+	AN_SF_TORCH_LAYER = 1u << 30,       /* the layer that made it (the innermost Python
+	                                       frame in torch/nn/modules/ or outside torch) is
+	                                       one of torch.nn's, Linear included */
 };
 
 typedef struct {
