@@ -812,10 +812,11 @@ TABLE += [
                                                "expandable_segments"],
                                         no_finds=["memory_growth", "oom_fragmentation"], log=True)),
     # einsum attention: expandable_segments measured to die at the same softmax two blocks later; SDPA fits
+    # expandable_segments may appear only as the entry that says it would not save the run
     ("einsum_attn_vit_highres_oom", dict(cause="capacity", kind_in=("training", "unknown"),
                                          first="fused_attention", techniques=["autocast"],
-                                         not_first=["no_grad_eval"],
-                                         never=["expandable_segments", "max_split_size_mb", "mixed_precision",
+                                         not_first=["no_grad_eval", "expandable_segments"],
+                                         never=["max_split_size_mb", "mixed_precision",
                                                 "fsdp", "cpu_offload"],
                                          no_finds=["oom_fragmentation", "memory_growth"], log=True)),
     ("peft_lora_bert_longdoc_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,

@@ -1185,14 +1185,45 @@ int ad_rule_logits(ad_ctx *c)
 
 /* ---- attention computed explicitly ---- */
 
-/* How attention's probabilities were computed explicitly: by F.softmax in the model's own code,
- * by nn.MultiheadAttention's unfused path (F.softmax under multi_head_attention_forward, which
- * materialises them only when its weights are asked for: need_weights defaults to True), or by
- * Hugging Face's eager attention. */
-enum { ATT_NONE, ATT_SOFTMAX, ATT_MHA, ATT_EAGER };
+/* Whether stack's user frame is the line the log's traceback shows failing (the same line, and
+ * the same file, or one path the tail of the other at a folder boundary). */
+static int at_failing_line(const ad_ctx *c, uint32_t stack)
+{
+	const ev_oom *m = c->msg;
+	if (!m || !m->user.line)
+		return 0;
+	const md_frame *f = an_user_frame(c->s, stack);
+	if (!f || f->line != m->user.line)
+		return 0;
+	/* the same file, or one path the tail of the other at a folder boundary */
+	const char *a = md_str(c->s, f->filename), *b = m->user.file;
+	if (strlen(a) < strlen(b)) {
+		const char *t = a;
+		a = b;
+		b = t;
+	}
+	size_t n = strlen(a), k = strlen(b);
+	return k && strcmp(a + n - k, b) == 0 && (n == k || a[n - k - 1] == '/');
+}
 
-/* Which of those a stack's allocation is (ATT_NONE: none): made by F.softmax itself inside a
- * module call and outside a loss, or anywhere inside Hugging Face's eager attention. */
+/* Whether stack's innermost Python frame is the line the log's traceback shows failing: the
+ * allocation was made by that line's own code, not inside a function or module it calls. */
+static int made_at_failing_line(const ad_ctx *c, uint32_t stack)
+{
+	const md_frame *f = innermost_python(c, stack);
+	return f && f == an_user_frame(c->s, stack) && at_failing_line(c, stack);
+}
+
+/* How attention's probabilities were computed explicitly: by a softmax at the line that failed
+ * (the log's traceback shows its code; Tensor.softmax leaves no Python frame), by F.softmax in
+ * the model's own code, by nn.MultiheadAttention's unfused path (F.softmax under
+ * multi_head_attention_forward, which materialises them only when its weights are asked for:
+ * need_weights defaults to True), or by Hugging Face's eager attention. */
+enum { ATT_NONE, ATT_LINE, ATT_SOFTMAX, ATT_MHA, ATT_EAGER };
+
+/* Which of those a stack's allocation is (ATT_NONE: none), inside a module call and outside a
+ * loss: made at the failing line when its code calls a softmax, by F.softmax itself, or
+ * anywhere inside Hugging Face's eager attention. */
 static int explicit_attention(const ad_ctx *c, uint32_t stack)
 {
 	const md_snapshot *s = c->s;
@@ -1202,7 +1233,9 @@ static int explicit_attention(const ad_ctx *c, uint32_t stack)
 	if (!(f & AN_SF_MODULE_CALL) || (f & AN_SF_LOSS))
 		return ATT_NONE;
 	const md_stack *st = &s->stacks[stack];
-	int how = ATT_NONE;
+	int how = c->msg && strstr(c->msg->user.code, "softmax(") && made_at_failing_line(c, stack)
+	              ? ATT_LINE
+	              : ATT_NONE;
 	for (size_t k = 0; k < st->count; k++) {
 		const md_frame *fr = &s->frames[st->first + k];
 		const char *name = md_str(s, fr->name), *file = md_str(s, fr->filename);
@@ -1222,14 +1255,18 @@ static int explicit_attention(const ad_ctx *c, uint32_t stack)
 int ad_rule_attention(ad_ctx *c)
 {
 	static const char *const made_by[] = {
-	    "", "F.softmax inside the model; if these are attention probabilities, that",
+	    "",
+	    "the softmax of the line that failed (the log's traceback); if these are attention "
+	    "probabilities, that",
+	    "F.softmax inside the model; if these are attention probabilities, that",
 	    "nn.MultiheadAttention's unfused path (F.softmax in multi_head_attention_forward, "
 	    "taken when the attention weights are asked for: need_weights defaults to True)",
 	    "Hugging Face's eager attention (eager_attention_forward)"};
+	static const char sdpa[] = "y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
+	                           "dropout_p=p if self.training else 0.0)  # is_causal=True for "
+	                           "a causal mask";
 	static const char *const change[] = {
-	    "",
-	    "y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
-	    "dropout_p=p if self.training else 0.0)  # is_causal=True for a causal mask",
+	    "", sdpa, sdpa,
 	    "y, _ = self.attn(q, k, v, need_weights=False)  # its fused (SDPA) path",
 	    "from_pretrained(..., attn_implementation=\"sdpa\")  # or "
 	    "\"flash_attention_2\"; config._attn_implementation = \"sdpa\""};
@@ -1301,21 +1338,7 @@ static int sdpa_call_without_mask(const char *code)
  * that call. */
 static int failed_in_sdpa(const ad_ctx *c, uint32_t stack)
 {
-	const ev_oom *m = c->msg;
-	if (!m || !m->user.line || !sdpa_call_without_mask(m->user.code))
-		return 0;
-	const md_frame *f = an_user_frame(c->s, stack);
-	if (!f || f->line != m->user.line)
-		return 0;
-	/* the same file, or one path the tail of the other at a folder boundary */
-	const char *a = md_str(c->s, f->filename), *b = m->user.file;
-	if (strlen(a) < strlen(b)) {
-		const char *t = a;
-		a = b;
-		b = t;
-	}
-	size_t n = strlen(a), k = strlen(b);
-	return k && strcmp(a + n - k, b) == 0 && (n == k || a[n - k - 1] == '/');
+	return c->msg && sdpa_call_without_mask(c->msg->user.code) && at_failing_line(c, stack);
 }
 
 /* The T x T tensor made by scaled_dot_product_attention itself, given no mask to materialise:

@@ -217,6 +217,41 @@ static int barely_serves(const an_oom *o, uint64_t budget, char *delay, size_t n
 	return 1;
 }
 
+/* Packed, the free pieces would hold the request with less than another of its size to spare,
+ * and the failing call (its stack: the same line of the same layer code) already holds at
+ * least as much again in live blocks, made earlier in the run (an earlier layer's, kept): the
+ * next layer asks as much again and fails however the free memory is laid out. Says so into
+ * delay. */
+static int repeat_fails(const ad_ctx *c, char *delay, size_t n)
+{
+	const an_device *dv = c->dv;
+	const an_oom *o = &dv->oom;
+	const md_device *md = md_find_device(c->s, dv->device);
+	char b1[32], b2[32];
+	if (!md || o->event >= md->event_count || o->usable_free < o->requested ||
+	    o->usable_free - o->requested >= o->requested)
+		return 0;
+	uint32_t st = md->events[o->event].stack;
+	uint64_t held = 0, blocks = 0;
+	if (st >= c->s->stack_count || !(c->info[st].flags & AN_SF_MODULE_CALL))
+		return 0;
+	for (size_t i = 0; i < dv->site_count; i++)
+		if (dv->sites[i].stack == st) {
+			held += dv->sites[i].bytes;
+			blocks += dv->sites[i].count;
+		}
+	if (held < o->requested)
+		return 0;
+	snprintf(delay, n,
+	         " Packed together it would hold the request, with %s to spare, but the call that "
+	         "failed already holds %s in %llu live blocks it made before, kept: the next time "
+	         "it runs it asks as much again, so fixing fragmentation would only make it fail "
+	         "a little later.",
+	         ad_sz(b1, o->usable_free - o->requested), ad_sz(b2, held),
+	         (unsigned long long)blocks);
+	return 1;
+}
+
 /* What packing `free_bytes` of free pieces would buy when a leak fills them. */
 static void leak_delay(const ad_ctx *c, uint64_t free_bytes, char *out, size_t n)
 {
@@ -318,8 +353,9 @@ static void advise_oom(ad_ctx *c)
 	 * (a memory fraction was reached: the device still had room) */
 	uint64_t budget = out->limit ? out->limit : all->reserved;
 	int could_serve = o->usable_free >= o->requested;
-	char freebuf[160] = "nothing was cached but free", delay[224] = "";
-	int barely = barely_serves(o, budget, delay, sizeof delay);
+	char freebuf[160] = "nothing was cached but free", delay[320] = "";
+	int barely =
+	    barely_serves(o, budget, delay, sizeof delay) || repeat_fails(c, delay, sizeof delay);
 	int real_share =
 	    !barely && (double)o->usable_free * 100.0 >= (double)budget * FRAG_SHARE_PERCENT;
 	const uint64_t *cat = dv->categories;
