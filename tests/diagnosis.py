@@ -815,6 +815,7 @@ TABLE += [
     # expandable_segments may appear only as the entry that says it would not save the run
     ("einsum_attn_vit_highres_oom", dict(cause="capacity", kind_in=("training", "unknown"),
                                          first="fused_attention", techniques=["autocast"],
+                                         change_has={"fused_attention": "scaled_dot_product_attention"},
                                          not_first=["no_grad_eval", "expandable_segments"],
                                          never=["max_split_size_mb", "mixed_precision",
                                                 "fsdp", "cpu_offload"],
@@ -829,7 +830,9 @@ TABLE += [
                                                   "gradient_accumulation", "mixed_precision"],
                                            no_finds=["memory_growth"])),
     # the metric's state (every pixel's prediction and target) grows; expandable measured to buy 9 steps
+    # the metric's list state: binned thresholds measured to fit 160 steps (fix_probes)
     ("torchmetrics_auroc_state_oom", dict(cause="capacity", kind="training", first="release_references",
+                                          change_has={"release_references": "thresholds="},
                                           finds=["memory_growth"], techniques=["autocast"],
                                           not_first=["expandable_segments", "reduce_microbatch"],
                                           never=["fsdp", "no_grad_eval", "mixed_precision"],

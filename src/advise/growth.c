@@ -225,6 +225,16 @@ static void grower_words(ad_text *t, const ad_ctx *c, const an_growth_site *site
 	ad_user_site(t, c->s, site->stack);
 }
 
+/* Whether a torchmetrics frame is on the stack of something that grows. */
+static int metric_grows(const ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	for (size_t i = 0; i < r->growth_site_count; i++)
+		if (ad_stack_has_frame(c->s, r->growth_sites[i].stack, NULL, "torchmetrics/"))
+			return 1;
+	return 0;
+}
+
 /* What keeps each iteration's memory: a recurrent state carried on with its graph, where the
  * largest grower is a recurrent module's output; otherwise tensors the loop keeps. */
 static void suggest_kept(ad_ctx *c, const an_growth_site *site)
@@ -286,22 +296,40 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 		                &t);
 		return;
 	}
+	/* torchmetrics on the stacks of what grows: a metric's list state */
+	int metric = metric_grows(c);
 	ad_text t = {0};
 	ad_text_printf(&t,
 	               "Memory allocated in each iteration is still referenced later (%s per "
-	               "iteration): a list or a sum of GPU tensors keeps them, and their "
-	               "autograd graphs when they require grad.",
+	               "iteration)",
 	               ad_sz(b1, rate));
+	ad_text_printf(&t, metric ? ", and torchmetrics is on the stacks of what grows: a metric "
+	                            "whose state is a list of every update's inputs (the curve "
+	                            "metrics such as AUROC, ROC or AveragePrecision with "
+	                            "thresholds=None, CatMetric, the retrieval metrics) keeps them "
+	                            "all on the GPU until reset(), the tensors passed to update() "
+	                            "included."
+	                          : ": a list or a sum of GPU tensors keeps them, and their "
+	                            "autograd graphs when they require grad.");
 	if (site && an_user_frame(c->s, site->stack)) {
 		ad_text_printf(&t, " The most, ");
 		grower_words(&t, c, site);
 		ad_text_printf(&t, ".");
 	}
-	ad_suggest_text(c, "release_references", AD_PRIO_TARGETED + 1,
-	                "Keep numbers, not tensors, from each iteration",
-	                "total += loss.item()   # not: total += loss\n"
-	                "history.append(logits.detach().cpu())  # not: history.append(logits)",
-	                &t);
+	if (metric)
+		ad_suggest_text(c, "release_references", AD_PRIO_TARGETED + 1,
+		                "Give the metric a fixed-size state, or keep it off the GPU",
+		                "BinaryAUROC(thresholds=200)  # binned: constant memory\n"
+		                "metric = MyMetric(compute_on_cpu=True)  # or metric.reset() "
+		                "after each compute()",
+		                &t);
+	else
+		ad_suggest_text(
+		    c, "release_references", AD_PRIO_TARGETED + 1,
+		    "Keep numbers, not tensors, from each iteration",
+		    "total += loss.item()   # not: total += loss\n"
+		    "history.append(logits.detach().cpu())  # not: history.append(logits)",
+		    &t);
 }
 
 void ad_rule_growth(ad_ctx *c)

@@ -87,7 +87,8 @@ int ad_user_site(ad_text *t, const md_snapshot *s, uint32_t stack)
 
 static int frame_is(const md_snapshot *s, const md_frame *f, const char *name, const char *path)
 {
-	return strcmp(md_str(s, f->name), name) == 0 && an_path_has(md_str(s, f->filename), path);
+	return (!name || strcmp(md_str(s, f->name), name) == 0) &&
+	       an_path_has(md_str(s, f->filename), path);
 }
 
 int ad_stack_has_frame(const md_snapshot *s, uint32_t stack, const char *name, const char *path)

@@ -63,7 +63,7 @@ const char *ad_sz(char *buf, uint64_t v);
 int ad_user_site(ad_text *t, const md_snapshot *s, uint32_t stack);
 
 /* Whether a stack (ad_stack_has_frame), or any frame of the snapshot (ad_any_frame), is a call
- * of function `name` in a file whose path contains `path`. */
+ * of function `name` (NULL: any) in a file whose path contains `path`. */
 int ad_stack_has_frame(const md_snapshot *s, uint32_t stack, const char *name, const char *path);
 int ad_any_frame(const md_snapshot *s, const char *name, const char *path);
 
