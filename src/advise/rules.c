@@ -217,18 +217,20 @@ static int barely_serves(const an_oom *o, uint64_t budget, char *delay, size_t n
 	return 1;
 }
 
-/* Packed, the free pieces would hold the request with less than another of its size to spare,
- * and the failing call (its stack: the same line of the same layer code) already holds at
- * least as much again in live blocks, made earlier in the run (an earlier layer's, kept): the
- * next layer asks as much again and fails however the free memory is laid out. Says so into
- * delay. */
+/* In a forward that keeps its layers' tensors (a first forward cut short, or one whose
+ * finished layers were being saved for a backward), packed free pieces would hold the request
+ * with less than another of its size to spare, and the failing call (its stack: the same line
+ * of the same layer code) already holds at least as much again in live blocks made before
+ * (an earlier layer's, kept): nothing of that size is freed before the next layer asks as
+ * much again, and that fails however the free memory is laid out. Says so into delay. */
 static int repeat_fails(const ad_ctx *c, char *delay, size_t n)
 {
 	const an_device *dv = c->dv;
 	const an_oom *o = &dv->oom;
 	const md_device *md = md_find_device(c->s, dv->device);
 	char b1[32], b2[32];
-	if (!md || o->event >= md->event_count || o->usable_free < o->requested ||
+	if (!c->run || (!an_first_forward_cut(c->run) && c->run->oom_forward_graph != 1) || !md ||
+	    o->event >= md->event_count || o->usable_free < o->requested ||
 	    o->usable_free - o->requested >= o->requested)
 		return 0;
 	uint32_t st = md->events[o->event].stack;
