@@ -13,20 +13,7 @@ import record_runs as R
 from record_runs import GiB, MiB, cap, start_history, run_oom, steplog, model_facts, dump, write_log, mem
 
 
-def attach_oom_every(out, facts):
-    """The OOM observer of README's "Getting the evidence": every failure overwrites the snapshot (cuDNN's
-    workspace failures that PyTorch survives come before the fatal one); facts count the calls."""
-    torch = R._torch()
-
-    def obs(device, alloc, device_alloc, device_free):
-        torch.cuda.memory._dump_snapshot(os.path.join(out, "oom_snapshot.pickle"))
-        facts["oom_observer"] = dict(device=device, alloc=alloc, device_alloc=device_alloc, device_free=device_free)
-        facts["oom_observer_stats"] = R.stats_subset(torch.cuda.memory_stats())
-        facts["oom_observer_calls"] = facts.get("oom_observer_calls", 0) + 1
-    torch._C._cuda_attach_out_of_memory_observer(obs)
-
-
-R.attach_oom = attach_oom_every  # run_oom attaches this one
+R.attach_oom = R.attach_oom_every  # run_oom attaches this one
 
 
 # ---------------------------------------------------------------- 1. generate(output_scores=True)
