@@ -67,18 +67,10 @@ static mr_status read_moments(rp_report *r, mr_error *err)
 	return r->moments ? each_device(r, 1, err) : mr_oom(err);
 }
 
-/* The moments read beside the replay, settled once it is applied: a device whose peak moved
- * (or whose reading failed) is read again, so the moments are what reading them after the
- * replay gives. */
-static mr_status settle_moments(rp_report *r, mr_status read, mr_error *err)
+/* The moments read beside the replay, settled once it is applied: a device whose peak moved is
+ * read again, so the moments are what reading them after the replay gives. */
+static mr_status settle_moments(rp_report *r, mr_error *err)
 {
-	if (read || !r->moments) {
-		for (size_t d = 0; r->moments && d < r->an.device_count; d++)
-			an_moments_free(&r->moments[d]);
-		free(r->moments);
-		r->moments = NULL;
-		return read_moments(r, err);
-	}
 	for (size_t d = 0; d < r->an.device_count; d++) {
 		const an_device *dv = &r->an.devices[d];
 		const md_device *md = md_find_device(&r->ev.snap, dv->device);
@@ -126,13 +118,13 @@ static mr_status analyze_and_replay(rp_report *r, mr_error *err)
 	if (st)
 		return st;
 	mr_pool_run(2, 2, replay_or_rest, &t, NULL, NULL);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		if (t.st[i]) {
 			*err = t.err[i];
 			return t.st[i];
 		}
 	ad_replay_apply(&r->an, r->recorded);
-	return settle_moments(r, t.st[3], err);
+	return settle_moments(r, err);
 }
 
 static size_t device_index(const rp_report *r, const an_device *dv)
