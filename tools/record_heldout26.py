@@ -6,7 +6,7 @@ scenarios are calibration / verification children, not corpus runs (their parent
 OOM observer dumps at every out-of-memory failure (the same path each time): the snapshot is the last failure's,
 the one raised. facts["settings"] says, beside the run's settings and key byte counts, the right first advice
 ("right_advice") and what a report must not say ("report_must_not_say")."""
-import gc, json, os, random, subprocess, sys, time
+import contextlib, gc, json, os, random, subprocess, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import record_runs as R
 from record_runs import GiB, MiB, cap, start_history, run_oom, steplog, model_facts, dump, write_log, mem
@@ -14,6 +14,22 @@ from record_runs import GiB, MiB, cap, start_history, run_oom, steplog, model_fa
 
 R.attach_oom = R.attach_oom_every  # run_oom attaches this one
 VARIANT = os.environ.get("H26_VARIANT", "")  # the *__fix probes: the same run with the fix a report proposes
+
+
+def train_steps(facts, opt, loss_at, steps=3, amp=True, phases=True, **logged):
+    """`steps` training steps: loss_at(s) makes step s's batch and returns its loss (under bf16 autocast when
+    amp), then backward, opt.step(), zero_grad(set_to_none=True); facts log each step (and, with phases, the
+    end of each forward)."""
+    torch = R._torch()
+    for s in range(steps):
+        with torch.amp.autocast("cuda", dtype=torch.bfloat16) if amp else contextlib.nullcontext():
+            loss = loss_at(s)
+        if phases:
+            steplog(facts, key="phases", step=s, phase="forward done")
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        steplog(facts, step=s, loss=float(loss), **logged)
 
 
 def run_child(out, name, env_extra=None, timeout=150, tag="_probe"):
@@ -104,14 +120,11 @@ def s_gptneox_bf16_loaded_ft_oom(out, facts):
 
     def body():
         g = torch.Generator(device="cuda").manual_seed(0)
-        for s in range(3):
+
+        def loss_at(s):
             idx = torch.randint(NX_V, (NX_B, NX_T), device="cuda", generator=g)
-            loss = m(input_ids=idx, labels=idx).loss
-            steplog(facts, key="phases", step=s, phase="forward done")
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            steplog(facts, step=s, loss=float(loss), B=NX_B, T=NX_T)
+            return m(input_ids=idx, labels=idx).loss
+        train_steps(facts, opt, loss_at, amp=False, B=NX_B, T=NX_T)
     run_oom(out, facts, body)
 
 
@@ -199,18 +212,11 @@ def s_einsum_attn_vit_highres_oom(out, facts):
                             "fragmentation / expandable segments as the fix; FSDP / CPU offload; no_grad; "
                             "optimizer-state advice (no step has run)")
 
-    def body():
-        for s in range(3):
-            x = torch.randn(EV_B, 3, EV_IMG, EV_IMG, device="cuda")
-            y = torch.randn(EV_B, T, EV_P * EV_P * 3, device="cuda")
-            with torch.amp.autocast("cuda", dtype=torch.bfloat16):
-                loss = F.mse_loss(m(x).float(), y)
-            steplog(facts, key="phases", step=s, phase="forward done")
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            steplog(facts, step=s, loss=float(loss))
-    run_oom(out, facts, body)
+    def loss_at(s):
+        x = torch.randn(EV_B, 3, EV_IMG, EV_IMG, device="cuda")
+        y = torch.randn(EV_B, T, EV_P * EV_P * 3, device="cuda")
+        return F.mse_loss(m(x).float(), y)
+    run_oom(out, facts, lambda: train_steps(facts, opt, loss_at))
 
 
 # ---------------------------------------------------------------- 3. torchmetrics AUROC keeps every pixel on the GPU
@@ -360,18 +366,10 @@ def _jax_train(facts, steps, record):
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     g = torch.Generator(device="cuda").manual_seed(0)
 
-    def body():
-        for s in range(steps):
-            idx = torch.randint(32000, (JX_B, JX_T), device="cuda", generator=g)
-            with torch.amp.autocast("cuda", dtype=torch.bfloat16):
-                loss = m(input_ids=idx, labels=idx).loss
-            if record:
-                steplog(facts, key="phases", step=s, phase="forward done")
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            steplog(facts, step=s, loss=float(loss), B=JX_B, T=JX_T)
-    return body
+    def loss_at(s):
+        idx = torch.randint(32000, (JX_B, JX_T), device="cuda", generator=g)
+        return m(input_ids=idx, labels=idx).loss
+    return lambda: train_steps(facts, opt, loss_at, steps=steps, phases=record, B=JX_B, T=JX_T)
 
 
 def s_jax_prealloc_probe(out, facts):
@@ -473,18 +471,11 @@ def s_compile_resnet18_bigbatch_oom(out, facts):
         report_must_not_say="fragmentation / expandable segments as the fix; a leak or growth; mixed precision "
                             "(autocast is on); optimizer-state advice / FSDP / offload (state is tiny); no_grad")
 
-    def body():
-        for s in range(3):
-            x = torch.randn(B, 3, 224, 224, device="cuda").contiguous(memory_format=torch.channels_last)
-            y = torch.randint(1000, (B,), device="cuda")
-            with torch.amp.autocast("cuda", dtype=torch.bfloat16):
-                loss = F.cross_entropy(cm(x), y, label_smoothing=0.1)
-            steplog(facts, key="phases", step=s, phase="forward done")
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            steplog(facts, step=s, loss=float(loss))
-    run_oom(out, facts, body)
+    def loss_at(s):
+        x = torch.randn(B, 3, 224, 224, device="cuda").contiguous(memory_format=torch.channels_last)
+        y = torch.randint(1000, (B,), device="cuda")
+        return F.cross_entropy(cm(x), y, label_smoothing=0.1)
+    run_oom(out, facts, lambda: train_steps(facts, opt, loss_at))
 
 
 # ---------------------------------------------------------------- 6. PEFT LoRA on a long-document BERT classifier
@@ -545,21 +536,14 @@ def s_peft_lora_bert_longdoc_oom(out, facts):
                             "no_grad")
     g = torch.Generator().manual_seed(0)
 
-    def body():
-        for s in range(3):
-            ids = torch.randint(1000, 30000, (PL_B, PL_T), generator=g)
-            lens = torch.randint(3000, PL_T + 1, (PL_B,), generator=g)
-            am = (torch.arange(PL_T)[None] < lens[:, None]).long()
-            ids = ids * am
-            lab = torch.randint(4, (PL_B,), generator=g)
-            with torch.amp.autocast("cuda", dtype=torch.bfloat16):
-                loss = m(input_ids=ids.cuda(), attention_mask=am.cuda(), labels=lab.cuda()).loss
-            steplog(facts, key="phases", step=s, phase="forward done")
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            steplog(facts, step=s, loss=float(loss))
-    run_oom(out, facts, body)
+    def loss_at(s):
+        ids = torch.randint(1000, 30000, (PL_B, PL_T), generator=g)
+        lens = torch.randint(3000, PL_T + 1, (PL_B,), generator=g)
+        am = (torch.arange(PL_T)[None] < lens[:, None]).long()
+        ids = ids * am
+        lab = torch.randint(4, (PL_B,), generator=g)
+        return m(input_ids=ids.cuda(), attention_mask=am.cuda(), labels=lab.cuda()).loss
+    run_oom(out, facts, lambda: train_steps(facts, opt, loss_at))
 
 
 # ---------------------------------------------------------------- 7. vision inference server, healthy
