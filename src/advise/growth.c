@@ -506,6 +506,11 @@ static long text_retries(const ad_ctx *c)
 	return -1;
 }
 
+int ad_retried(const ad_ctx *c)
+{
+	return (c->run && c->run->retry_releases) || text_retries(c) > 0;
+}
+
 /* Whether the call of torch.cuda.empty_cache() in stack is a library's (a framework's
  * teardown between fits, a package's helper): the Python frame that calls it is in an installed
  * package, so there is no line of the user's to delete. */

@@ -29,6 +29,10 @@ int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes);
  * what leaks, such as logits over a growing bank, grow with it); 0 without a leak. */
 uint64_t ad_leak_rate(const ad_ctx *c);
 void ad_rule_releases(ad_ctx *c);
+/* Whether the allocator flushed its cache to retry a failed cudaMalloc, by the trace's releases
+ * or the allocator's counter (memory_stats() or memory_summary()): either, when set, may also
+ * be the reclaiming of garbage_collection_threshold or max_split_size_mb. */
+int ad_retried(const ad_ctx *c);
 /* An OOM in training, with no growth found, where a quarter or more of live memory is
  * activations that an earlier iteration's forward allocated and its backward did not free
  * (an_structure.carried_activations): the previous step's graph or outputs are still held

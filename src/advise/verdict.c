@@ -275,7 +275,8 @@ static ad_moment healthy_verdict(mr_buf *b, const ad_advice *a, const an_device 
 		              sz(b1, dv->peak_reserved), sz(b2, dv->peak_allocated));
 		return AD_MOMENT_PEAK;
 	}
-	if (ad_finding_of(a, "high_fragmentation")) {
+	const ad_finding *frag = ad_finding_of(a, "high_fragmentation");
+	if (frag && frag->severity != AD_INFO) {
 		mr_buf_printf(b,
 		              "Overhead at the peak: %d%% of reserved memory holds no tensor, %s "
 		              "reserved for %s allocated, cut up by blocks of varying sizes.",
