@@ -177,64 +177,40 @@ static void tables_free(pd_tables *t)
 
 /* ---- bands: the largest allocations ---- */
 
-/* A min-heap of the chosen allocations, worst (smallest, then latest) on top. */
-typedef struct {
-	uint64_t bytes;
-	size_t index;
-} heap_item;
-
-static int worse(const heap_item *a, const heap_item *b)
-{
-	return a->bytes != b->bytes ? a->bytes < b->bytes : a->index > b->index;
-}
-
-static void sift_down(heap_item *h, size_t n, size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < n && worse(&h[l], &h[m]))
-			m = l;
-		if (r < n && worse(&h[r], &h[m]))
-			m = r;
-		if (m == i)
-			return;
-		heap_item tmp = h[i];
-		h[i] = h[m];
-		h[m] = tmp;
-		i = m;
-	}
-}
-
-static void sift_up(heap_item *h, size_t i)
-{
-	while (i && worse(&h[i], &h[(i - 1) / 2])) {
-		heap_item tmp = h[i];
-		h[i] = h[(i - 1) / 2];
-		h[(i - 1) / 2] = tmp;
-		i = (i - 1) / 2;
-	}
-}
-
-/* Marks the `want` largest allocations (ties: earlier in stacking order) in chosen[]. */
+/* Marks the `want` largest allocations (ties: earlier in stacking order) in chosen[], which
+ * is zeroed: the want-th largest size is selected a byte at a time from the top (a count of
+ * the candidates' next byte, then only those in the bin that holds it: eight passes at most,
+ * over fewer candidates each time), then every allocation above it is marked, and the
+ * earliest ones at it until there are want. */
 static int choose_bands(const an_allocs *al, size_t want, uint8_t *chosen)
 {
-	heap_item *h = mr_alloc_array(want ? want : 1, sizeof *h);
-	size_t n = 0;
-	if (!h)
+	size_t n = al->count, m = n, k = want;
+	if (!want)
+		return 0;
+	uint64_t *v = mr_realloc_array(NULL, n ? n : 1, sizeof *v); /* each is written */
+	if (!v)
 		return -1;
-	for (size_t i = 0; i < al->count && want; i++) {
-		heap_item it = {an_alloc_bytes(al, &al->items[i]), i};
-		if (n < want) {
-			h[n] = it;
-			sift_up(h, n++);
-		} else if (worse(&h[0], &it)) {
-			h[0] = it;
-			sift_down(h, n, 0);
-		}
-	}
 	for (size_t i = 0; i < n; i++)
-		chosen[h[i].index] = 1;
-	free(h);
+		v[i] = an_alloc_bytes(al, &al->items[i]);
+	for (int shift = 56; shift >= 0 && m; shift -= 8) {
+		size_t count[256] = {0}, kept = 0;
+		unsigned bin = 255;
+		for (size_t i = 0; i < m; i++)
+			count[(v[i] >> shift) & 255]++;
+		while (count[bin] < k) /* the bins hold m >= k candidates: it stops at 0 at worst */
+			k -= count[bin--];
+		for (size_t i = 0; i < m; i++)
+			if (((v[i] >> shift) & 255) == bin)
+				v[kept++] = v[i];
+		m = kept;
+	}
+	uint64_t at = v[0]; /* k of the allocations of this size are taken, the earliest */
+	free(v);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t bytes = an_alloc_bytes(al, &al->items[i]);
+		if (bytes > at || (bytes == at && k && k--))
+			chosen[i] = 1;
+	}
 	return 0;
 }
 
