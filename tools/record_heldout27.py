@@ -37,9 +37,10 @@ def s_hf_generate_server_varlen_healthy(out, facts):
     prompt 50-100% of it, attention_mask marks the padding), greedy `generate(max_new_tokens=8..32)` with the
     default DynamicCache (it grows by torch.cat every token); the new tokens go to the CPU, nothing is kept on
     the GPU between requests; no memory cap, PYTORCH_CUDA_ALLOC_CONF unset. The snapshot is dumped after the
-    last request: the varying prompt shapes and cache sizes leave cached-but-free blocks; healthy."""
+    last request: the varying prompt shapes and cache sizes leave cached-but-free blocks; healthy. History keeps 600000
+    events (a first recording with 150000 wrapped)."""
     torch = R._torch()
-    start_history(max_entries=150000, facts=facts)
+    start_history(max_entries=600000, facts=facts)  # 150000 wrapped in a first recording
     torch.manual_seed(0)
     m = R.hf_llama(L=4).to(torch.bfloat16).cuda().eval()
     model_facts(m, facts)
@@ -703,9 +704,9 @@ def s_cupy_pool_cached_outside_oom(out, facts):
     import cupy as cp
     import torchvision
     import torch.nn.functional as F
+    start_history(max_entries=60000, facts=facts)  # before the first CUDA tensor: the trace starts empty
     torch.empty(1, device="cuda")
     cap(CP_CAP, facts)
-    start_history(max_entries=60000, facts=facts)
     B = int(VARIANT[1:]) if VARIANT.startswith("b") else CP_B
     facts["variant"] = VARIANT or None
     free0, total = cp.cuda.runtime.memGetInfo()
