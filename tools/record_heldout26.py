@@ -10,51 +10,11 @@ import contextlib, gc, json, os, random, subprocess, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import record_runs as R
 from record_runs import GiB, MiB, cap, start_history, run_oom, steplog, model_facts, dump, write_log, mem
+from record_runs import run_child, train_steps
 
 
 R.attach_oom = R.attach_oom_every  # run_oom attaches this one
 VARIANT = os.environ.get("H26_VARIANT", "")  # the *__fix probes: the same run with the fix a report proposes
-
-
-def train_steps(facts, opt, loss_at, steps=3, amp=True, phases=True, **logged):
-    """`steps` training steps: loss_at(s) makes step s's batch and returns its loss (under bf16 autocast when
-    amp), then backward, opt.step(), zero_grad(set_to_none=True); facts log each step (and, with phases, the
-    end of each forward)."""
-    torch = R._torch()
-    for s in range(steps):
-        with torch.amp.autocast("cuda", dtype=torch.bfloat16) if amp else contextlib.nullcontext():
-            loss = loss_at(s)
-        if phases:
-            steplog(facts, key="phases", step=s, phase="forward done")
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        steplog(facts, step=s, loss=float(loss), **logged)
-
-
-def run_child(out, name, env_extra=None, timeout=150, tag="_probe"):
-    """Run the child scenario `name` in out/<tag> with the allocator settings of env_extra only; return its
-    facts (or an error record)."""
-    probe = os.path.join(out, tag)
-    os.makedirs(probe, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")}
-    env.update(env_extra or {})
-    t0 = time.time()
-    try:
-        with open(os.path.join(probe, "console.log"), "w") as con:
-            p = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", name, probe], env=env,
-                               stdout=con, stderr=subprocess.STDOUT, timeout=timeout)
-        rc = p.returncode
-    except subprocess.TimeoutExpired:
-        rc = "timeout"
-    try:
-        with open(os.path.join(probe, "facts.json")) as f:
-            res = json.load(f)
-    except Exception as e:  # noqa: BLE001
-        res = dict(error=repr(e))
-    res["child_rc"] = rc
-    res["child_seconds"] = round(time.time() - t0, 1)
-    return res
 
 
 # ---------------------------------------------------------------- 1. a GPT-NeoX loaded in bf16, full fine-tune

@@ -14,7 +14,7 @@ Scenarios in group "par" (no OOM message that could be coloured by other process
 a time; "solo" ones run alone, one after another. runs.json in OUTDIR says what ran when.
 Same helpers as ../shared/tools/gen_samples.py (start_history, cap, attach_oom, save_state).
 """
-import gc, json, os, subprocess, sys, time, traceback
+import contextlib, gc, json, os, subprocess, sys, time, traceback
 from concurrent.futures import ThreadPoolExecutor
 
 MiB = 2**20
@@ -186,6 +186,48 @@ def versions():
         except Exception:
             pass
     return v
+
+
+def train_steps(facts, opt, loss_at, steps=3, amp=True, phases=True, **logged):
+    """`steps` training steps (held-out sets 26, 27): loss_at(s) makes step s's batch and returns its loss (under
+    bf16 autocast when amp), then backward, opt.step(), zero_grad(set_to_none=True); facts log each step (and,
+    with phases, the end of each forward)."""
+    torch = _torch()
+    for s in range(steps):
+        with torch.amp.autocast("cuda", dtype=torch.bfloat16) if amp else contextlib.nullcontext():
+            loss = loss_at(s)
+        if phases:
+            steplog(facts, key="phases", step=s, phase="forward done")
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        steplog(facts, step=s, loss=float(loss), **logged)
+
+
+def run_child(out, name, env_extra=None, timeout=150, tag="_probe"):
+    """Run the child scenario `name` (held-out sets 26, 27: a calibration or fix probe) in out/<tag> with the
+    allocator settings of env_extra only; return its facts (or an error record). The child is this module's
+    __file__, which a held-out script sets to itself."""
+    probe = os.path.join(out, tag)
+    os.makedirs(probe, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")}
+    env.update(env_extra or {})
+    t0 = time.time()
+    try:
+        with open(os.path.join(probe, "console.log"), "w") as con:
+            p = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", name, probe], env=env,
+                               stdout=con, stderr=subprocess.STDOUT, timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        rc = "timeout"
+    try:
+        with open(os.path.join(probe, "facts.json")) as f:
+            res = json.load(f)
+    except Exception as e:  # noqa: BLE001
+        res = dict(error=repr(e))
+    res["child_rc"] = rc
+    res["child_seconds"] = round(time.time() - t0, 1)
+    return res
 
 
 # ---------------------------------------------------------------- models
