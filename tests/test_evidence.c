@@ -344,6 +344,17 @@ static void corpus_oom_one(const char *dir, const char *name, int *count)
 	else if (have && res && want_limit && (uint64_t)(res - alloc) < want_req &&
 	         (uint64_t)alloc + want_req + want_limit / 10 < want_limit)
 		want_cause = AD_CAUSE_UNKNOWN;
+	/* the device itself had less free than the request (torch.cuda.mem_get_info() at the
+	 * OOM), and what PyTorch did not reserve of its used memory is 1 GiB or more and more
+	 * than PyTorch reserved: memory outside PyTorch, another process's where the message
+	 * lists one (cupy_pool_cached_outside_oom: CuPy's pool, under a fraction not reached) */
+	const char *info = strstr(facts, "\"mem_get_info\": {");
+	long long dev_free = 0, dev_total = 0;
+	if (have && info && tu_json_int(info, "free", &dev_free) &&
+	    tu_json_int(info, "total", &dev_total) && dev_free < (long long)want_req &&
+	    dev_total - dev_free - res >= (1ll << 30) && dev_total - dev_free - res > res)
+		want_cause =
+		    strstr(msg, "Process ") ? AD_CAUSE_OTHER_PROCESSES : AD_CAUSE_NON_PYTORCH;
 
 	static const char *files[] = {"oom_message.txt", "train.log"};
 	for (int f = 0; f < 2; f++) {
