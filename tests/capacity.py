@@ -156,7 +156,9 @@ for root in ROOTS:
                # a step whose failing request is what grew every iteration, not the batch
                # (cat_grow_loop_expandable: a buffer rebuilt one piece larger each step)
                (ub < 1 or (ub <= 1 and ((doc.get("oom") or {}).get("cause") == "fragmentation" or
-                                        (cap.get("step_reached") or 1) < 0.2 or
+                                        # 0.0: no step before the one that died
+                                        (1 if cap.get("step_reached") is None
+                                         else cap["step_reached"]) < 0.2 or
                                         "Memory grew every iteration until the OOM" in
                                         cap.get("summary", "")))),
                "%s: a bound %s below the microbatch that died, never a plan" % (name, ub))
