@@ -191,7 +191,7 @@ TABLE += [
                                   no_finds=["memory_growth"], log=True)),
     ("trainer_eval_logits_oom", dict(cause="capacity", first="release_references",
                                      change_has={"release_references": "eval_accumulation_steps"},
-                                     techniques=["autocast"],
+                                     techniques=["autocast"], finds=["eval_pass_oom"],
                                      never=["activation_checkpointing", "gradient_accumulation",
                                             "mixed_precision", "expandable_segments"], log=True)),
     ("manual_attn_expandable_oom", dict(cause="capacity", kind="training",

@@ -485,6 +485,48 @@ int ad_rule_held(ad_ctx *c)
 	return 1;
 }
 
+int ad_rule_graph_in_eval(ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	const an_oom *o = &c->dv->oom;
+	uint64_t live = c->dv->pool[AN_POOL_ALL].allocated;
+	char b1[32], b2[32], b3[32];
+	if (!r || !o->present || ad_run_kind(c) != AN_RUN_TRAINING || r->growth_found || !live ||
+	    !r->graph_held_at_oom)
+		return 0;
+	uint64_t lacked = o->requested > o->usable_free ? o->requested - o->usable_free : 0;
+	if (r->graph_held_at_oom < lacked || r->graph_held_at_oom * 10 < live)
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "The pass that failed saved nothing for a backward (an evaluation or "
+	               "inference pass), and it ran while a training forward's graph was alive: "
+	               "that forward");
+	if (an_user_frame(c->s, r->graph_held_stack)) {
+		ad_text_printf(&t, ", whose first allocation was in ");
+		ad_user_site(&t, c->s, r->graph_held_stack);
+		ad_text_printf(&t, ",");
+	}
+	ad_text_printf(&t,
+	               " kept its layers' tensors for a backward that had not run yet, and %s "
+	               "of them were still live at the OOM (the request lacked %s, with %s "
+	               "live). The evaluation pays for the training step's graph on top of its "
+	               "own batch.",
+	               ad_sz(b1, r->graph_held_at_oom), ad_sz(b2, lacked), ad_sz(b3, live));
+	ad_note_text(c, "graph_held_in_eval", AD_WARNING, &t);
+	ad_suggest(c, "release_references", AD_PRIO_TARGETED,
+	           "Evaluate after the training step, not inside it",
+	           "loss.backward(); optimizer.step(); optimizer.zero_grad()\n"
+	           "loss_value = loss.item(); del loss, logits  # the step's graph and outputs\n"
+	           "evaluate(model)  # now: nothing of the step is left",
+	           "%s of the training forward's graph were alive during this evaluation, more "
+	           "than the %s the failing request lacked. After the backward they are freed, "
+	           "and the evaluation has that much more room; a smaller batch only comes "
+	           "after.",
+	           ad_sz(b1, r->graph_held_at_oom), ad_sz(b2, lacked));
+	return 1;
+}
+
 /* cudaMalloc retries from a memory_stats() dump or the last memory_summary() table, the one
  * retry each OOM makes taken out; -1 when neither says. */
 static long text_retries(const ad_ctx *c)

@@ -45,6 +45,12 @@ int ad_rule_carried(ad_ctx *c);
  * step (forward hooks storing module outputs, a stored output or loss): the references are
  * the lever before the batch. Says so and advises releasing them; returns whether it did. */
 int ad_rule_held(ad_ctx *c);
+/* An OOM in training, no growth, the two rules above silent: the pass that failed saved
+ * nothing for a backward (an evaluation inside the step) while a training forward's graph,
+ * whose backward had not run, still held at least what the request lacked and a tenth of live
+ * memory (an_structure.graph_held_at_oom). The evaluation's place in the loop is the lever
+ * before any batch. Says so and advises moving it; returns whether it did. */
+int ad_rule_graph_in_eval(ad_ctx *c);
 /* Forwards that keep their graphs and compute a loss with no backward (AN_KIND_GRAPH_LOSSES)
  * may be the microbatches of one training step whose losses are added up: the alternative to
  * no_grad, ranked right after it. per_forward: what each forward keeps. */

@@ -414,6 +414,8 @@ static void advise_oom(ad_ctx *c)
 		int carried = ad_rule_carried(c);
 		if (!carried)
 			carried = ad_rule_held(c);
+		if (!carried)
+			carried = ad_rule_graph_in_eval(c);
 		size_t before = c->a->rec_count;
 		ad_rule_gathered_predictions(c);
 		ad_rule_logits(c);

@@ -285,6 +285,7 @@ typedef struct {
 	uint64_t survive_early, survive_live; /* over finished layers */
 	size_t spans_graph, spans_no_graph;   /* finished forwards keeping / freeing their graph */
 	double last_kept;                     /* what the last finished forward kept */
+	double last_survival; /* what its finished layers kept; -1: too little to tell */
 } phases;
 
 enum { PH_NONE, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_OTHER };
@@ -340,9 +341,11 @@ static void close_span(span_state *sp, int finished, phases *ph)
 		ph->spans_graph += ph->last_kept >= KEPT_GRAPH;
 		ph->spans_no_graph += ph->last_kept < KEPT_NO_GRAPH;
 	}
+	ph->last_survival = -1;
 	if (sp->mark_count >= 2 && early >= MR_MIB && !sp->generates) {
 		ph->survive_early += early;
 		ph->survive_live += early_live;
+		ph->last_survival = (double)early_live / (double)early;
 	}
 	am_free(&sp->where);
 	sp->count = 0;
@@ -466,6 +469,51 @@ static void oom_forward_survival(const span_state *sp, an_structure *out)
 	                                                        : 0;
 }
 
+/* The last forward that kept its finished layers' tensors for a backward that has not run
+ * yet: its allocations that are still live. */
+typedef struct {
+	am_map held; /* address -> bytes */
+	uint32_t stack;
+	int armed;
+} graph_hold;
+
+/* Ends the span; one whose finished layers kept their tensors becomes the held graph. */
+static int end_span(span_state *sp, int finished, phases *ph, graph_hold *gh)
+{
+	uint64_t sums[4];
+	span_sums(sp, sums);
+	if (sp->mark_count >= 2 && sums[2] >= MR_MIB && !sp->generates &&
+	    (double)sums[3] / (double)sums[2] >= SURVIVAL_GRAPH) {
+		am_free(&gh->held);
+		gh->armed = 1;
+		gh->stack = sp->first_stack;
+		for (size_t r = 0; r < sp->count; r++)
+			if (!sp->allocs[r].freed &&
+			    am_put(&gh->held, sp->allocs[r].addr, sp->allocs[r].size))
+				return -1;
+	}
+	close_span(sp, finished, ph);
+	return 0;
+}
+
+/* At the last OOM: a forward that saved nothing for a backward (the one it cut short, or the
+ * one that finished before the OOM with no backward since: its loss or metric failed) while
+ * the held graph's backward had not run: what of that graph is still live. */
+static void graph_at_oom(const phases *ph, int in_forward, int since_forward, const graph_hold *gh,
+                         an_structure *out)
+{
+	/* checkpointed blocks free their layers' tensors too (oom_forward_survival) */
+	if (!in_forward && !since_forward && ph->last_survival >= 0 &&
+	    ph->last_survival < SURVIVAL_NO_GRAPH && !(out->techniques & AN_TECH_CHECKPOINT))
+		out->oom_forward_graph = -1;
+	if (out->oom_forward_graph >= 0 || !gh->armed)
+		return;
+	for (size_t k = 0; k < gh->held.cap; k++)
+		if (gh->held.slots[k].key)
+			out->graph_held_at_oom += gh->held.slots[k].val;
+	out->graph_held_stack = gh->stack;
+}
+
 static size_t last_oom_event(const md_device *md)
 {
 	for (size_t i = md->event_count; i-- > 0;)
@@ -480,11 +528,13 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 	const md_event *ev = c->md->events;
 	span_state sp = {.prev_stack = UINT32_MAX};
 	failed_fwd ff = {0};
+	graph_hold gh = {0};
 	int phase = PH_NONE, since_forward = 1; /* a backward or step since the last forward */
 	since_step_t since_step = {0, UINT32_MAX, 0};
 	size_t last_oom = last_oom_event(c->md);
 	mr_status st = MR_OK;
 	uint64_t idx, bytes;
+	ph->last_survival = -1;
 	for (size_t i = 0; i < c->md->event_count; i++) {
 		const md_event *e = &ev[i];
 		if (e->action == MD_ACT_FREE_REQUESTED) {
@@ -492,6 +542,8 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 				sp.allocs[idx].freed = 1;
 			if (ff.armed)
 				am_take(&ff.held, e->addr, &bytes);
+			if (gh.armed)
+				am_take(&gh.held, e->addr, &bytes);
 			/* zero_grad() freeing gradients ends a step, even one whose optimizer
 			 * allocates nothing (SGD once its momentum exists): the next backward is
 			 * not accumulating into them */
@@ -511,20 +563,26 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 		if (e->action == MD_ACT_OOM && phase == PH_FORWARD) {
 			/* the forward died here: it did not finish, whatever runs next */
 			out->forwards_cut++;
-			if (i == last_oom)
+			if (i == last_oom) {
 				oom_forward_survival(&sp, out);
+				graph_at_oom(ph, 1, since_forward, &gh, out);
+			}
 			if (i < last_oom && hold_failed(&ff, &sp, i))
 				goto oom;
 			close_span(&sp, 0, ph);
 			phase = PH_NONE;
 			continue;
 		}
+		if (i == last_oom)
+			graph_at_oom(ph, 0, since_forward, &gh, out);
 		int p = e->action == MD_ACT_ALLOC ? phase_of(c, e->stack) : PH_NONE;
 		if (p == PH_NONE)
 			continue;
 		count_phase(out, ph, phase, p, &since_step, sp.first_stack);
-		if (phase == PH_FORWARD && p != PH_FORWARD)
-			close_span(&sp, 1, ph);
+		if (p == PH_BACKWARD || p == PH_OPTIMIZER)
+			gh.armed = 0; /* its backward ran, or a step after one */
+		if (phase == PH_FORWARD && p != PH_FORWARD && end_span(&sp, 1, ph, &gh))
+			goto oom;
 		if (p == PH_FORWARD && phase != PH_FORWARD) {
 			out->maybe_accumulating |= since_step.count && !out->optimizer_phases;
 			out->forward_spans++;
@@ -557,6 +615,7 @@ done:
 	free(sp.allocs);
 	am_free(&sp.where);
 	am_free(&ff.held);
+	am_free(&gh.held);
 	return st;
 }
 

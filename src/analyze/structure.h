@@ -114,6 +114,12 @@ typedef struct {
 	 * last OOM, and the handled OOM's event. 0 when no retry followed a handled OOM. */
 	uint64_t held_from_failed;
 	size_t handled_oom_event;
+	/* An OOM after a forward that saved nothing for a backward (an evaluation pass inside the
+	 * step, its loss or metric failing), with an earlier forward that kept its layers' tensors
+	 * and whose backward had not run yet: the bytes that graph-keeping forward allocated
+	 * that are still live at the OOM, and its first allocation's stack. 0: none. */
+	uint64_t graph_held_at_oom;
+	uint32_t graph_held_stack;
 	size_t optimizer_phases; /* runs of the optimizer's own allocations (steps that allocate) */
 	int accumulating;        /* two backward passes with no optimizer step between them, each
 	                            after its own forward from the same call: gradient accumulation
