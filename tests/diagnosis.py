@@ -167,7 +167,8 @@ TABLE += [
                                       techniques=["activation_checkpointing", "autocast"],
                                       never=["activation_checkpointing", "mixed_precision",
                                              "gradient_accumulation", "fsdp", "no_grad_eval"],
-                                      log=True)),
+                                      # checkpointed blocks free their layers: not an eval pass
+                                      no_finds=["eval_pass_oom"], log=True)),
     ("adam_state_oom", dict(cause="capacity", kind="training",
                             first=("mixed_precision", "cpu_offload"),
                             not_first=["reduce_microbatch", "fsdp"], never=["no_grad_eval"],
