@@ -822,6 +822,12 @@ TABLE += [
                                          never=["max_split_size_mb", "mixed_precision",
                                                 "fsdp", "cpu_offload"],
                                          no_finds=["oom_fragmentation", "memory_growth"], log=True)),
+    # the same without its log: the frames alone (a float32 softmax of bf16 scores from the
+    # model's own code, 4x and more any layer's output) read as attention written out by hand
+    ("einsum_attn_vit_highres_oom", dict(cause="capacity", first="fused_attention",
+                                         never=["max_split_size_mb", "mixed_precision", "fsdp",
+                                                "cpu_offload"],
+                                         no_finds=["oom_fragmentation", "memory_growth"])),
     ("peft_lora_bert_longdoc_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
                                         techniques=["autocast"],
                                         never=["mixed_precision", "fsdp", "cpu_offload", "no_grad_eval",

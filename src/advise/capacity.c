@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "advise/growth.h"
+#include "base/mem.h"
 #include "base/units.h"
 
 static int cat_of(const ad_ctx *c, uint32_t stack)
@@ -1221,6 +1222,87 @@ static int made_at_failing_line(const ad_ctx *c, uint32_t stack)
  * need_weights defaults to True), or by Hugging Face's eager attention. */
 enum { ATT_NONE, ATT_LINE, ATT_SOFTMAX, ATT_MHA, ATT_EAGER };
 
+/* How many times a hidden state's size the model's own tensors must be, block for block, to
+ * have attention scores' shape: B x heads x T x T against a layer's B x T x 4d at most is
+ * T / (4 x head size), 4 at T = 1024 with heads of 64, and a float32 softmax doubles it. */
+#define SHAPE_RATIO 4
+
+/* Calls fn for every live block of the diagnosed device. */
+static void each_live_block(const ad_ctx *c, void (*fn)(const ad_ctx *, const md_block *, void *),
+                            void *arg)
+{
+	const an_device *dv = c->dv;
+	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
+		const md_segment *seg = &c->s->segments[i];
+		for (size_t j = 0; j < seg->block_count; j++) {
+			const md_block *bl = &c->s->blocks[seg->first_block + j];
+			if (bl->state == MD_BLOCK_ACTIVE_ALLOCATED && bl->stack < c->s->stack_count)
+				fn(c, bl, arg);
+		}
+	}
+}
+
+/* Keeps in *arg the largest block that a torch.nn Linear, norm or convolution made. */
+static void layer_output(const ad_ctx *c, const md_block *bl, void *arg)
+{
+	static const char *const layers[] = {
+	    "torch/nn/modules/linear.py", "torch/nn/modules/normalization.py",
+	    "torch/nn/modules/batchnorm.py", "torch/nn/modules/conv.py"};
+	uint64_t *best = arg;
+	const md_frame *fr = bl->size > *best ? innermost_python(c, bl->stack) : NULL;
+	for (size_t k = 0; fr && k < sizeof layers / sizeof *layers; k++)
+		if (an_path_has(md_str(c->s, fr->filename), layers[k]))
+			*best = bl->size;
+}
+
+/* A live block the model's own code made (operators leave no frame), inside a module call and
+ * outside a loss, not the logits, SHAPE_RATIO times the largest layer output or more: by its
+ * user function. */
+typedef struct {
+	uint32_t file, name;
+	uint64_t size;
+} shaped_block;
+
+typedef struct {
+	uint64_t hidden;
+	shaped_block *v;
+	size_t n, cap;
+	int nomem;
+} shaped_set;
+
+static void shaped_like_scores(const ad_ctx *c, const md_block *bl, void *arg)
+{
+	shaped_set *set = arg;
+	uint32_t f = c->info[bl->stack].flags;
+	const md_frame *user = an_user_frame(c->s, bl->stack);
+	if (bl->size < SHAPE_RATIO * set->hidden || !(f & AN_SF_MODULE_CALL) || (f & AN_SF_LOSS) ||
+	    !user || cat_of(c, bl->stack) != AN_CAT_ACTIVATIONS ||
+	    !innermost_python_is_user(c, bl->stack) || logits_stack(c, bl->stack))
+		return;
+	if (MR_GROW(set->v, set->cap, set->n + 1)) {
+		set->nomem = 1;
+		return;
+	}
+	set->v[set->n++] = (shaped_block){user->filename, user->name, bl->size};
+}
+
+static int shaped_cmp(const void *pa, const void *pb)
+{
+	const shaped_block *a = pa, *b = pb;
+	if (a->file != b->file)
+		return a->file < b->file ? -1 : 1;
+	if (a->name != b->name)
+		return a->name < b->name ? -1 : 1;
+	return a->size < b->size ? -1 : a->size > b->size;
+}
+
+/* Whether the sorted set holds a block of that function and size. */
+static int shaped_has(const shaped_set *set, uint32_t file, uint32_t name, uint64_t size)
+{
+	shaped_block key = {file, name, size};
+	return bsearch(&key, set->v, set->n, sizeof key, shaped_cmp) != NULL;
+}
+
 /* Which of those a stack's allocation is (ATT_NONE: none), inside a module call and outside a
  * loss: made at the failing line when its code calls a softmax, by F.softmax itself, or
  * anywhere inside Hugging Face's eager attention. */
@@ -1252,24 +1334,29 @@ static int explicit_attention(const ad_ctx *c, uint32_t stack)
 	return how;
 }
 
+/* What made explicit attention's tensors, by ATT_* (the finding's words), and the change. */
+static const char *const att_made_by[] = {
+    "",
+    "the softmax of the line that failed (the log's traceback); if these are attention "
+    "probabilities, that",
+    "F.softmax inside the model; if these are attention probabilities, that",
+    "nn.MultiheadAttention's unfused path (F.softmax in multi_head_attention_forward, "
+    "taken when the attention weights are asked for: need_weights defaults to True)",
+    "Hugging Face's eager attention (eager_attention_forward)"};
+static const char att_sdpa[] = "y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
+                               "dropout_p=p if self.training else 0.0)  # is_causal=True for "
+                               "a causal mask";
+static const char att_shaped[] = "y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
+                                 "dropout_p=p if self.training else 0.0)  # not another N x N "
+                                 "product (distances, similarities): that, in chunks of rows";
+static const char *const att_change[] = {
+    "", att_sdpa, att_sdpa,
+    "y, _ = self.attn(q, k, v, need_weights=False)  # its fused (SDPA) path",
+    "from_pretrained(..., attn_implementation=\"sdpa\")  # or "
+    "\"flash_attention_2\"; config._attn_implementation = \"sdpa\""};
+
 int ad_rule_attention(ad_ctx *c)
 {
-	static const char *const made_by[] = {
-	    "",
-	    "the softmax of the line that failed (the log's traceback); if these are attention "
-	    "probabilities, that",
-	    "F.softmax inside the model; if these are attention probabilities, that",
-	    "nn.MultiheadAttention's unfused path (F.softmax in multi_head_attention_forward, "
-	    "taken when the attention weights are asked for: need_weights defaults to True)",
-	    "Hugging Face's eager attention (eager_attention_forward)"};
-	static const char sdpa[] = "y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
-	                           "dropout_p=p if self.training else 0.0)  # is_causal=True for "
-	                           "a causal mask";
-	static const char *const change[] = {
-	    "", sdpa, sdpa,
-	    "y, _ = self.attn(q, k, v, need_weights=False)  # its fused (SDPA) path",
-	    "from_pretrained(..., attn_implementation=\"sdpa\")  # or "
-	    "\"flash_attention_2\"; config._attn_implementation = \"sdpa\""};
 	const an_device *dv = c->dv;
 	uint64_t live = ad_live_total(dv->categories), bytes = 0;
 	int how = ATT_NONE;
@@ -1292,10 +1379,59 @@ int ad_rule_attention(ad_ctx *c)
 	               "keeps each layer's batch x heads x T x T probabilities for the backward. "
 	               "A fused kernel (flash or memory-efficient attention) recomputes them "
 	               "instead and its memory grows with T, not T squared.",
-	               ad_sz(b1, bytes), ad_sz(b2, live), ad_pct(bytes, live), made_by[how]);
+	               ad_sz(b1, bytes), ad_sz(b2, live), ad_pct(bytes, live), att_made_by[how]);
 	ad_suggest_text(c, "fused_attention",
 	                bytes * 4 >= live ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 5,
-	                "Use fused attention instead of softmax(q @ k^T) @ v", change[how], &t);
+	                "Use fused attention instead of softmax(q @ k^T) @ v", att_change[how], &t);
+	return 1;
+}
+
+int ad_rule_attention_shape(ad_ctx *c)
+{
+	const an_device *dv = c->dv;
+	uint64_t live = ad_live_total(dv->categories), bytes = 0;
+	shaped_set set = {0};
+	char b1[32], b2[32];
+	if (!live || pass_kind(c) == AN_RUN_INFERENCE || !ad_technique_on(c, AN_TECH_AUTOCAST) ||
+	    ad_find_rec(c, "fused_attention"))
+		return 0;
+	each_live_block(c, layer_output, &set.hidden);
+	if (set.hidden)
+		each_live_block(c, shaped_like_scores, &set);
+	if (set.nomem) {
+		free(set.v);
+		c->failed = 1;
+		return 0;
+	}
+	if (set.n)
+		qsort(set.v, set.n, sizeof *set.v, shaped_cmp);
+	/* a float32 softmax of half-precision scores, as autocast computes it: a block of its
+	 * function at twice or half its size */
+	for (size_t i = 0; i < set.n; i++) {
+		const shaped_block *x = &set.v[i];
+		if (shaped_has(&set, x->file, x->name, 2 * x->size) ||
+		    (x->size % 2 == 0 && shaped_has(&set, x->file, x->name, x->size / 2)))
+			bytes += x->size;
+	}
+	free(set.v);
+	if (bytes < 64 * MR_MIB || bytes * 5 < live)
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "%s of the %s live (%d%%) is tensors the model's own code made (an "
+	               "operator such as q @ k.transpose(-2, -1), a softmax or a mask leaves no "
+	               "frame of its own), each at least %dx the largest output of its Linear, "
+	               "norm or convolution layers, in pairs of one size and twice it within a "
+	               "function: the shape of attention's batch x heads x T x T scores and their "
+	               "float32 softmax under autocast. If that is what they are, attention "
+	               "computed explicitly keeps them for the backward; a fused kernel (flash or "
+	               "memory-efficient attention) recomputes them instead, and its memory grows "
+	               "with T, not T squared. Another N x N product (pairwise distances or "
+	               "similarities) shrinks the same way, computed in chunks of rows.",
+	               ad_sz(b1, bytes), ad_sz(b2, live), ad_pct(bytes, live), SHAPE_RATIO);
+	ad_suggest_text(c, "fused_attention",
+	                bytes * 4 >= live ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 5,
+	                "Use fused attention instead of softmax(q @ k^T) @ v", att_shaped, &t);
 	return 1;
 }
 

@@ -43,6 +43,13 @@ int ad_rule_logits(ad_ctx *c);
  * keeps its B x heads x T x T probabilities for the backward, which a fused kernel
  * (scaled_dot_product_attention) never stores. Returns 1 when it fired. */
 int ad_rule_attention(ad_ctx *c);
+/* Without a frame or a log line that says attention (after the rules that can say so, and
+ * only when none did): under autocast, live activations made by the model's own code inside a
+ * module, each at least 4x the largest output of its Linear, norm or convolution layers, in
+ * one function that holds a pair of them at twice the other's size (a float32 softmax of
+ * half-precision scores), a fifth of live memory or more: attention written out by hand.
+ * Recommends fused attention, hedged. Returns 1 when it fired. */
+int ad_rule_attention_shape(ad_ctx *c);
 /* A forward that died on a larger input, at a request its operation grew by the square of what
  * the input grew (a T x T tensor: attention scores, or an attention mask or bias materialised
  * for them): finding quadratic_input, and fused_attention, first when that operation's live
