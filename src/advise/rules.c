@@ -626,16 +626,23 @@ static void advise_recovered(ad_ctx *c)
 	uint64_t ooms = 0, n = dv->oom_events;
 	if (c->ev->has_stats && ev_stats_get(&c->ev->stats, "num_ooms", &ooms) && ooms > n)
 		n = ooms;
+	/* Lightning's BatchSizeFinder (its tuner) leaves its frames on the trials' allocations */
+	const char *finder =
+	    ad_any_frame(c->s, "_scale_batch_size", "lightning/pytorch/tuner/batch_size_scaling.py")
+	        ? "Lightning's BatchSizeFinder or Tuner.scale_batch_size: its tuner's "
+	          "_scale_batch_size is in the trace"
+	        : "a batch-size finder such as accelerate's find_executable_batch_size, "
+	          "Trainer(auto_find_batch_size=True) or Lightning's BatchSizeFinder, or a retry "
+	          "loop";
 	ad_note(c, "oom_survived", AD_WARNING,
 	        "%llu out-of-memory error%s did not end the run: the trace holds %llu (the last at "
 	        "event %zu), and after it %zu backward pass%s ran, so the run caught them and went "
-	        "on (a batch-size finder such as accelerate's find_executable_batch_size or "
-	        "Trainer(auto_find_batch_size=True), or a retry loop). The snapshot shows the run "
+	        "on (%s). The snapshot shows the run "
 	        "after them, at what fit: peak %s allocated in %s reserved over the trace. Each "
 	        "caught error cost a failed attempt and a flush of the cache.",
 	        (unsigned long long)n, n == 1 ? "" : "s", (unsigned long long)dv->oom_events,
 	        dv->last_oom_event, dv->recovered_backwards,
-	        dv->recovered_backwards == 1 ? "" : "es", ad_sz(b1, dv->peak_allocated),
+	        dv->recovered_backwards == 1 ? "" : "es", finder, ad_sz(b1, dv->peak_allocated),
 	        ad_sz(b2, dv->peak_reserved));
 }
 
