@@ -499,9 +499,9 @@ int ad_rule_graph_in_eval(ad_ctx *c)
 		return 0;
 	ad_text t = {0};
 	ad_text_printf(&t,
-	               "The pass that failed saved nothing for a backward (an evaluation or "
-	               "inference pass), and it ran while a training forward's graph was alive: "
-	               "that forward");
+	               "The pass that failed saved nothing for a backward (an evaluation, or a "
+	               "no_grad model the loss needs: a teacher, a reference model), and it ran "
+	               "while a training forward's graph was alive: that forward");
 	if (an_user_frame(c->s, r->graph_held_stack)) {
 		ad_text_printf(&t, ", whose first allocation was in ");
 		ad_user_site(&t, c->s, r->graph_held_stack);
@@ -510,19 +510,21 @@ int ad_rule_graph_in_eval(ad_ctx *c)
 	ad_text_printf(&t,
 	               " kept its layers' tensors for a backward that had not run yet, and %s "
 	               "of them were still live at the OOM (the request lacked %s, with %s "
-	               "live). The evaluation pays for the training step's graph on top of its "
-	               "own batch.",
+	               "live). The pass pays for the training step's graph on top of its own "
+	               "batch.",
 	               ad_sz(b1, r->graph_held_at_oom), ad_sz(b2, lacked), ad_sz(b3, live));
 	ad_note_text(c, "graph_held_in_eval", AD_WARNING, &t);
 	ad_suggest(c, "release_references", AD_PRIO_TARGETED,
-	           "Evaluate after the training step, not inside it",
+	           "Run the no_grad pass outside the training step's graph",
 	           "loss.backward(); optimizer.step(); optimizer.zero_grad()\n"
-	           "loss_value = loss.item(); del loss, logits  # the step's graph and outputs\n"
-	           "evaluate(model)  # now: nothing of the step is left",
-	           "%s of the training forward's graph were alive during this evaluation, more "
-	           "than the %s the failing request lacked. After the backward they are freed, "
-	           "and the evaluation has that much more room; a smaller batch only comes "
-	           "after.",
+	           "loss_value = loss.item(); del loss, logits\n"
+	           "evaluate(model)  # an evaluation: after the step, nothing of it is left\n"
+	           "# a pass the loss needs (teacher, reference model): before the training "
+	           "forward",
+	           "%s of the training forward's graph were alive during this pass, more than "
+	           "the %s the failing request lacked. After the backward (or before the "
+	           "training forward) they are not there, and the pass has that much more room; "
+	           "a smaller batch only comes after.",
 	           ad_sz(b1, r->graph_held_at_oom), ad_sz(b2, lacked));
 	return 1;
 }
