@@ -212,6 +212,14 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "the %s request failed).",
 		    sz(b1, r->held_activations), sz(b2, dv->pool[AN_POOL_ALL].allocated),
 		    sz(b3, o->requested));
+	else if (ad_finding_of(a, "graph_held_in_eval"))
+		mr_buf_printf(
+		    b,
+		    "Out of memory in a no_grad pass run inside the training step: %s of the %s "
+		    "live is a training forward's graph whose backward had not run when the %s "
+		    "request failed.",
+		    sz(b1, r->graph_held_at_oom), sz(b2, dv->pool[AN_POOL_ALL].allocated),
+		    sz(b3, o->requested));
 	else if (ad_finding_of(a, "activations_carried"))
 		mr_buf_printf(
 		    b,
