@@ -1334,29 +1334,24 @@ static int explicit_attention(const ad_ctx *c, uint32_t stack)
 	return how;
 }
 
-/* What made explicit attention's tensors, by ATT_* (the finding's words), and the change. */
-static const char *const att_made_by[] = {
-    "",
-    "the softmax of the line that failed (the log's traceback); if these are attention "
-    "probabilities, that",
-    "F.softmax inside the model; if these are attention probabilities, that",
-    "nn.MultiheadAttention's unfused path (F.softmax in multi_head_attention_forward, "
-    "taken when the attention weights are asked for: need_weights defaults to True)",
-    "Hugging Face's eager attention (eager_attention_forward)"};
-static const char att_sdpa[] = "y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
-                               "dropout_p=p if self.training else 0.0)  # is_causal=True for "
-                               "a causal mask";
-static const char att_shaped[] = "y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
-                                 "dropout_p=p if self.training else 0.0)  # not another N x N "
-                                 "product (distances, similarities): that, in chunks of rows";
-static const char *const att_change[] = {
-    "", att_sdpa, att_sdpa,
-    "y, _ = self.attn(q, k, v, need_weights=False)  # its fused (SDPA) path",
-    "from_pretrained(..., attn_implementation=\"sdpa\")  # or "
-    "\"flash_attention_2\"; config._attn_implementation = \"sdpa\""};
-
 int ad_rule_attention(ad_ctx *c)
 {
+	static const char *const made_by[] = {
+	    "",
+	    "the softmax of the line that failed (the log's traceback); if these are attention "
+	    "probabilities, that",
+	    "F.softmax inside the model; if these are attention probabilities, that",
+	    "nn.MultiheadAttention's unfused path (F.softmax in multi_head_attention_forward, "
+	    "taken when the attention weights are asked for: need_weights defaults to True)",
+	    "Hugging Face's eager attention (eager_attention_forward)"};
+	static const char sdpa[] = "y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
+	                           "dropout_p=p if self.training else 0.0)  # is_causal=True for "
+	                           "a causal mask";
+	static const char *const change[] = {
+	    "", sdpa, sdpa,
+	    "y, _ = self.attn(q, k, v, need_weights=False)  # its fused (SDPA) path",
+	    "from_pretrained(..., attn_implementation=\"sdpa\")  # or "
+	    "\"flash_attention_2\"; config._attn_implementation = \"sdpa\""};
 	const an_device *dv = c->dv;
 	uint64_t live = ad_live_total(dv->categories), bytes = 0;
 	int how = ATT_NONE;
@@ -1379,15 +1374,18 @@ int ad_rule_attention(ad_ctx *c)
 	               "keeps each layer's batch x heads x T x T probabilities for the backward. "
 	               "A fused kernel (flash or memory-efficient attention) recomputes them "
 	               "instead and its memory grows with T, not T squared.",
-	               ad_sz(b1, bytes), ad_sz(b2, live), ad_pct(bytes, live), att_made_by[how]);
+	               ad_sz(b1, bytes), ad_sz(b2, live), ad_pct(bytes, live), made_by[how]);
 	ad_suggest_text(c, "fused_attention",
 	                bytes * 4 >= live ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 5,
-	                "Use fused attention instead of softmax(q @ k^T) @ v", att_change[how], &t);
+	                "Use fused attention instead of softmax(q @ k^T) @ v", change[how], &t);
 	return 1;
 }
 
 int ad_rule_attention_shape(ad_ctx *c)
 {
+	static const char change[] = "y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, "
+	                             "dropout_p=p if self.training else 0.0)  # not another N x N "
+	                             "product (distances, similarities): that, in chunks of rows";
 	const an_device *dv = c->dv;
 	uint64_t live = ad_live_total(dv->categories), bytes = 0;
 	shaped_set set = {0};
@@ -1431,7 +1429,7 @@ int ad_rule_attention_shape(ad_ctx *c)
 	               ad_sz(b1, bytes), ad_sz(b2, live), ad_pct(bytes, live), SHAPE_RATIO);
 	ad_suggest_text(c, "fused_attention",
 	                bytes * 4 >= live ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 5,
-	                "Use fused attention instead of softmax(q @ k^T) @ v", att_shaped, &t);
+	                "Use fused attention instead of softmax(q @ k^T) @ v", change, &t);
 	return 1;
 }
 
