@@ -249,6 +249,29 @@ static void test_oom_capacity_params(void **state)
 	rp_free(&run);
 }
 
+/* A no_grad validation between the loss and loss.backward() (held-out set 27): the training
+ * forward's graph still live at the OOM is at least what the request lacked, and at most what
+ * live memory held beyond the end of a finished step (PyTorch's memory_allocated() after a step,
+ * facts.json, against its allocated bytes at the OOM, oom_observer_stats). */
+static void test_graph_held_in_eval(void **state)
+{
+	(void)state;
+	const char *s = "eval_before_backward_graph_held_oom";
+	rp_report run;
+	assert_int_equal(load_with(s, "train.log", &run), 0);
+	const an_oom *o = &run.an.devices[0].oom;
+	uint64_t held = run.an.devices[0].run.graph_held_at_oom;
+	uint64_t at_oom = (uint64_t)tu_corpus_int(s, "facts.json", "allocated_bytes.all.current");
+	uint64_t after_step = (uint64_t)tu_corpus_int(s, "facts.json", "allocated");
+	assert_true(o->present && o->requested > o->usable_free);
+	assert_true(held >= o->requested - o->usable_free);
+	assert_true(held <= at_oom - after_step);
+	assert_non_null(find(&run, "graph_held_in_eval"));
+	assert_non_null(find(&run, "eval_pass_oom"));
+	assert_int_equal(rank_of(&run, "release_references"), 1);
+	rp_free(&run);
+}
+
 static void test_fragmentation_without_oom(void **state)
 {
 	(void)state;
@@ -1767,6 +1790,7 @@ int main(void)
 	    cmocka_unit_test(test_capacity_line_leak),
 	    cmocka_unit_test(test_oom_capacity_params),
 	    cmocka_unit_test(test_fragmentation_without_oom),
+	    cmocka_unit_test(test_graph_held_in_eval),
 	    cmocka_unit_test(test_expandable_never_recommended),
 	    cmocka_unit_test(test_expandable_never_recommended_shared),
 	    cmocka_unit_test(test_growth),
