@@ -190,15 +190,21 @@ static int choose_bands(const an_allocs *al, size_t want, uint8_t *chosen)
 	uint64_t *v = mr_realloc_array(NULL, n ? n : 1, sizeof *v); /* each is written */
 	if (!v)
 		return -1;
+	uint64_t any = 0; /* its highest byte is where the sizes start to differ, at most */
 	for (size_t i = 0; i < n; i++)
-		v[i] = an_alloc_bytes(al, &al->items[i]);
-	for (int shift = 56; shift >= 0 && m; shift -= 8) {
+		any |= v[i] = an_alloc_bytes(al, &al->items[i]);
+	int top = 0;
+	while (top < 56 && any >> (top + 8))
+		top += 8;
+	for (int shift = top; shift >= 0 && m; shift -= 8) {
 		size_t count[256] = {0}, kept = 0;
 		unsigned bin = 255;
 		for (size_t i = 0; i < m; i++)
 			count[(v[i] >> shift) & 255]++;
 		while (count[bin] < k) /* the bins hold m >= k candidates: it stops at 0 at worst */
 			k -= count[bin--];
+		if (count[bin] == m)
+			continue; /* every candidate is in it */
 		for (size_t i = 0; i < m; i++)
 			if (((v[i] >> shift) & 255) == bin)
 				v[kept++] = v[i];
