@@ -449,17 +449,26 @@ int ad_rule_carried(ad_ctx *c)
 	return 1;
 }
 
+/* Whether, at a training run's OOM with no growth found, bytes still held (by something the
+ * step no longer needs) are at least what the failing request lacked (*lacked) and a tenth of
+ * live memory. */
+static int holds_what_lacked(const ad_ctx *c, uint64_t bytes, uint64_t *lacked)
+{
+	const an_oom *o = &c->dv->oom;
+	uint64_t live = c->dv->pool[AN_POOL_ALL].allocated;
+	if (!c->run || !o->present || ad_run_kind(c) != AN_RUN_TRAINING || c->run->growth_found ||
+	    !live || !bytes)
+		return 0;
+	*lacked = o->requested > o->usable_free ? o->requested - o->usable_free : 0;
+	return bytes >= *lacked && bytes * 10 >= live;
+}
+
 int ad_rule_held(ad_ctx *c)
 {
 	const an_structure *r = c->run;
-	const an_oom *o = &c->dv->oom;
-	uint64_t live = c->dv->pool[AN_POOL_ALL].allocated;
+	uint64_t live = c->dv->pool[AN_POOL_ALL].allocated, lacked;
 	char b1[32], b2[32], b3[32];
-	if (!r || !o->present || ad_run_kind(c) != AN_RUN_TRAINING || r->growth_found || !live ||
-	    !r->held_activations)
-		return 0;
-	uint64_t lacked = o->requested > o->usable_free ? o->requested - o->usable_free : 0;
-	if (r->held_activations < lacked || r->held_activations * 10 < live)
+	if (!r || !holds_what_lacked(c, r->held_activations, &lacked))
 		return 0;
 	ad_note(c, "activations_held_over", AD_WARNING,
 	        "When iteration %zu of the trace began, %s of activations that the previous "
@@ -488,14 +497,9 @@ int ad_rule_held(ad_ctx *c)
 int ad_rule_graph_in_eval(ad_ctx *c)
 {
 	const an_structure *r = c->run;
-	const an_oom *o = &c->dv->oom;
-	uint64_t live = c->dv->pool[AN_POOL_ALL].allocated;
+	uint64_t live = c->dv->pool[AN_POOL_ALL].allocated, lacked;
 	char b1[32], b2[32], b3[32];
-	if (!r || !o->present || ad_run_kind(c) != AN_RUN_TRAINING || r->growth_found || !live ||
-	    !r->graph_held_at_oom)
-		return 0;
-	uint64_t lacked = o->requested > o->usable_free ? o->requested - o->usable_free : 0;
-	if (r->graph_held_at_oom < lacked || r->graph_held_at_oom * 10 < live)
+	if (!r || !holds_what_lacked(c, r->graph_held_at_oom, &lacked))
 		return 0;
 	ad_text t = {0};
 	ad_text_printf(&t,
