@@ -272,6 +272,25 @@ static void test_graph_held_in_eval(void **state)
 	rp_free(&run);
 }
 
+/* A message alone that says fragmentation: where packing would leave under a quarter of the
+ * limit, the verdict says the message cannot tell whether the run would go on. The corpus's
+ * truth: global_feature_leak_oom is a leak (packed, 22% would be left), oom_fragmentation's twin
+ * ran with expandable segments (38%). */
+static void test_message_fragmentation_hedged(void **state)
+{
+	(void)state;
+	rp_report run;
+	assert_int_equal(load_sample("global_feature_leak_oom", "oom_message.txt", &run), 0);
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_FRAGMENTATION);
+	assert_non_null(strstr(run.advice.verdict, "is not in the message"));
+	assert_non_null(strstr(find(&run, "oom_fragmentation")->message, "a snapshot would"));
+	rp_free(&run);
+	assert_int_equal(load_sample("oom_fragmentation", "oom_message.txt", &run), 0);
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_FRAGMENTATION);
+	assert_null(strstr(run.advice.verdict, "is not in the message"));
+	rp_free(&run);
+}
+
 static void test_fragmentation_without_oom(void **state)
 {
 	(void)state;
@@ -1791,6 +1810,7 @@ int main(void)
 	    cmocka_unit_test(test_oom_capacity_params),
 	    cmocka_unit_test(test_fragmentation_without_oom),
 	    cmocka_unit_test(test_graph_held_in_eval),
+	    cmocka_unit_test(test_message_fragmentation_hedged),
 	    cmocka_unit_test(test_expandable_never_recommended),
 	    cmocka_unit_test(test_expandable_never_recommended_shared),
 	    cmocka_unit_test(test_growth),

@@ -106,3 +106,10 @@ ad_cause ad_message_cause(const ev_oom *o)
 		return AD_CAUSE_CAPACITY;
 	return AD_CAUSE_UNKNOWN;
 }
+
+int ad_packed_thin(uint64_t limit, uint64_t allocated, uint64_t requested, uint64_t *left)
+{
+	uint64_t used = allocated + requested;
+	*left = limit > used ? limit - used : 0;
+	return *left < limit / 4;
+}

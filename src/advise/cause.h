@@ -55,4 +55,10 @@ ad_cause ad_message_cause(const ev_oom *o);
  * message does not tell. */
 int ad_message_reserved(const ev_oom *o, uint64_t *out);
 
+/* A fragmentation OOM told by a message alone: what the limit would leave free were the cache
+ * packed (the limit less what PyTorch allocated and the request), into *left. Returns 1 when
+ * that is under a quarter of the limit: thin enough that the message cannot tell whether the run
+ * would go on, or fail at its next request (memory that grows, a larger request after it). */
+int ad_packed_thin(uint64_t limit, uint64_t allocated, uint64_t requested, uint64_t *left);
+
 #endif

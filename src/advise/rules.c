@@ -503,7 +503,7 @@ static void message_without_sizes(ad_ctx *c, const ev_oom *msg)
 static void advise_message(ad_ctx *c, const ev_oom *msg)
 {
 	ad_oom *out = &c->a->oom;
-	char b1[32], b2[32], b3[32];
+	char b1[32], b2[32], b3[32], b4[32];
 	out->present = 1;
 	out->device = msg->device < 0 ? 0 : msg->device;
 	out->requested = msg->requested_bytes;
@@ -523,16 +523,24 @@ static void advise_message(ad_ctx *c, const ev_oom *msg)
 	if (ad_rule_outside(c) == AD_OUTSIDE_CAUSE)
 		goto record;
 	switch (out->cause) {
-	case AD_CAUSE_FRAGMENTATION:
+	case AD_CAUSE_FRAGMENTATION: {
+		uint64_t left;
+		int thin = ad_packed_thin(out->limit, out->allocated, out->requested, &left);
 		ad_note(
 		    c, "oom_fragmentation", AD_CRITICAL,
 		    "Out of memory from fragmentation: %s was reserved by PyTorch but "
 		    "unallocated, more than the %s requested, within a limit of %s; no free piece "
-		    "was large enough.",
+		    "was large enough.%s%s%s",
 		    ad_sz(b1, msg->reserved_unallocated), ad_sz(b2, msg->requested_bytes),
-		    ad_sz(b3, out->limit));
+		    ad_sz(b3, out->limit), thin ? " Packed, the limit would leave only " : "",
+		    thin ? ad_sz(b4, left) : "",
+		    thin ? " free beside live tensors and the request: the message cannot tell "
+		           "whether the run would then go on or fail at its next request (memory "
+		           "that grows, a larger request after this one); a snapshot would."
+		         : "");
 		ad_rule_fragmentation(c, AD_PRIO_FIRST, msg->reserved_unallocated, 0, 0);
 		break;
+	}
 	case AD_CAUSE_CAPACITY:
 		message_capacity(c, msg);
 		/* a log cannot say what kind of run it was: what helps either way */

@@ -65,7 +65,17 @@ static void log_only_verdict(mr_buf *b, const ad_oom *o)
 	char b1[32], b2[32], b3[32], b4[32];
 	if (o->present && outside_verdict(b, o))
 		return;
-	if (o->present && o->cause == AD_CAUSE_FRAGMENTATION)
+	uint64_t left;
+	if (o->present && o->cause == AD_CAUSE_FRAGMENTATION &&
+	    ad_packed_thin(o->limit, o->allocated, o->requested, &left))
+		mr_buf_printf(
+		    b,
+		    "Out of memory from fragmentation at this request: %s reserved but "
+		    "unallocated, more than the %s asked for, within %s; but packed, only "
+		    "%s would be left, so whether the run would go on is not in the "
+		    "message.",
+		    sz(b1, o->free_cached), sz(b2, o->requested), sz(b3, o->limit), sz(b4, left));
+	else if (o->present && o->cause == AD_CAUSE_FRAGMENTATION)
 		mr_buf_printf(b,
 		              "Out of memory from fragmentation: %s reserved but unallocated, more "
 		              "than the %s asked for, within %s.",
