@@ -425,7 +425,7 @@ static void advise_oom(ad_ctx *c)
 	}
 	if (outside == AD_OUTSIDE_UNCLEAR && !out->outside_grew)
 		ad_suggest(
-		    c, "free_device_memory", AD_PRIO_CAPACITY + 5, "Check what else holds the GPU",
+		    c, "free_device_memory", AD_PRIO_CAPACITY - 1, "Check what else holds the GPU",
 		    "nvidia-smi --query-compute-apps=pid,used_memory --format=csv",
 		    "The device was full while PyTorch held only %s: if another process or a "
 		    "library holds the rest, freeing it gives this run room without changing "
