@@ -918,8 +918,9 @@ TABLE += [
                                           never=["expandable_segments", "mixed_precision", "fsdp", "no_grad_eval"],
                                           no_finds=["memory_growth", "oom_fragmentation"], log=True)),
     # the snapshot alone: the device was full while PyTorch held 7.4 of its 12 GiB, but not who held the rest
+    # (the check that tells the two stories apart comes first)
     ("cupy_pool_cached_outside_oom", dict(cause="unknown", kind="training", finds=["device_full"],
-                                          has=["free_device_memory"], no_finds=["memory_growth"], log=False)),
+                                          first="free_device_memory", no_finds=["memory_growth"], log=False)),
 ]
 
 # Other people's snapshots: what can be said about them without their authors.
