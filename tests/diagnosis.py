@@ -398,6 +398,10 @@ TABLE += [
                                   never=FORWARD_ONLY_NEVER + ["no_grad_eval", "release_references",
                                                               "expandable_segments"],
                                   no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    # its snapshot alone: no limit known, but the request is 5x all live memory
+    ("retrieval_scores_oom", dict(cause="capacity", first="split_operation",
+                                  never=["release_references", "expandable_segments"],
+                                  no_finds=["memory_growth", "oom_fragmentation"])),
     ("eval_bigger_batch_oom", dict(cause="capacity", kind="training", first=("reduce_microbatch", "chunked_loss"),
                                    never=["activation_checkpointing", "fsdp", "cpu_offload",
                                           "expandable_segments", "gradient_accumulation"],

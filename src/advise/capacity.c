@@ -541,13 +541,25 @@ static int split_oversized(ad_ctx *c)
 	const an_device *dv = c->dv;
 	const md_device *md = md_find_device(c->s, dv->device);
 	uint64_t limit = c->a->oom.limit, req = request_over_limit(c);
-	if (!md || !req || dv->oom.event >= md->event_count)
+	uint64_t asked = dv->oom.requested, live = dv->pool[AN_POOL_ALL].allocated;
+	/* without the limit (no message): a request of twice all live memory or more, since
+	 * freeing everything beside it makes room for less than half of it, whatever the limit */
+	int dwarfs = !limit && dv->oom.present && asked >= MR_GIB && live && asked / 2 >= live;
+	if (!md || (!req && !dwarfs) || dv->oom.event >= md->event_count)
 		return 0;
 	ad_text t = {0};
-	ad_text_printf(&t,
-	               "The %s request that failed is more than the %s this process may use, so "
-	               "nothing freed beside it would make it fit; ",
-	               ad_sz(b1, req), ad_sz(b2, limit));
+	if (req)
+		ad_text_printf(
+		    &t,
+		    "The %s request that failed is more than the %s this process may use, "
+		    "so nothing freed beside it would make it fit; ",
+		    ad_sz(b1, req), ad_sz(b2, limit));
+	else
+		ad_text_printf(&t,
+		               "The %s request that failed is %.1fx all live memory (%s): freeing "
+		               "everything beside it would make room for less than half of it, "
+		               "whatever the limit (not in the evidence); ",
+		               ad_sz(b1, asked), (double)asked / (double)live, ad_sz(b2, live));
 	if (!ad_user_site(&t, c->s, md->events[dv->oom.event].stack))
 		ad_text_printf(&t, "the call that asked for it");
 	ad_text_printf(&t, " must make it in pieces, reducing each piece (a top-k, a sum) before "

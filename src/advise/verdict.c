@@ -107,6 +107,24 @@ static void log_only_verdict(mr_buf *b, const ad_oom *o)
 		mr_buf_printf(b, "No out-of-memory error in the evidence.");
 }
 
+/* One request too large: larger than the limit, or (the limit unknown) twice all live memory. */
+static void split_words(mr_buf *b, const ad_advice *a, const an_device *dv)
+{
+	char b1[32], b2[32], b3[32];
+	uint64_t live = dv->pool[AN_POOL_ALL].allocated;
+	if (a->oom.limit)
+		mr_buf_printf(b,
+		              "Out of memory from one request larger than the limit: %s asked for, "
+		              "%s allowed, with %s live beside it.",
+		              sz(b1, a->oom.requested), sz(b2, a->oom.limit), sz(b3, live));
+	else
+		mr_buf_printf(b,
+		              "Out of memory from one request of more than twice all live memory: "
+		              "%s asked for, with %s live beside it (the limit is not in the "
+		              "evidence).",
+		              sz(b1, a->oom.requested), sz(b2, live));
+}
+
 /* A capacity OOM with no more specific story: what one site holds when the first
  * recommendation is about it, else live memory against the free pieces. */
 static void capacity_words(mr_buf *b, const ad_advice *a, const an_device *dv)
@@ -246,11 +264,7 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "help.",
 		    sz(b1, state), sz(b2, live), sz(b3, cat[AN_CAT_ACTIVATIONS]));
 	else if (first_rec_is(a, "split_operation"))
-		mr_buf_printf(b,
-		              "Out of memory from one request larger than the limit: %s asked for, "
-		              "%s allowed, with %s live beside it.",
-		              sz(b1, o->requested), sz(b2, a->oom.limit),
-		              sz(b3, dv->pool[AN_POOL_ALL].allocated));
+		split_words(b, a, dv);
 	else if (first_rec_is(a, "chunked_loss") && o->logits[0])
 		mr_buf_printf(
 		    b, "Out of memory from capacity at the logits: live tensors hold %s, and %s.",
