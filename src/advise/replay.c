@@ -271,6 +271,35 @@ static mr_status drop_worse(ad_advice *a, const size_t rec_at[4], mr_error *err)
 	return MR_OK;
 }
 
+/* An OOM whose allocator settings the replays show would not have saved it, with no advice
+ * left: what is left is asking for less memory at once (generate(): fewer or shorter
+ * sequences, whose KV cache is what grows). */
+static mr_status when_nothing_left(ad_advice *a, const an_device *dv, mr_error *err)
+{
+	if (!a->oom.present || a->rec_count)
+		return MR_OK;
+	int gen = (dv->run.flags_seen & AN_SF_GENERATE) != 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "The allocator settings replayed here would not have saved the run (the "
+	               "findings say how far each got): what is left is asking for less memory at "
+	               "once%s.",
+	               gen ? ", and generate()'s KV cache grows with the sequences it runs at once "
+	                     "(inputs times beams) and with their length"
+	                   : "");
+	if (ad_add_rec(a, "reduce_microbatch",
+	               gen ? "Generate fewer sequences at once, or shorter ones"
+	                   : "Put fewer samples through the model at once",
+	               gen ? "model.generate(..., num_beams=k // 2)  # or fewer inputs per call, "
+	                     "or fewer max_new_tokens"
+	                   : "batch_size //= 2  # in training, accumulate gradients to keep the "
+	                     "batch",
+	               &t))
+		return mr_oom(err);
+	a->recs[a->rec_count - 1].rank = (int)a->rec_count;
+	return MR_OK;
+}
+
 mr_status ad_replay_settings(const ld_evidence *ev, const an_result *an, const ad_replay *recorded,
                              ad_advice *a, mr_error *err)
 {
@@ -324,8 +353,9 @@ mr_status ad_replay_settings(const ld_evidence *ev, const an_result *an, const a
 		    "(%s), so no prediction for other settings is shown.",
 		    a->replays[0].divergence_event, a->replays[0].divergence);
 		a->replay_count = 1;
-	} else if (!st && !(st = quote_replays(a, rec_at, guessed, err))) {
-		st = drop_worse(a, rec_at, err);
+	} else if (!st && !(st = quote_replays(a, rec_at, guessed, err)) &&
+	           !(st = drop_worse(a, rec_at, err))) {
+		st = when_nothing_left(a, dv, err);
 	}
 	for (size_t i = 0; i < n; i++)
 		sim_result_free(&jobs[i].res);
