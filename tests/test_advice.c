@@ -291,6 +291,24 @@ static void test_message_fragmentation_hedged(void **state)
 	rp_free(&run);
 }
 
+/* Lightning's BatchSizeFinder (held-out set 27): its trial at 16 ran out of memory and was
+ * caught (facts.json: one OOM, PyTorch's num_ooms); the finding names the finder from its
+ * tuner's frames. */
+static void test_batch_size_finder_named(void **state)
+{
+	(void)state;
+	const char *s = "lightning_batch_size_finder_healthy";
+	rp_report run;
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	const ad_finding *f = find(&run, "oom_survived");
+	assert_non_null(f);
+	assert_non_null(
+	    strstr(f->message, "Lightning's BatchSizeFinder or Tuner.scale_batch_size"));
+	assert_int_equal(run.an.devices[0].oom_events,
+	                 tu_corpus_int(s, "memory_stats.json", "num_ooms"));
+	rp_free(&run);
+}
+
 static void test_fragmentation_without_oom(void **state)
 {
 	(void)state;
@@ -1811,6 +1829,7 @@ int main(void)
 	    cmocka_unit_test(test_fragmentation_without_oom),
 	    cmocka_unit_test(test_graph_held_in_eval),
 	    cmocka_unit_test(test_message_fragmentation_hedged),
+	    cmocka_unit_test(test_batch_size_finder_named),
 	    cmocka_unit_test(test_expandable_never_recommended),
 	    cmocka_unit_test(test_expandable_never_recommended_shared),
 	    cmocka_unit_test(test_growth),
