@@ -309,6 +309,55 @@ static void test_batch_size_finder_named(void **state)
 	rp_free(&run);
 }
 
+/* PyTorch's own process in the message's list of processes, as NVML names it inside a
+ * container (no "this process has" sentence): the listed process and what PyTorch held add up
+ * to more than the device had in use, so that process is this one. Not memory of other
+ * processes, then: capacity, with this process's memory outside PyTorch the difference. */
+static void test_container_self_listed(void **state)
+{
+	(void)state;
+	rp_report run;
+	assert_int_equal(load2(TEXT_FIX "oom_container_self_listed.txt", NULL, &run), 0);
+	const ad_oom *o = &run.advice.oom;
+	const ev_oom *m = &run.ev.text.ooms[0];
+	assert_int_equal(o->cause, AD_CAUSE_CAPACITY);
+	assert_true(o->has_self_listed);
+	assert_int_equal(o->self_listed.pid, 2286224);
+	assert_int_equal(o->process_count, 0);
+	assert_true(o->has_others);
+	assert_int_equal(o->others, 0);
+	assert_true(o->has_non_pytorch);
+	assert_int_equal(o->non_pytorch, m->other_processes[0].bytes - m->allocated_by_pytorch -
+	                                     m->reserved_unallocated);
+	assert_non_null(find(&run, "oom_message_self_listed"));
+	assert_null(find(&run, "oom_other_processes"));
+	assert_null(find(&run, "shared_device"));
+	assert_int_equal(rank_of(&run, "reduce_microbatch"), 1);
+	assert_int_equal(rank_of(&run, "free_device_memory"), 0);
+	rp_free(&run);
+
+	/* beside another process of 30 GiB: this one is the smaller of those that hold PyTorch's
+	 * 45.40 GiB; the other's share is a warning and advice ranked after the capacity fix */
+	assert_int_equal(load2(TEXT_FIX "oom_container_shared.txt", NULL, &run), 0);
+	o = &run.advice.oom;
+	assert_int_equal(o->cause, AD_CAUSE_CAPACITY);
+	assert_int_equal(o->self_listed.pid, 918301);
+	assert_int_equal(o->process_count, 1);
+	assert_int_equal(o->processes[0].pid, 918273);
+	assert_int_equal(o->others, 32212254720ull);
+	assert_int_equal(find(&run, "shared_device")->severity, AD_WARNING);
+	assert_int_equal(rank_of(&run, "reduce_microbatch"), 1);
+	assert_true(rank_of(&run, "free_device_memory") > 1);
+	rp_free(&run);
+
+	/* with its "this process has" sentence, every listed process is another one */
+	assert_int_equal(load2(TEXT_FIX "oom_v21_processes.txt", NULL, &run), 0);
+	assert_false(run.advice.oom.has_self_listed);
+	assert_int_equal(run.advice.oom.cause, AD_CAUSE_OTHER_PROCESSES);
+	assert_int_equal(run.advice.oom.process_count, 2);
+	rp_free(&run);
+}
+
 static void test_fragmentation_without_oom(void **state)
 {
 	(void)state;
@@ -1829,6 +1878,7 @@ int main(void)
 	    cmocka_unit_test(test_fragmentation_without_oom),
 	    cmocka_unit_test(test_graph_held_in_eval),
 	    cmocka_unit_test(test_message_fragmentation_hedged),
+	    cmocka_unit_test(test_container_self_listed),
 	    cmocka_unit_test(test_batch_size_finder_named),
 	    cmocka_unit_test(test_expandable_never_recommended),
 	    cmocka_unit_test(test_expandable_never_recommended_shared),

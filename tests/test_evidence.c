@@ -727,6 +727,15 @@ static const oom_case oom_cases[] = {
     {"oom_v21_processes.txt", 0, 1, 1, EV_OOM_ERA_V21_SENTENCE, "CUDA", 0, 52428800ull,
      25393994138ull, 3208643ull, UNK, 7537667604ull, 6979321856ull, 125829120ull, UNK, UNK, 2,
      AD_CAUSE_OTHER_PROCESSES, 25393994138ull},
+    /* inside a container, PyTorch's own process listed by the host's PID: the one process
+     * holds what PyTorch does, so live tensors filling the card are the cause */
+    {"oom_container_self_listed.txt", 0, 1, 3, EV_OOM_ERA_CURRENT, "CUDA", 0, 2104533975ull,
+     84975927951ull, 1170378588ull, UNK, UNK, 79983028470ull, 3092376453ull, UNK, UNK, 1,
+     AD_CAUSE_CAPACITY, 84975927951ull},
+    /* the same with another process beside it holding less than PyTorch does */
+    {"oom_container_shared.txt", 0, 1, 1, EV_OOM_ERA_CURRENT, "CUDA", 1, 2147483648ull,
+     84975927951ull, 1288490189ull, UNK, UNK, 43057047142ull, 5690831667ull, UNK, UNK, 2,
+     AD_CAUSE_CAPACITY, 84975927951ull},
     {"oom_v21_zero_free.txt", 0, 1, 1, EV_OOM_ERA_V21_SENTENCE, "CUDA", 0, 20971520ull,
      12627203850ull, 0, UNK, UNK, 11789685228ull, 336645325ull, UNK, UNK, 0, AD_CAUSE_CAPACITY,
      12627203850ull},

@@ -80,6 +80,11 @@ typedef struct {
 	                            (0: none seen) */
 	ev_process processes[8]; /* the other processes the message lists */
 	size_t process_count;
+	int has_self_listed;       /* the message lists this process as another (ad_listed_self) */
+	ev_process self_listed;    /* that entry */
+	uint64_t self_listed_held; /* what PyTorch held then */
+	uint64_t shared_others, shared_held; /* a full device that other processes share, though
+	                                        less than PyTorch holds (0: not so) */
 	char logits[192]; /* what the logits are to the failed request, in words (the logits
 	                     rule), "" when it did not fire */
 } ad_oom;

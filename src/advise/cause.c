@@ -34,34 +34,60 @@ int ad_message_reserved(const ev_oom *o, uint64_t *out)
 	return 0;
 }
 
+int ad_listed_self(const ev_oom *o, uint64_t reserved)
+{
+	if (o->has_this_process || !o->other_process_count || !o->has_total_capacity ||
+	    !o->has_device_free || o->device_free >= o->total_capacity)
+		return -1;
+	/* amounts are printed with two decimals: a hundredth of the card covers the rounding */
+	uint64_t used = o->total_capacity - o->device_free, slack = o->total_capacity / 100;
+	uint64_t listed = 0;
+	for (size_t i = 0; i < o->other_process_count; i++)
+		listed += o->other_processes[i].bytes;
+	if (listed + reserved <= used + slack)
+		return -1;
+	int self = -1;
+	for (size_t i = 0; i < o->other_process_count; i++) {
+		uint64_t b = o->other_processes[i].bytes;
+		if (b + slack >= reserved && (self < 0 || b < o->other_processes[self].bytes))
+			self = (int)i;
+	}
+	return self;
+}
+
 void ad_message_holders(const ev_oom *o, ad_holders *h)
 {
 	memset(h, 0, sizeof *h);
+	h->self_listed = -1;
 	uint64_t limit = ev_oom_limit(o), req = o->requested_bytes;
 	uint64_t total = o->has_total_capacity ? o->total_capacity : limit;
 	h->has_reserved = ad_message_reserved(o, &h->reserved);
 	h->fraction_hit = o->has_allowed && o->allowed < total && h->has_reserved &&
 	                  h->reserved + req > o->allowed;
 	h->device_full = o->has_device_free && o->has_requested && o->device_free < req;
-	uint64_t listed = 0;
+	if (h->has_reserved)
+		h->self_listed = ad_listed_self(o, h->reserved);
+	uint64_t listed = 0, mine = 0;
 	for (size_t i = 0; i < o->other_process_count; i++)
-		listed += o->other_processes[i].bytes;
+		if ((int)i != h->self_listed)
+			listed += o->other_processes[i].bytes;
+	int has_mine = o->has_this_process || h->self_listed >= 0;
+	if (has_mine)
+		mine = o->has_this_process ? o->this_process_in_use
+		                           : o->other_processes[h->self_listed].bytes;
 	if (o->other_process_count) {
 		h->has_others = 1;
 		h->others = listed;
-	} else if (o->has_total_capacity && o->has_device_free &&
-	           (o->has_this_process || h->has_reserved)) {
+	} else if (o->has_total_capacity && o->has_device_free && (has_mine || h->has_reserved)) {
 		/* no process listed (a container does not see them): what nobody here holds, or
 		 * without this process's figure, all that PyTorch does not */
-		uint64_t mine =
-		    o->device_free + (o->has_this_process ? o->this_process_in_use : h->reserved);
+		uint64_t here = o->device_free + (has_mine ? mine : h->reserved);
 		h->has_others = 1;
-		h->others = o->total_capacity > mine ? o->total_capacity - mine : 0;
+		h->others = o->total_capacity > here ? o->total_capacity - here : 0;
 	}
-	if (o->has_this_process && h->has_reserved) {
+	if (has_mine && h->has_reserved) {
 		h->has_non_pytorch = 1;
-		h->non_pytorch =
-		    o->this_process_in_use > h->reserved ? o->this_process_in_use - h->reserved : 0;
+		h->non_pytorch = mine > h->reserved ? mine - h->reserved : 0;
 	}
 }
 

@@ -32,9 +32,20 @@ typedef struct {
 	int has_non_pytorch; /* this process's memory outside PyTorch's allocator: the CUDA
 	                        context, libraries, other allocators */
 	uint64_t non_pytorch;
+	int self_listed; /* index in the message's processes of the one that is this process
+	                    (ad_listed_self), -1 when none is */
 } ad_holders;
 
 void ad_message_holders(const ev_oom *o, ad_holders *out);
+
+/* The process of the message's "Process N has X memory in use" list that is this process,
+ * when the message has no "this process has" sentence and the figures leave no other reading:
+ * the listed processes and what PyTorch held here (`reserved`) add up to more than the device
+ * had in use (total - free), so PyTorch's memory is inside one of them. Inside a container NVML
+ * gives the host's PID, which is not getpid(), and PyTorch prints its own process that way.
+ * The one chosen is the smallest that holds `reserved`. Returns its index, or -1 (no such
+ * contradiction, figures missing, or none large enough). */
+int ad_listed_self(const ev_oom *o, uint64_t reserved);
 
 /* Memory outside PyTorch's allocator is the cause when the device itself was full and what
  * others (or this process's non-PyTorch memory) hold is at least what PyTorch holds and at

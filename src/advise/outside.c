@@ -21,8 +21,11 @@ static void holders(const ad_ctx *c, ad_holders *h)
 		h->device_full = dv->oom.device_free < dv->oom.alloc_size;
 		if (h->device_full)
 			h->fraction_hit = 0;
-		if (c->msg && c->msg->has_this_process) {
-			uint64_t mine = c->msg->this_process_in_use;
+		const ev_oom *m = c->msg;
+		if (m && (m->has_this_process || h->self_listed >= 0)) {
+			uint64_t mine = m->has_this_process
+			                    ? m->this_process_in_use
+			                    : m->other_processes[h->self_listed].bytes;
 			h->has_non_pytorch = 1;
 			h->non_pytorch = mine > h->reserved ? mine - h->reserved : 0;
 		}
@@ -45,8 +48,13 @@ static void fill_oom(ad_ctx *c, const ad_holders *h)
 	o->others = h->others;
 	o->has_non_pytorch = h->has_non_pytorch;
 	o->non_pytorch = h->non_pytorch;
-	for (size_t i = 0; m && i < m->other_process_count && i < 8; i++)
-		o->processes[o->process_count++] = m->other_processes[i];
+	for (size_t i = 0; m && i < m->other_process_count && o->process_count < 8; i++)
+		if ((int)i != h->self_listed)
+			o->processes[o->process_count++] = m->other_processes[i];
+	if (m && h->self_listed >= 0) {
+		o->has_self_listed = 1;
+		o->self_listed = m->other_processes[h->self_listed];
+	}
 	/* what this process could have had: the memory fraction, else what PyTorch held plus
 	 * what was still free on the device */
 	if (m && m->has_allowed && (!m->has_total_capacity || m->allowed <= m->total_capacity) &&
@@ -92,6 +100,51 @@ static void advise_free_device(ad_ctx *c, ad_cause cause)
 	                &t);
 }
 
+/* The device was full and other processes hold a real part of it, yet less than PyTorch does:
+ * the cause is this run's own memory, but on a GPU of its own the request would have fit. */
+static void shared_device(ad_ctx *c, const ad_holders *h)
+{
+	ad_oom *o = &c->a->oom;
+	if (h->device_full && h->has_others && h->others >= MR_GIB && h->others >= o->requested &&
+	    o->process_count) {
+		o->shared_others = h->others;
+		o->shared_held = h->reserved;
+	}
+}
+
+void ad_outside_notes(ad_ctx *c)
+{
+	const ad_oom *o = &c->a->oom;
+	char b1[32], b2[32], b3[32];
+	if (o->shared_others) {
+		ad_note(
+		    c, "shared_device", AD_WARNING,
+		    "The GPU is shared: other processes held %s of it at the OOM, PyTorch here %s. "
+		    "Without them the %s request would have fit; with them, what fits this run "
+		    "depends on what they hold.",
+		    ad_sz(b1, o->shared_others), ad_sz(b2, o->shared_held),
+		    ad_sz(b3, o->requested));
+		ad_suggest(
+		    c, "free_device_memory", AD_PRIO_SETTINGS,
+		    "Run on a GPU of its own, or stop the other job",
+		    "nvidia-smi --query-compute-apps=pid,used_memory --format=csv",
+		    "Other processes hold %s of this GPU. The run's own memory is the cause (the "
+		    "changes above make it fit beside them), but alone on the GPU the failing "
+		    "request would have fit.",
+		    ad_sz(b1, o->shared_others));
+	}
+	if (o->has_self_listed && c->msg)
+		ad_note(
+		    c, "oom_message_self_listed", AD_INFO,
+		    "The message's process %d (%s in use) is this process: PyTorch held %s here, "
+		    "and that with the processes listed would be more than the %s the device had "
+		    "in use. Inside a container NVML names a process by the host's PID, so "
+		    "PyTorch printed its own process as another.",
+		    o->self_listed.pid, ad_sz(b1, o->self_listed.bytes),
+		    ad_sz(b2, o->self_listed_held),
+		    ad_sz(b3, c->msg->total_capacity - c->msg->device_free));
+}
+
 ad_outside ad_rule_outside(ad_ctx *c)
 {
 	ad_holders h;
@@ -99,6 +152,8 @@ ad_outside ad_rule_outside(ad_ctx *c)
 	holders(c, &h);
 	fill_oom(c, &h);
 	ad_oom *o = &c->a->oom;
+	if (o->has_self_listed)
+		o->self_listed_held = h.reserved;
 	ad_cause cause = ad_outside_cause(&h);
 	if (cause != AD_CAUSE_UNKNOWN) {
 		o->cause = cause;
@@ -154,5 +209,6 @@ ad_outside ad_rule_outside(ad_ctx *c)
 		    ad_sz(b1, o->device_free), ad_sz(b2, h.reserved));
 		return AD_OUTSIDE_UNCLEAR;
 	}
+	shared_device(c, &h);
 	return AD_OUTSIDE_NO;
 }

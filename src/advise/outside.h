@@ -20,4 +20,9 @@ typedef enum {
  * PyTorch is the cause, its finding and the recommendation to free the device. */
 ad_outside ad_rule_outside(ad_ctx *c);
 
+/* After the cause's own findings: that the message lists this process as another (inside a
+ * container), and, on a full device that other processes share while PyTorch holds more than
+ * they do, a warning and the lower-ranked advice to run on a GPU of its own. */
+void ad_outside_notes(ad_ctx *c);
+
 #endif

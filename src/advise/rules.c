@@ -834,6 +834,7 @@ mr_status ad_advise(const ld_evidence *ev, const an_result *an, const an_moments
 	} else if (ev->text.summary_count || ev->has_stats) {
 		ad_rule_releases(&c);
 	}
+	ad_outside_notes(&c);
 	list_messages(&c);
 	rank(&c); /* the verdict names the first recommendation's cause */
 	if (ad_write_verdict(out, c.dv) || ad_write_what_ran(out, c.run))
