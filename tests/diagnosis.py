@@ -931,6 +931,12 @@ TABLE += [
     # (the check that tells the two stories apart comes first)
     ("cupy_pool_cached_outside_oom", dict(cause="unknown", kind="training", finds=["device_full"],
                                           first="free_device_memory", no_finds=["memory_growth"], log=False)),
+    # held-out set 28 (recorded on an H100). float32 attention written out by hand, F.dropout of its
+    # probabilities; no log: SDPA measured to fit (4.21 GiB), bf16 autocast with the same attention to OOM
+    ("ast_fp32_matmul_attn_nolog_oom", dict(cause="capacity", kind="training", first="fused_attention",
+                                            not_first=["mixed_precision"],
+                                            never=["expandable_segments", "fsdp", "cpu_offload", "no_grad_eval"],
+                                            no_finds=["memory_growth", "oom_fragmentation"])),
 ]
 
 # Other people's snapshots: what can be said about them without their authors.

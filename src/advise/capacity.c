@@ -441,18 +441,31 @@ static void advise_training(ad_ctx *c, const uint64_t *cat, uint64_t bg)
 		           "The generation cache (transformers cache_utils.py) holds %s during a "
 		           "training step, where nothing reads it.",
 		           ad_sz(b1, kv));
-	if (!ad_technique_on(c, AN_TECH_MIXED)) /* else the activations are in bf16 already */
-		ad_suggest(
-		    c, "mixed_precision", AD_PRIO_CAPACITY + 30,
-		    "If the model runs in float32: run the forward pass in bf16 autocast",
-		    ad_framework(c, AN_FW_LIGHTNING)
-		        ? "Trainer(precision=\"bf16-mixed\")"
-		        : "with torch.autocast(\"cuda\", dtype=torch.bfloat16): loss = model(x)",
-		    "bf16 activations take half the bytes of fp32 ones (%s now). The trace shows "
-		    "no autocast copies of the weights, but not their dtype either: a model whose "
-		    "weights are bf16 already, or whose float32 weights are few (adapters on a "
-		    "half-precision model), gains nothing from this.",
-		    ad_sz(b1, acts));
+	if (ad_technique_on(c, AN_TECH_MIXED)) /* the activations are in bf16 already */
+		return;
+	ad_text t = {0};
+	ad_text_printf(&t, "bf16 activations take half the bytes of fp32 ones (%s now).",
+	               ad_sz(b1, acts));
+	/* autocast keeps a softmax and what is made from it in float32 */
+	if (c->attention_bytes * 2 >= acts)
+		ad_text_printf(
+		    &t,
+		    " Not the fix here: autocast runs a softmax in float32, so explicit "
+		    "attention's %s stays as it is; only the other %s halves.",
+		    ad_sz(b2, c->attention_bytes),
+		    ad_sz(b3, acts > c->attention_bytes ? acts - c->attention_bytes : 0));
+	ad_text_printf(&t,
+	               " The trace shows no autocast copies of the weights, but not their dtype "
+	               "either: a model whose weights are bf16 already, or whose float32 "
+	               "weights are few (adapters on a half-precision model), gains nothing "
+	               "from this.");
+	ad_suggest_text(
+	    c, "mixed_precision", AD_PRIO_CAPACITY + 30,
+	    "If the model runs in float32: run the forward pass in bf16 autocast",
+	    ad_framework(c, AN_FW_LIGHTNING)
+	        ? "Trainer(precision=\"bf16-mixed\")"
+	        : "with torch.autocast(\"cuda\", dtype=torch.bfloat16): loss = model(x)",
+	    &t);
 }
 
 /* Activations fill it in a run without backward: inference (no_grad), a forward that keeps its
@@ -1227,12 +1240,13 @@ static int made_at_failing_line(const ad_ctx *c, uint32_t stack)
 	return f && f == an_user_frame(c->s, stack) && at_failing_line(c, stack);
 }
 
-/* How attention's probabilities were computed explicitly: by a softmax at the line that failed
+/* How attention's probabilities were computed explicitly: by F.dropout of a tensor shaped like
+ * scores, with what its user line made (below), by a softmax at the line that failed
  * (the log's traceback shows its code; Tensor.softmax leaves no Python frame), by F.softmax in
  * the model's own code, by nn.MultiheadAttention's unfused path (F.softmax under
  * multi_head_attention_forward, which materialises them only when its weights are asked for:
  * need_weights defaults to True), or by Hugging Face's eager attention. */
-enum { ATT_NONE, ATT_LINE, ATT_SOFTMAX, ATT_MHA, ATT_EAGER };
+enum { ATT_NONE, ATT_DROPOUT, ATT_LINE, ATT_SOFTMAX, ATT_MHA, ATT_EAGER };
 
 /* How many times a hidden state's size the model's own tensors must be, block for block, to
  * have attention scores' shape: B x heads x T x T against a layer's B x T x 4d at most is
@@ -1346,10 +1360,86 @@ static int explicit_attention(const ad_ctx *c, uint32_t stack)
 	return how;
 }
 
+/* The user lines where F.dropout, inside a module call and outside a loss, made activations
+ * SHAPE_RATIO times the largest layer output or more: a dropout of attention's probabilities (a
+ * layer's own dropout acts on tensors of its outputs' size). */
+#define DROPOUT_LINES 64
+
+typedef struct {
+	uint64_t hidden, bytes;
+	struct {
+		uint32_t file, name;
+		int32_t line;
+	} at[DROPOUT_LINES];
+	size_t n;
+} dropout_scan;
+
+static int is_dropout(const ad_ctx *c, uint32_t stack)
+{
+	const md_frame *fr = innermost_python(c, stack);
+	return fr && strcmp(md_str(c->s, fr->name), "dropout") == 0 &&
+	       an_path_has(md_str(c->s, fr->filename), "torch/nn/functional.py");
+}
+
+/* Whether a block is activations of a module call, outside a loss, with a user frame. */
+static const md_frame *model_activation(const ad_ctx *c, const md_block *bl)
+{
+	uint32_t f = c->info[bl->stack].flags;
+	if (!(f & AN_SF_MODULE_CALL) || (f & AN_SF_LOSS) ||
+	    cat_of(c, bl->stack) != AN_CAT_ACTIVATIONS)
+		return NULL;
+	return an_user_frame(c->s, bl->stack);
+}
+
+/* Whether user is in one of the scan's functions (line < 0) or at one of its lines. */
+static int dropout_at(const dropout_scan *d, const md_frame *user, int line)
+{
+	for (size_t i = 0; i < d->n; i++)
+		if (d->at[i].file == user->filename && d->at[i].name == user->name &&
+		    (line < 0 || d->at[i].line == user->line))
+			return 1;
+	return 0;
+}
+
+static void dropout_lines(const ad_ctx *c, const md_block *bl, void *arg)
+{
+	dropout_scan *d = arg;
+	const md_frame *user = bl->size >= SHAPE_RATIO * d->hidden && is_dropout(c, bl->stack)
+	                           ? model_activation(c, bl)
+	                           : NULL;
+	if (user && d->n < DROPOUT_LINES && !dropout_at(d, user, user->line)) {
+		d->at[d->n].file = user->filename;
+		d->at[d->n].name = user->name;
+		d->at[d->n++].line = user->line;
+	}
+}
+
+/* What they keep: those lines' dropout outputs and masks, and what their functions' own code
+ * made at the same scale (scores and softmax: an operator leaves no frame), less what
+ * explicit_attention names by a frame. */
+static int explicit_attention(const ad_ctx *c, uint32_t stack);
+
+static void dropout_bytes(const ad_ctx *c, const md_block *bl, void *arg)
+{
+	dropout_scan *d = arg;
+	const md_frame *user = model_activation(c, bl);
+	if (!user || explicit_attention(c, bl->stack) != ATT_NONE)
+		return;
+	if (is_dropout(c, bl->stack)
+	        ? dropout_at(d, user, user->line)
+	        : bl->size >= SHAPE_RATIO * d->hidden && innermost_python_is_user(c, bl->stack) &&
+	              dropout_at(d, user, -1))
+		d->bytes += bl->size;
+}
+
 int ad_rule_attention(ad_ctx *c)
 {
 	static const char *const made_by[] = {
 	    "",
+	    "F.dropout inside the model, of tensors at least 4x the largest output of its "
+	    "Linear, norm or convolution layers, and by its functions' own code at that scale "
+	    "(a softmax or a matmul leaves no frame of its own); if these are attention scores "
+	    "and probabilities, that",
 	    "the softmax of the line that failed (the log's traceback); if these are attention "
 	    "probabilities, that",
 	    "F.softmax inside the model; if these are attention probabilities, that",
@@ -1360,7 +1450,10 @@ int ad_rule_attention(ad_ctx *c)
 	                           "dropout_p=p if self.training else 0.0)  # is_causal=True for "
 	                           "a causal mask";
 	static const char *const change[] = {
-	    "", sdpa, sdpa,
+	    "",
+	    sdpa,
+	    sdpa,
+	    sdpa,
 	    "y, _ = self.attn(q, k, v, need_weights=False)  # its fused (SDPA) path",
 	    "from_pretrained(..., attn_implementation=\"sdpa\")  # or "
 	    "\"flash_attention_2\"; config._attn_implementation = \"sdpa\""};
@@ -1378,6 +1471,16 @@ int ad_rule_attention(ad_ctx *c)
 			bytes += dv->sites[i].bytes;
 		how = h > how ? h : how; /* the most specific library signature names the lever */
 	}
+	dropout_scan d = {0};
+	each_live_block(c, layer_output, &d.hidden);
+	if (d.hidden)
+		each_live_block(c, dropout_lines, &d);
+	if (d.n)
+		each_live_block(c, dropout_bytes, &d);
+	if (d.bytes && how == ATT_NONE)
+		how = ATT_DROPOUT;
+	bytes += d.bytes;
+	c->attention_bytes = bytes;
 	if (bytes < 64 * MR_MIB || bytes * 5 < live)
 		return 0;
 	ad_text t = {0};

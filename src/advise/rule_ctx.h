@@ -25,6 +25,8 @@ typedef struct {
 	const an_moment *peak; /* the state at dv's peak, rebuilt from the trace; NULL: none */
 	const ev_oom *msg;     /* the OOM message analysed (the last of the logs), or NULL */
 	int failed;
+	/* explicit attention's probabilities live at the OOM (ad_rule_attention), bytes */
+	uint64_t attention_bytes;
 	int *rec_priority; /* parallel to a->recs while collecting */
 	size_t prio_cap;
 } ad_ctx;
