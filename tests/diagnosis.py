@@ -937,6 +937,16 @@ TABLE += [
                                             not_first=["mixed_precision"],
                                             never=["expandable_segments", "fsdp", "cpu_offload", "no_grad_eval"],
                                             no_finds=["memory_growth", "oom_fragmentation"])),
+    # output_attentions=True in a no_grad forward: every layer's bf16 probabilities kept; without it eager
+    # measured to fit (5.49 GiB), SDPA 0.83 GiB
+    ("hf_output_attentions_infer_oom", dict(cause="capacity", kind="inference", first="release_references",
+                                            change_has={"release_references": "output_attentions=False"},
+                                            never=["mixed_precision", "no_grad_eval", "activation_checkpointing",
+                                                   "gradient_accumulation", "fsdp", "cpu_offload"],
+                                            no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    ("hf_output_attentions_infer_oom", dict(cause="capacity", kind="inference", first="release_references",
+                                            never=["mixed_precision", "no_grad_eval", "activation_checkpointing"],
+                                            no_finds=["memory_growth"])),
 ]
 
 # Other people's snapshots: what can be said about them without their authors.

@@ -513,7 +513,8 @@ static void advise_forward_only(ad_ctx *c, const uint64_t *cat)
 		    "under inference_mode they are freed as the forward goes. If it is on "
 		    "already, or a backward follows, this does not apply.",
 		    ad_sz(b1, acts));
-	if (!ad_technique_on(c, AN_TECH_MIXED))
+	/* a float32 softmax cast down to the model's dtype: it computes in 16 bits already */
+	if (!ad_technique_on(c, AN_TECH_MIXED) && !c->attention_half)
 		ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY + 30,
 		           "If the model runs in float32: run it in bf16",
 		           "model.to(torch.bfloat16)  # or with torch.autocast(\"cuda\", "
@@ -1494,6 +1495,98 @@ int ad_rule_attention(ad_ctx *c)
 	                bytes * 4 >= live ? AD_PRIO_TARGETED : AD_PRIO_CAPACITY + 5,
 	                "Use fused attention instead of softmax(q @ k^T) @ v", change[how], &t);
 	return 1;
+}
+
+/* Explicit attention's live blocks in a forward without a graph: their bytes, the largest, and
+ * whether one is twice another (a float32 softmax cast down to the model's 16-bit dtype). */
+typedef struct {
+	uint64_t bytes, largest;
+	uint64_t *sizes;
+	size_t n, cap;
+	int how, nomem;
+} kept_scan;
+
+static void kept_attention(const ad_ctx *c, const md_block *bl, void *arg)
+{
+	kept_scan *k = arg;
+	int how = cat_of(c, bl->stack) == AN_CAT_ACTIVATIONS ? explicit_attention(c, bl->stack)
+	                                                     : ATT_NONE;
+	if (how == ATT_NONE)
+		return;
+	if (MR_GROW(k->sizes, k->cap, k->n + 1)) {
+		k->nomem = 1;
+		return;
+	}
+	k->sizes[k->n++] = bl->size;
+	k->bytes += bl->size;
+	k->largest = bl->size > k->largest ? bl->size : k->largest;
+	k->how = how > k->how ? how : k->how;
+}
+
+static int size_cmp(const void *pa, const void *pb)
+{
+	uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+	return a < b ? -1 : a > b;
+}
+
+static int has_doubled_size(const kept_scan *k)
+{
+	for (size_t i = 0; i < k->n; i++) {
+		uint64_t twice = 2 * k->sizes[i];
+		if (bsearch(&twice, k->sizes, k->n, sizeof twice, size_cmp))
+			return 1;
+	}
+	return 0;
+}
+
+int ad_rule_kept_attention(ad_ctx *c)
+{
+	const an_device *dv = c->dv;
+	uint64_t live = ad_live_total(dv->categories);
+	kept_scan k = {0};
+	char b1[32], b2[32], b3[32];
+	int fired = 0;
+	if (!live || pass_kind(c) != AN_RUN_INFERENCE)
+		return 0;
+	each_live_block(c, kept_attention, &k);
+	if (k.nomem) {
+		c->failed = 1;
+		goto done;
+	}
+	if (k.n)
+		qsort(k.sizes, k.n, sizeof *k.sizes, size_cmp);
+	c->attention_half = has_doubled_size(&k);
+	/* without a graph a layer's probabilities die with it: three layers' worth or more live
+	 * at once are kept by the caller */
+	if (k.bytes < 64 * MR_MIB || k.bytes < 3 * k.largest || k.bytes * 5 < live)
+		goto done;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "%s of the %s live (%d%%) is attention probabilities (%s), the largest "
+	               "%s: in a forward without a graph each layer's die with it, so several "
+	               "layers' at once are kept by the caller. ",
+	               ad_sz(b1, k.bytes), ad_sz(b2, live), ad_pct(k.bytes, live),
+	               k.how == ATT_EAGER ? "Hugging Face's eager_attention_forward"
+	                                  : "an explicit softmax inside the model",
+	               ad_sz(b3, k.largest));
+	ad_text_printf(&t, k.how == ATT_EAGER
+	                       ? "output_attentions=True returns every layer's (and makes the "
+	                         "model compute them eagerly); without it only one layer's is "
+	                         "live at a time, and SDPA or flash attention never makes them."
+	                       : "Returning or storing them (need_weights=True, a hook, a "
+	                         "list) keeps every layer's; keep the one layer wanted, or none.");
+	ad_suggest_text(c, "release_references", AD_PRIO_TARGETED,
+	                "Do not keep every layer's attention probabilities",
+	                k.how == ATT_EAGER
+	                    ? "out = model(**batch, output_attentions=False)  # or a forward hook "
+	                      "that copies the one layer wanted to the CPU"
+	                    : "keep only the layer wanted, e.g. attn.detach().cpu() in a forward "
+	                      "hook",
+	                &t);
+	fired = 1;
+done:
+	free(k.sizes);
+	return fired;
 }
 
 int ad_rule_attention_shape(ad_ctx *c)

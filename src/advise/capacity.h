@@ -43,6 +43,12 @@ int ad_rule_logits(ad_ctx *c);
  * keeps its B x heads x T x T probabilities for the backward, which a fused kernel
  * (scaled_dot_product_attention) never stores. Returns 1 when it fired. */
 int ad_rule_attention(ad_ctx *c);
+/* In a forward without a graph (inference), explicit attention's live probabilities three
+ * times its largest block or more and a fifth of live memory: the caller keeps every layer's
+ * (output_attentions=True, a hook): release_references, first. Also notes, for the advice
+ * after it, whether one of them is twice another (a float32 softmax cast down: the model
+ * computes in 16 bits). Returns 1 when it fired. */
+int ad_rule_kept_attention(ad_ctx *c);
 /* Without a frame or a log line that says attention (after the rules that can say so, and
  * only when none did): under autocast, live activations made by the model's own code inside a
  * module, each at least 4x the largest output of its Linear, norm or convolution layers, in

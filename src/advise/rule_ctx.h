@@ -27,6 +27,8 @@ typedef struct {
 	int failed;
 	/* explicit attention's probabilities live at the OOM (ad_rule_attention), bytes */
 	uint64_t attention_bytes;
+	/* one of them twice another: a float32 softmax cast down to a 16-bit model's dtype */
+	int attention_half;
 	int *rec_priority; /* parallel to a->recs while collecting */
 	size_t prio_cap;
 } ad_ctx;

@@ -416,6 +416,7 @@ static void advise_oom(ad_ctx *c)
 		ad_rule_gathered_predictions(c);
 		ad_rule_logits(c);
 		ad_rule_attention(c);
+		ad_rule_kept_attention(c);
 		ad_rule_quadratic(c);
 		ad_rule_attention_shape(c);
 		ad_rule_capacity(c, cat, 1);
