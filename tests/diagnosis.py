@@ -947,6 +947,13 @@ TABLE += [
     ("hf_output_attentions_infer_oom", dict(cause="capacity", kind="inference", first="release_references",
                                             never=["mixed_precision", "no_grad_eval", "activation_checkpointing"],
                                             no_finds=["memory_growth"])),
+    # hard-negative mining over a 32768 x 32768 torch.cdist outside the model: row chunks under no_grad
+    # measured to fit (1.92 GiB), a mining batch of 8192 too
+    ("triplet_cdist_hardmining_oom", dict(cause="capacity", kind="training", first="split_operation",
+                                          has=["reduce_microbatch"], techniques=["autocast"],
+                                          never=["fused_attention", "activation_checkpointing", "fsdp",
+                                                 "cpu_offload", "mixed_precision", "expandable_segments"],
+                                          no_finds=["memory_growth", "oom_fragmentation"], log=True)),
 ]
 
 # Other people's snapshots: what can be said about them without their authors.

@@ -1710,6 +1710,67 @@ static void advise_sdpa_math(ad_ctx *c, uint64_t req, uint64_t held, uint64_t bu
 	                &t);
 }
 
+/* How many times the model's own activations one operation outside it must hold to bound the
+ * run: a layer's output is a small multiple of its input, a pairwise result grows with the
+ * square of the batch. */
+#define OPERATION_RATIO 8
+
+/* Whether a stack is an operation of torch's (its innermost Python frame torch's own, as
+ * torch.cdist or torch.einsum) called outside any module and outside a loss. */
+static int operation_outside_model(const ad_ctx *c, uint32_t stack)
+{
+	if (stack >= c->s->stack_count ||
+	    (c->info[stack].flags & (AN_SF_MODULE_CALL | AN_SF_LOSS)) ||
+	    !an_user_frame(c->s, stack))
+		return 0;
+	int cat = cat_of(c, stack);
+	const md_frame *fr = innermost_python(c, stack);
+	return (cat == AN_CAT_ACTIVATIONS || cat == AN_CAT_OTHER) && fr &&
+	       an_torch_internal(md_str(c->s, fr->filename));
+}
+
+int ad_rule_big_operation(ad_ctx *c)
+{
+	const an_device *dv = c->dv;
+	const uint64_t *cat = dv->categories;
+	uint64_t live = ad_live_total(cat), acts = cat[AN_CAT_ACTIVATIONS];
+	const an_site *best = NULL;
+	char b1[32], b2[32], b3[32];
+	/* no activations: no model ran (a checkpoint loaded, a dataset moved) */
+	if (!live || acts < MR_MIB || ad_find_rec(c, "fused_attention"))
+		return 0;
+	for (size_t i = 0; i < dv->site_count; i++)
+		if ((!best || dv->sites[i].bytes > best->bytes) &&
+		    operation_outside_model(c, dv->sites[i].stack))
+			best = &dv->sites[i];
+	if (!best || best->bytes < 64 * MR_MIB || best->bytes * 4 < live ||
+	    best->bytes < OPERATION_RATIO * acts)
+		return 0;
+	const md_frame *op = innermost_python(c, best->stack);
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "%s of the %s live (%d%%) is the output of one operation, %s, called by ",
+	               ad_sz(b1, best->bytes), ad_sz(b2, live), ad_pct(best->bytes, live),
+	               md_str(c->s, op->name));
+	ad_user_site(&t, c->s, best->stack);
+	ad_text_printf(&t,
+	               " outside the model: %.0fx the model's own activations (%s), so that "
+	               "operation, not the model, sets how large a batch fits, and its backward "
+	               "makes a gradient of its size. Computed in chunks of rows, each reduced (a "
+	               "min, a top-k) before the next and under torch.no_grad() where only the "
+	               "chosen entries need a gradient (recompute those with it), it never holds "
+	               "the whole. A pairwise (N x N) result shrinks with the square of the "
+	               "batch: half the batch, a quarter of it.",
+	               (double)best->bytes / (double)acts, ad_sz(b3, acts));
+	ad_suggest_text(c, "split_operation", AD_PRIO_TARGETED,
+	                "Compute the large operation in chunks of rows",
+	                "with torch.no_grad():\n    for i in range(0, n, k): pick from "
+	                "f(x[i:i+k], y) (its min or top-k)\nthen recompute only the picked "
+	                "entries with grad",
+	                &t);
+	return 1;
+}
+
 int ad_rule_quadratic(ad_ctx *c)
 {
 	const an_structure *r = c->run;

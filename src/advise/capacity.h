@@ -56,6 +56,11 @@ int ad_rule_kept_attention(ad_ctx *c);
  * half-precision scores), a fifth of live memory or more: attention written out by hand.
  * Recommends fused attention, hedged. Returns 1 when it fired. */
 int ad_rule_attention_shape(ad_ctx *c);
+/* One operation of torch's called outside the model (torch.cdist, torch.einsum: its innermost
+ * frame torch's own, no module call, no loss) holds a quarter of live memory and 8x the model's
+ * activations or more: split_operation, first, in chunks of rows. Not after fused_attention.
+ * Returns 1 when it fired. */
+int ad_rule_big_operation(ad_ctx *c);
 /* A forward that died on a larger input, at a request its operation grew by the square of what
  * the input grew (a T x T tensor: attention scores, or an attention mask or bias materialised
  * for them): finding quadratic_input, and fused_attention, first when that operation's live

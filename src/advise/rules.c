@@ -419,6 +419,7 @@ static void advise_oom(ad_ctx *c)
 		ad_rule_kept_attention(c);
 		ad_rule_quadratic(c);
 		ad_rule_attention_shape(c);
+		ad_rule_big_operation(c);
 		ad_rule_capacity(c, cat, 1);
 		ad_rule_larger_eval_pass(c);
 		if (leak_fills || carried || graphs)

@@ -263,7 +263,9 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "hold %s of %s live; activations are only %s, so a smaller batch cannot "
 		    "help.",
 		    sz(b1, state), sz(b2, live), sz(b3, cat[AN_CAT_ACTIVATIONS]));
-	else if (first_rec_is(a, "split_operation"))
+	else if (first_rec_is(a, "split_operation") &&
+	         (a->oom.limit ? a->oom.requested > a->oom.limit
+	                       : a->oom.requested / 2 >= dv->pool[AN_POOL_ALL].allocated))
 		split_words(b, a, dv);
 	else if (first_rec_is(a, "chunked_loss") && o->logits[0])
 		mr_buf_printf(
