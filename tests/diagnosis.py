@@ -954,6 +954,25 @@ TABLE += [
                                           never=["fused_attention", "activation_checkpointing", "fsdp",
                                                  "cpu_offload", "mixed_precision", "expandable_segments"],
                                           no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    # a padded MoE dispatch with a collapsed router: capacity factor 1.25 and half the batch measured to fit
+    ("moe_router_collapse_padded_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
+                                            techniques=["autocast"],
+                                            never=["fused_attention", "expandable_segments", "fsdp", "cpu_offload",
+                                                   "no_grad_eval", "mixed_precision"],
+                                            no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    # integrated gradients: a graph to the input, no optimizer; 64 interpolations per forward measured to fit
+    ("integrated_gradients_batched_oom", dict(cause="capacity", first="reduce_microbatch",
+                                              not_first=["no_grad_eval"],
+                                              never=["fsdp", "cpu_offload", "expandable_segments"],
+                                              no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    # a teacher under no_grad beside a training student; healthy
+    ("distill_teacher_nograd_healthy", dict(cause=None, kind="training", first="",
+                                            never=["no_grad_eval", "activation_checkpointing", "fsdp"],
+                                            no_finds=["memory_growth", "high_fragmentation"])),
+    # assisted generation, two models' weights and per-request caches; healthy
+    ("speculative_assisted_generate_healthy", dict(cause=None, kind="inference", first="",
+                                                   never=["no_grad_eval", "mixed_precision"],
+                                                   no_finds=["memory_growth", "high_fragmentation"])),
 ]
 
 # Other people's snapshots: what can be said about them without their authors.
