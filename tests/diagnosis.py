@@ -973,6 +973,13 @@ TABLE += [
     ("speculative_assisted_generate_healthy", dict(cause=None, kind="inference", first="",
                                                    never=["no_grad_eval", "mixed_precision"],
                                                    no_finds=["memory_growth", "high_fragmentation"])),
+    # the evaluation's last outputs (1.96 GiB, no_grad) still referenced in the next training step's backward:
+    # del outputs measured to fit under the same cap
+    ("eval_outputs_kept_into_train_oom", dict(cause="capacity", kind="training", first="release_references",
+                                              finds=["nograd_outputs_held"], techniques=["autocast"],
+                                              never=["no_grad_eval", "fsdp", "cpu_offload", "mixed_precision",
+                                                     "expandable_segments"],
+                                              no_finds=["memory_growth", "oom_fragmentation"], log=True)),
 ]
 
 # Other people's snapshots: what can be said about them without their authors.

@@ -533,6 +533,42 @@ int ad_rule_graph_in_eval(ad_ctx *c)
 	return 1;
 }
 
+int ad_rule_nograd_held(ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	uint64_t live = c->dv->pool[AN_POOL_ALL].allocated, lacked;
+	char b1[32], b2[32], b3[32];
+	if (!r || !holds_what_lacked(c, r->nograd_held_at_oom, &lacked))
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t, "An occasional pass that saved nothing for a backward (an evaluation "
+	                   "under no_grad, run after several training steps)");
+	if (an_user_frame(c->s, r->nograd_held_stack)) {
+		ad_text_printf(&t, ", whose first allocation was in ");
+		ad_user_site(&t, c->s, r->nograd_held_stack);
+		ad_text_printf(&t, ",");
+	}
+	ad_text_printf(&t,
+	               " finished before the training step that failed, yet %s of what it "
+	               "allocated was still live at the OOM (the request lacked %s, with %s "
+	               "live): its outputs, kept by a variable that outlived the pass (outputs, "
+	               "logits or predictions of its last batch), which training now pays for "
+	               "on top of its own step.",
+	               ad_sz(b1, r->nograd_held_at_oom), ad_sz(b2, lacked), ad_sz(b3, live));
+	ad_note_text(c, "nograd_outputs_held", AD_WARNING, &t);
+	ad_suggest(c, "release_references", AD_PRIO_TARGETED,
+	           "Drop the evaluation's outputs before training resumes",
+	           "outputs = model(batch); metric.update(outputs.logits.argmax(-1))\n"
+	           "del outputs  # after the evaluation loop; or run it in a function of its "
+	           "own, whose locals go when it returns",
+	           "%s of the evaluation's last outputs were still alive in the training step "
+	           "that failed, more than the %s the failing request lacked. Deleted after the "
+	           "evaluation (or kept as Python numbers, or on the CPU), they leave training "
+	           "the room it had before; a smaller batch only comes after.",
+	           ad_sz(b1, r->nograd_held_at_oom), ad_sz(b2, lacked));
+	return 1;
+}
+
 /* cudaMalloc retries from a memory_stats() dump or the last memory_summary() table, the one
  * retry each OOM makes taken out; -1 when neither says. */
 static long text_retries(const ad_ctx *c)

@@ -51,6 +51,13 @@ int ad_rule_held(ad_ctx *c);
  * memory (an_structure.graph_held_at_oom). The evaluation's place in the loop is the lever
  * before any batch. Says so and advises moving it; returns whether it did. */
 int ad_rule_graph_in_eval(ad_ctx *c);
+/* An OOM in training, no growth: an occasional pass that saved nothing for a backward (an
+ * evaluation under no_grad after two training forwards or more, not a teacher every step
+ * runs) finished, a training forward ran after it, and what it allocated still holds at least
+ * what the request lacked and a tenth of live memory at the OOM (an_structure.
+ * nograd_held_at_oom): its outputs kept by a variable. Says so (nograd_outputs_held) and
+ * advises deleting them (release_references); returns whether it did. */
+int ad_rule_nograd_held(ad_ctx *c);
 /* Forwards that keep their graphs and compute a loss with no backward (AN_KIND_GRAPH_LOSSES)
  * may be the microbatches of one training step whose losses are added up: the alternative to
  * no_grad, ranked right after it. per_forward: what each forward keeps. */

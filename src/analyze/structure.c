@@ -477,20 +477,54 @@ typedef struct {
 	int armed;
 } graph_hold;
 
-/* Ends the span; one whose finished layers kept their tensors becomes the held graph. */
-static int end_span(span_state *sp, int finished, phases *ph, graph_hold *gh)
+/* The last forward that saved nothing for a backward (an evaluation under no_grad) in a run of
+ * such forwards that came after two graph-keeping forwards or more in a row: an occasional
+ * pass, not one every step needs (a teacher's, a reference model's). What it allocated that is
+ * still live is its outputs, which something outside it holds. */
+typedef struct {
+	am_map held; /* address -> bytes */
+	uint32_t stack;
+	size_t graph_run;    /* graph-keeping forwards since the last no-graph one */
+	int occasional;      /* the current run of no-graph forwards is such a pass */
+	int armed, followed; /* followed: a graph-keeping forward ran after it */
+} nograd_hold;
+
+static int hold_span(am_map *m, const span_state *sp)
+{
+	am_free(m);
+	for (size_t r = 0; r < sp->count; r++)
+		if (!sp->allocs[r].freed && am_put(m, sp->allocs[r].addr, sp->allocs[r].size))
+			return -1;
+	return 0;
+}
+
+/* Ends the span; one whose finished layers kept their tensors becomes the held graph, one
+ * that kept none after a run of graph-keeping ones the held no-graph pass. */
+static int end_span(span_state *sp, int finished, phases *ph, graph_hold *gh, nograd_hold *nh)
 {
 	uint64_t sums[4];
 	span_sums(sp, sums);
-	if (sp->mark_count >= 2 && sums[2] >= MR_MIB && !sp->generates &&
-	    (double)sums[3] / (double)sums[2] >= SURVIVAL_GRAPH) {
-		am_free(&gh->held);
+	int told = sp->mark_count >= 2 && sums[2] >= MR_MIB && !sp->generates;
+	double survival = told ? (double)sums[3] / (double)sums[2] : -1;
+	if (told && survival < SURVIVAL_NO_GRAPH) {
+		nh->occasional = nh->graph_run >= 2 || (!nh->graph_run && nh->occasional);
+		nh->graph_run = 0;
+		nh->armed = nh->occasional;
+		nh->followed = 0;
+		nh->stack = sp->first_stack;
+		if (!nh->armed)
+			am_free(&nh->held);
+		else if (hold_span(&nh->held, sp))
+			return -1;
+	} else if (told && survival >= SURVIVAL_GRAPH) {
+		nh->graph_run++;
+		nh->followed |= nh->armed;
+	}
+	if (told && survival >= SURVIVAL_GRAPH) {
 		gh->armed = 1;
 		gh->stack = sp->first_stack;
-		for (size_t r = 0; r < sp->count; r++)
-			if (!sp->allocs[r].freed &&
-			    am_put(&gh->held, sp->allocs[r].addr, sp->allocs[r].size))
-				return -1;
+		if (hold_span(&gh->held, sp))
+			return -1;
 	}
 	close_span(sp, finished, ph);
 	return 0;
@@ -514,6 +548,18 @@ static void graph_at_oom(const phases *ph, int in_forward, int since_forward, co
 	out->graph_held_stack = gh->stack;
 }
 
+/* At the last OOM: what of the held no-graph pass is still live, when a graph-keeping forward
+ * ran after it. */
+static void nograd_at_oom(const nograd_hold *nh, an_structure *out)
+{
+	if (!nh->armed || !nh->followed)
+		return;
+	for (size_t k = 0; k < nh->held.cap; k++)
+		if (nh->held.slots[k].key)
+			out->nograd_held_at_oom += nh->held.slots[k].val;
+	out->nograd_held_stack = nh->stack;
+}
+
 static size_t last_oom_event(const md_device *md)
 {
 	for (size_t i = md->event_count; i-- > 0;)
@@ -529,6 +575,7 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 	span_state sp = {.prev_stack = UINT32_MAX};
 	failed_fwd ff = {0};
 	graph_hold gh = {0};
+	nograd_hold nh = {0};
 	int phase = PH_NONE, since_forward = 1; /* a backward or step since the last forward */
 	since_step_t since_step = {0, UINT32_MAX, 0};
 	size_t last_oom = last_oom_event(c->md);
@@ -544,6 +591,8 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 				am_take(&ff.held, e->addr, &bytes);
 			if (gh.armed)
 				am_take(&gh.held, e->addr, &bytes);
+			if (nh.armed)
+				am_take(&nh.held, e->addr, &bytes);
 			/* zero_grad() freeing gradients ends a step, even one whose optimizer
 			 * allocates nothing (SGD once its momentum exists): the next backward is
 			 * not accumulating into them */
@@ -552,6 +601,8 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 				since_step.count = 0;
 			continue;
 		}
+		if (i == last_oom)
+			nograd_at_oom(&nh, out);
 		if (i == last_oom && ff.armed) {
 			if (ff.retried)
 				for (size_t k = 0; k < ff.held.cap; k++)
@@ -581,7 +632,7 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 		count_phase(out, ph, phase, p, &since_step, sp.first_stack);
 		if (p == PH_BACKWARD || p == PH_OPTIMIZER)
 			gh.armed = 0; /* its backward ran, or a step after one */
-		if (phase == PH_FORWARD && p != PH_FORWARD && end_span(&sp, 1, ph, &gh))
+		if (phase == PH_FORWARD && p != PH_FORWARD && end_span(&sp, 1, ph, &gh, &nh))
 			goto oom;
 		if (p == PH_FORWARD && phase != PH_FORWARD) {
 			out->maybe_accumulating |= since_step.count && !out->optimizer_phases;
@@ -616,6 +667,7 @@ done:
 	am_free(&sp.where);
 	am_free(&ff.held);
 	am_free(&gh.held);
+	am_free(&nh.held);
 	return st;
 }
 

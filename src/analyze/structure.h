@@ -120,6 +120,12 @@ typedef struct {
 	 * that are still live at the OOM, and its first allocation's stack. 0: none. */
 	uint64_t graph_held_at_oom;
 	uint32_t graph_held_stack;
+	/* An occasional forward that saved nothing for a backward (an evaluation under no_grad,
+	 * after two graph-keeping forwards or more in a row; the last of its run), then a
+	 * graph-keeping forward: what that pass allocated that is still live at the last OOM (its
+	 * outputs, kept by a reference), and its first allocation's stack. 0: none. */
+	uint64_t nograd_held_at_oom;
+	uint32_t nograd_held_stack;
 	size_t optimizer_phases; /* runs of the optimizer's own allocations (steps that allocate) */
 	int accumulating;        /* two backward passes with no optimizer step between them, each
 	                            after its own forward from the same call: gradient accumulation
