@@ -250,11 +250,8 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    sz(b3, o->requested));
 	else if (ad_finding_of(a, "nograd_outputs_held"))
 		mr_buf_printf(b,
-		              "Out of memory in training with an evaluation's outputs still live: "
-		              "%s of the %s live was allocated by a no_grad pass that had finished "
-		              "when the %s request failed.",
-		              sz(b1, r->nograd_held_at_oom),
-		              sz(b2, dv->pool[AN_POOL_ALL].allocated), sz(b3, o->requested));
+		              "Out of memory in training with %s of an evaluation's outputs live.",
+		              sz(b1, r->nograd_held_at_oom));
 	else if (ad_finding_of(a, "activations_carried"))
 		mr_buf_printf(
 		    b,
