@@ -519,8 +519,6 @@ static int end_span(span_state *sp, int finished, phases *ph, graph_hold *gh, no
 	} else if (told && survival >= SURVIVAL_GRAPH) {
 		nh->graph_run++;
 		nh->followed |= nh->armed;
-	}
-	if (told && survival >= SURVIVAL_GRAPH) {
 		gh->armed = 1;
 		gh->stack = sp->first_stack;
 		if (hold_span(&gh->held, sp))
