@@ -494,6 +494,16 @@ int ad_rule_held(ad_ctx *c)
 	return 1;
 }
 
+/* Appends ", whose first allocation was in <user site>," when the stack has a user frame. */
+static void first_allocation_at(ad_text *t, const md_snapshot *s, uint32_t stack)
+{
+	if (!an_user_frame(s, stack))
+		return;
+	ad_text_printf(t, ", whose first allocation was in ");
+	ad_user_site(t, s, stack);
+	ad_text_printf(t, ",");
+}
+
 int ad_rule_graph_in_eval(ad_ctx *c)
 {
 	const an_structure *r = c->run;
@@ -506,11 +516,7 @@ int ad_rule_graph_in_eval(ad_ctx *c)
 	               "The pass that failed saved nothing for a backward (an evaluation, or a "
 	               "no_grad model the loss needs: a teacher, a reference model), and it ran "
 	               "while a training forward's graph was alive: that forward");
-	if (an_user_frame(c->s, r->graph_held_stack)) {
-		ad_text_printf(&t, ", whose first allocation was in ");
-		ad_user_site(&t, c->s, r->graph_held_stack);
-		ad_text_printf(&t, ",");
-	}
+	first_allocation_at(&t, c->s, r->graph_held_stack);
 	ad_text_printf(&t,
 	               " kept its layers' tensors for a backward that had not run yet, and %s "
 	               "of them were still live at the OOM (the request lacked %s, with %s "
@@ -543,11 +549,7 @@ int ad_rule_nograd_held(ad_ctx *c)
 	ad_text t = {0};
 	ad_text_printf(&t, "An occasional pass that saved nothing for a backward (an evaluation "
 	                   "under no_grad, run after several training steps)");
-	if (an_user_frame(c->s, r->nograd_held_stack)) {
-		ad_text_printf(&t, ", whose first allocation was in ");
-		ad_user_site(&t, c->s, r->nograd_held_stack);
-		ad_text_printf(&t, ",");
-	}
+	first_allocation_at(&t, c->s, r->nograd_held_stack);
 	ad_text_printf(&t,
 	               " finished before the training step that failed, yet %s of what it "
 	               "allocated was still live at the OOM (the request lacked %s, with %s "
