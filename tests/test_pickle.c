@@ -718,6 +718,72 @@ static void test_memo_wide(void **state)
 	pk_free(d);
 }
 
+/* The opcodes the decoder runs in its fast loop (memo reads, MEMOIZE, MARK, small integers) give
+ * what the general machine gives, also at the cases the loop hands back to it. Each body is
+ * followed by 40 bytes of "N0" so every opcode in it lies before the last 16 bytes, where the
+ * fast loop runs; the expected answers are CPython's (pickle.loads). */
+static void test_fast_loop_edges(void **state)
+{
+	(void)state;
+#define BODY(s) s, sizeof s - 1
+	static const struct {
+		const char *body; /* after PROTO 4, leaving one value or failing */
+		size_t len;
+		const char *want; /* canonical value, or a piece of the error */
+		size_t gets;
+	} cases[] = {
+	    /* LONG1: empty, 8 bytes with the top bit, above the inline range, negative, 2^64 (which
+	     * the decoder keeps as a big integer) */
+	    {BODY("(\x8a\x00\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x80"
+	          "\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x10\x8a\x02\xff\xff"
+	          "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01t"),
+	     "(0, -9223372036854775808, 1152921504606846976, -1, bigint(+))", 0},
+	    /* BININT negative, BININT2 and BININT1 at their tops */
+	    {BODY("(J\xfe\xff\xff\xffM\xff\xffK\xfft"), "(-2, 65535, 255)", 0},
+	    /* MEMOIZE after a sparse BINPUT numbers by entries stored (len(memo)), as CPython */
+	    {BODY("(K\x01q\x05K\x02\x94h\x01h\x05j\x01\x00\x00\x00t"), "(1, 2, 2, 1, 2)", 3},
+	    /* a value the memo keeps wide, through MEMOIZE and both reads */
+	    {BODY("(J\xff\xff\xff\xff\x94h\x00j\x00\x00\x00\x00t"), "(-1, -1, -1)", 2},
+	    /* reads of an index never stored, in both widths */
+	    {BODY("K\x01\x94h\x03"), "byte 5: BINGET: memo index 3 was never stored", 0},
+	    {BODY("K\x01\x94j\x00\x01\x00\x00"),
+	     "byte 5: LONG_BINGET: memo index 256 was never stored", 0},
+	};
+#undef BODY
+	enum { PAD = 40 };
+	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+		size_t len = 2 + cases[k].len + PAD + 1;
+		unsigned char *p = malloc(len);
+		memcpy(p, "\x80\x04", 2);
+		memcpy(p + 2, cases[k].body, cases[k].len);
+		for (size_t i = 0; i < PAD; i += 2)
+			memcpy(p + 2 + cases[k].len + i, "N0", 2);
+		p[len - 1] = '.';
+		pk_decoder *d = pk_new(NULL);
+		mr_error err;
+		mr_status st = decode(d, p, len, &err);
+		if (st == MR_OK) {
+			char *got = canon(d, pk_result(d));
+			assert_string_equal(got, cases[k].want);
+			assert_int_equal(pk_memo_gets(d), cases[k].gets);
+			free(got);
+		} else if (!strstr(err.msg, cases[k].want)) {
+			fail_msg("case %zu: \"%s\", expected \"%s\"", k, err.msg, cases[k].want);
+		}
+		pk_free(d);
+		free(p);
+	}
+	/* The memo and MARK limits hold inside the loop too. */
+	static const unsigned char memos[] = "\x80\x04K\x01\x94K\x02\x94K\x03\x94"
+	                                     "0000N0N0N0N0N0N0N0N0N0N0N0N0.";
+	pk_limits lim = {
+	    .max_stack = 100, .max_memo = 2, .max_nodes = 100, .max_items = 100, .max_string = 100};
+	expect_limit(&lim, memos, sizeof memos - 1, "memo limit");
+	static const unsigned char marks[] = "\x80\x04(((((N0N0N0N0N0N0N0N0N0N0N0N0N0.";
+	lim.max_stack = 4;
+	expect_limit(&lim, marks, sizeof marks - 1, "MARK");
+}
+
 /* One decoder, several runs: the memo and the counters start afresh. */
 static void test_reuse(void **state)
 {
@@ -913,12 +979,13 @@ static void test_flips(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_fixtures),  cmocka_unit_test(test_prefixes),
-	    cmocka_unit_test(test_dict_hook), cmocka_unit_test(test_retired_records),
-	    cmocka_unit_test(test_limits),    cmocka_unit_test(test_deep_nesting),
-	    cmocka_unit_test(test_accessors), cmocka_unit_test(test_reuse),
-	    cmocka_unit_test(test_memo_wide), cmocka_unit_test(test_progress),
-	    cmocka_unit_test(test_corpus),    cmocka_unit_test(test_flips),
+	    cmocka_unit_test(test_fixtures),        cmocka_unit_test(test_prefixes),
+	    cmocka_unit_test(test_dict_hook),       cmocka_unit_test(test_retired_records),
+	    cmocka_unit_test(test_limits),          cmocka_unit_test(test_deep_nesting),
+	    cmocka_unit_test(test_accessors),       cmocka_unit_test(test_reuse),
+	    cmocka_unit_test(test_memo_wide),       cmocka_unit_test(test_progress),
+	    cmocka_unit_test(test_corpus),          cmocka_unit_test(test_flips),
+	    cmocka_unit_test(test_fast_loop_edges),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1024,6 +1024,91 @@ static mr_status step(pk_run_state *r, int *stop)
 	}
 }
 
+/* The opcodes that make up most of a snapshot (memo reads, MEMOIZE, MARK, small integers), run
+ * with the machine's state in locals: stores to the stack would otherwise make the compiler
+ * reload the decoder's fields after every push. It stops before any opcode it does not take,
+ * and before any that would fail or need memory (an error, a stack or memo to grow, a value the
+ * memo keeps wide): step() then runs that opcode, with the same checks and messages as
+ * always. Leaves the last 16 bytes to step(), so no opcode here can read past the end. */
+static void simple_ops(pk_run_state *r, size_t memo_limit)
+{
+	pk_decoder *d = r->d;
+	const uint8_t *p = r->p, *stop = r->end - MR_MIN((size_t)(r->end - r->p), 16);
+	pk_val *stack = d->stack;
+	uint32_t *memo = d->memo;
+	size_t sp = d->sp, cap = d->stack_cap, memo_count = d->memo_count, gets = d->memo_gets;
+	while (p < stop && sp < cap) {
+		uint64_t idx;
+		uint32_t u32;
+		pk_val v;
+		switch (*p) {
+		case 'h': /* BINGET */
+		case 'j': /* LONG_BINGET */
+			if (*p == 'h') {
+				idx = p[1];
+			} else {
+				memcpy(&u32, p + 1, 4);
+				idx = le32toh(u32);
+			}
+			if (idx >= memo_count || memo[idx] == MEMO_UNSET)
+				goto out;
+			stack[sp++] = memo_value(d, memo[idx]);
+			gets++;
+			p += *p == 'h' ? 2 : 5;
+			continue;
+		case 0x94: /* MEMOIZE, while the memo is dense and has room */
+			if (sp == 0 || d->memo_len != memo_count || memo_count >= d->memo_cap ||
+			    memo_count >= memo_limit || stack[sp - 1] > UINT32_MAX)
+				goto out;
+			memo[memo_count++] = (uint32_t)stack[sp - 1];
+			d->memo_len++;
+			p++;
+			continue;
+		case '(': /* MARK */
+			if (d->mark_count >= d->mark_cap || d->mark_count >= d->lim.max_stack)
+				goto out;
+			d->marks[d->mark_count++] = sp;
+			p++;
+			continue;
+		case 'K': /* BININT1 */
+			v = mk_small(p[1]);
+			p += 2;
+			break;
+		case 'M': /* BININT2 */
+			v = mk_small((int64_t)p[1] | (int64_t)p[2] << 8);
+			p += 3;
+			break;
+		case 'J': /* BININT */
+			memcpy(&u32, p + 1, 4);
+			v = mk_small((int32_t)le32toh(u32));
+			p += 5;
+			break;
+		case 0x8a: { /* LONG1 of at most 8 bytes, non-negative, fitting a small value */
+			uint64_t u;
+			unsigned n = p[1];
+			if (n == 0 || n > 8 || (p[1 + n] & 0x80))
+				goto out;
+			memcpy(&u, p + 2, 8);
+			u = le64toh(u);
+			if (n < 8)
+				u &= ((uint64_t)1 << (8 * n)) - 1;
+			if (u > (uint64_t)PK_INT_MAX)
+				goto out;
+			v = mk_small((int64_t)u);
+			p += 2 + n;
+			break;
+		}
+		default: goto out;
+		}
+		stack[sp++] = v;
+	}
+out:
+	r->p = p;
+	d->sp = sp;
+	d->memo_count = memo_count;
+	d->memo_gets = gets;
+}
+
 mr_status pk_run(pk_decoder *d, const uint8_t *data, size_t len, mr_error *err)
 {
 	pk_run_state r = {.d = d, .p = data, .end = data + len, .start = data, .err = err};
@@ -1041,7 +1126,9 @@ mr_status pk_run(pk_decoder *d, const uint8_t *data, size_t len, mr_error *err)
 	d->result = mk_const(PK_NONE);
 	if (len == 0)
 		return mr_fail(err, MR_EINPUT, "empty input");
+	size_t memo_limit = MR_MIN(d->lim.max_memo, MR_MAX(len, (size_t)1 << 16));
 	while (!stop) {
+		simple_ops(&r, memo_limit);
 		if (r.p >= r.end)
 			return mr_fail(
 			    err, MR_EINPUT,
