@@ -111,6 +111,14 @@ static inline uint32_t pk_node_id(pk_val v)
 		return UINT32_MAX;
 	return (uint32_t)(v >> 3);
 }
+/* pk_int without a call, for the integers stored inline (tag PK_TAG_INT); 0 for any other. */
+static inline int pk_inline_int(pk_val v, int64_t *out)
+{
+	if ((v & 7) != PK_TAG_INT)
+		return 0;
+	*out = (int64_t)v >> 3;
+	return 1;
+}
 size_t pk_node_count(const pk_decoder *d);
 /* Container items: list, tuple, set (n items) and dict (2n words, key then value). */
 size_t pk_len(const pk_decoder *d, pk_val v);

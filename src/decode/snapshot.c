@@ -406,9 +406,13 @@ static int meta_index(builder *b, uint32_t um, uint32_t cc, uint16_t *out)
 
 static int get_u64(const pk_decoder *d, pk_val v, uint64_t *out)
 {
+	int64_t i;
+	if (pk_inline_int(v, &i) && i >= 0) { /* an address or a size: no call */
+		*out = (uint64_t)i;
+		return 1;
+	}
 	if (pk_uint(d, v, out))
 		return 1;
-	int64_t i;
 	if (pk_int(d, v, &i)) { /* negative: e.g. max_split_size -1 */
 		*out = (uint64_t)i;
 		return 1;
@@ -444,7 +448,7 @@ static int event_hook(void *ctx, pk_decoder *d, const pk_val *items, size_t n, u
 		case K_SIZE: get_u64(d, v, &e.size); break;
 		case K_STREAM: get_u64(d, v, &stream); break;
 		case K_TIME_US:
-			if (pk_int(d, v, &t))
+			if (pk_inline_int(v, &t) || pk_int(d, v, &t))
 				time_us = t == MD_TIME_NONE ? t + 1 : t;
 			break;
 		case K_FRAMES:
