@@ -744,6 +744,16 @@ static void test_fast_loop_edges(void **state)
 	    {BODY("(K\x01q\x05K\x02\x94h\x01h\x05j\x01\x00\x00\x00t"), "(1, 2, 2, 1, 2)", 3},
 	    /* a value the memo keeps wide, through MEMOIZE and both reads */
 	    {BODY("(J\xff\xff\xff\xff\x94h\x00j\x00\x00\x00\x00t"), "(-1, -1, -1)", 2},
+	    /* a short string twice (the second from the decoder's table), two that share a slot of
+	     * the table ("asl", "bea"), an empty dict and list */
+	    {BODY("(\x8c\x02"
+	          "ab\x8c\x02"
+	          "ab\x8c\x02"
+	          "ac\x8c\x03"
+	          "asl\x8c\x03"
+	          "bea\x8c\x03"
+	          "asl}]t"),
+	     "('ab', 'ab', 'ac', 'asl', 'bea', 'asl', {}, [])", 0},
 	    /* reads of an index never stored, in both widths */
 	    {BODY("K\x01\x94h\x03"), "byte 5: BINGET: memo index 3 was never stored", 0},
 	    {BODY("K\x01\x94j\x00\x01\x00\x00"),
@@ -782,6 +792,11 @@ static void test_fast_loop_edges(void **state)
 	static const unsigned char marks[] = "\x80\x04(((((N0N0N0N0N0N0N0N0N0N0N0N0N0.";
 	lim.max_stack = 4;
 	expect_limit(&lim, marks, sizeof marks - 1, "MARK");
+	/* ... and the object limit */
+	static const unsigned char dicts[] = "\x80\x04}0]0}0N0N0N0N0N0N0N0N0N0N0N0N0.";
+	lim.max_stack = 100;
+	lim.max_nodes = 2;
+	expect_limit(&lim, dicts, sizeof dicts - 1, "object limit");
 }
 
 /* One decoder, several runs: the memo and the counters start afresh. */

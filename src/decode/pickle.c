@@ -324,6 +324,15 @@ static mr_status push_container(pk_run_state *r, pk_type type)
 	return st ? st : push(r, mk_ref(id));
 }
 
+/* The short_strs slot of the string s[0..len). */
+static size_t short_hash(const uint8_t *s, size_t len)
+{
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ s[i]) * 16777619u;
+	return h & (PK_SHORT_SLOTS - 1);
+}
+
 /* Copies string bytes into decoder storage and pushes a str/bytes node. */
 static mr_status push_string(pk_run_state *r, pk_type type, uint64_t len)
 {
@@ -340,10 +349,7 @@ static mr_status push_string(pk_run_state *r, pk_type type, uint64_t len)
 	 * entry): equal bytes share one node. Strings are immutable, so no one can tell. */
 	uint32_t *slot = NULL;
 	if (type == PK_T_STR && len <= PK_SHORT_STR) {
-		uint32_t h = 2166136261u;
-		for (size_t i = 0; i < len; i++)
-			h = (h ^ r->p[i]) * 16777619u;
-		slot = &d->short_strs[h & (PK_SHORT_SLOTS - 1)];
+		slot = &d->short_strs[short_hash(r->p, (size_t)len)];
 		if (*slot) {
 			const pk_node *n = &d->nodes[*slot - 1];
 			if (n->type == PK_T_STR && n->len == len &&
@@ -1024,7 +1030,8 @@ static mr_status step(pk_run_state *r, int *stop)
 	}
 }
 
-/* The opcodes that make up most of a snapshot (memo reads, MEMOIZE, MARK, small integers), run
+/* The opcodes that make up most of a snapshot (memo reads, MEMOIZE, MARK, small integers, empty
+ * dicts and lists, short strings seen before), run
  * with the machine's state in locals: stores to the stack would otherwise make the compiler
  * reload the decoder's fields after every push. It stops before any opcode it does not take,
  * and before any that would fail or need memory (an error, a stack or memo to grow, a value the
@@ -1070,6 +1077,38 @@ static void simple_ops(pk_run_state *r, size_t memo_limit)
 			d->marks[d->mark_count++] = sp;
 			p++;
 			continue;
+		case '}': /* EMPTY_DICT and EMPTY_LIST, while there is room for their node */
+		case ']': {
+			if (d->node_count >= d->node_cap || d->node_count >= d->lim.max_nodes)
+				goto out;
+			size_t id = d->node_count++;
+			memset(&d->nodes[id], 0, sizeof d->nodes[id]);
+			d->nodes[id].type = *p == '}' ? PK_T_DICT : PK_T_LIST;
+			if (*p == '}') { /* as new_node() */
+				d->last_dict = id;
+				d->dict_memo = memo_count;
+				d->dict_sp = sp;
+				d->dict_valid = 1;
+				d->dict_pinned = 0;
+			}
+			v = mk_ref(id);
+			p++;
+			break;
+		}
+		case 0x8c: { /* SHORT_BINUNICODE of a short string the decoder already holds */
+			size_t len = p[1];
+			if (len > PK_SHORT_STR || len > d->lim.max_string ||
+			    (size_t)(r->end - p) < 2 + len)
+				goto out;
+			uint32_t id = d->short_strs[short_hash(p + 2, len)];
+			const pk_node *n = id ? &d->nodes[id - 1] : NULL;
+			if (!n || n->type != PK_T_STR || n->len != len ||
+			    memcmp(n->v.s, p + 2, len))
+				goto out;
+			v = mk_ref(id - 1);
+			p += 2 + len;
+			break;
+		}
 		case 'K': /* BININT1 */
 			v = mk_small(p[1]);
 			p += 2;
