@@ -738,8 +738,8 @@ static void test_fast_loop_edges(void **state)
 	          "\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x10\x8a\x02\xff\xff"
 	          "\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01t"),
 	     "(0, -9223372036854775808, 1152921504606846976, -1, bigint(+))", 0},
-	    /* BININT negative, BININT2 and BININT1 at their tops */
-	    {BODY("(J\xfe\xff\xff\xffM\xff\xffK\xfft"), "(-2, 65535, 255)", 0},
+	    /* BININT negative, BININT2 (its bytes in order, and at its top), BININT1 at its top */
+	    {BODY("(J\xfe\xff\xff\xffM\x01\x02K\xffM\xff\xfft"), "(-2, 513, 255, 65535)", 0},
 	    /* MEMOIZE after a sparse BINPUT numbers by entries stored (len(memo)), as CPython */
 	    {BODY("(K\x01q\x05K\x02\x94h\x01h\x05j\x01\x00\x00\x00t"), "(1, 2, 2, 1, 2)", 3},
 	    /* a value the memo keeps wide, through MEMOIZE and both reads */
