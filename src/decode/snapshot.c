@@ -434,32 +434,58 @@ static int event_hook(void *ctx, pk_decoder *d, const pk_val *items, size_t n, u
 		}
 	if (!is_event)
 		return 0;
+	/* Each key's handler jumps to the next key's (labels as values, as in pickle.c's fast
+	 * loop): entries list their keys in the same order, which the jumps then predict. */
+	static void *const on_key[K_COUNT] = {
+	    [K_OTHER] = &&next,         [K_ACTION] = &&action,
+	    [K_ADDR] = &&addr,          [K_SIZE] = &&size,
+	    [K_STREAM] = &&stream_k,    [K_TIME_US] = &&time,
+	    [K_FRAMES] = &&frames,      [K_DEVICE_FREE] = &&addr,
+	    [K_USER_METADATA] = &&user, [K_COMPILE_CONTEXT] = &&compile};
 	md_event e = {0, 0, MD_NO_STACK, 0, 0, MD_ACT_UNKNOWN};
-	int64_t time_us = MD_TIME_NONE;
+	int64_t time_us = MD_TIME_NONE, t;
 	uint32_t um = 0, cc = 0;
 	uint64_t stream = 0;
-	for (size_t i = 0; i + 1 < n; i += 2) {
-		pk_val v = items[i + 1];
-		int64_t t;
-		switch (key_of(b, items[i])) {
-		case K_ACTION: e.action = (uint8_t)action_of(b, v); break;
-		case K_ADDR:
-		case K_DEVICE_FREE: get_u64(d, v, &e.addr); break;
-		case K_SIZE: get_u64(d, v, &e.size); break;
-		case K_STREAM: get_u64(d, v, &stream); break;
-		case K_TIME_US:
-			if (pk_inline_int(v, &t) || pk_int(d, v, &t))
-				time_us = t == MD_TIME_NONE ? t + 1 : t;
-			break;
-		case K_FRAMES:
-			if (stack_of(b, v, &e.stack))
-				return mr_oom(err), -1;
-			break;
-		case K_USER_METADATA: um = intern_recent(b, &b->last_um, v); break;
-		case K_COMPILE_CONTEXT: cc = intern_recent(b, &b->last_cc, v); break;
-		default: break;
-		}
-	}
+	size_t i = 0;
+	pk_val v;
+#define NEXT_KEY                                                                                   \
+	do {                                                                                       \
+		if (i + 1 >= n)                                                                    \
+			goto keys_done;                                                            \
+		v = items[i + 1];                                                                  \
+		i += 2;                                                                            \
+		goto *on_key[key_of(b, items[i - 2])];                                             \
+	} while (0)
+	NEXT_KEY;
+action:
+	e.action = (uint8_t)action_of(b, v);
+	NEXT_KEY;
+addr:
+	get_u64(d, v, &e.addr);
+	NEXT_KEY;
+size:
+	get_u64(d, v, &e.size);
+	NEXT_KEY;
+stream_k:
+	get_u64(d, v, &stream);
+	NEXT_KEY;
+time:
+	if (pk_inline_int(v, &t) || pk_int(d, v, &t))
+		time_us = t == MD_TIME_NONE ? t + 1 : t;
+	NEXT_KEY;
+frames:
+	if (stack_of(b, v, &e.stack))
+		return mr_oom(err), -1;
+	NEXT_KEY;
+user:
+	um = intern_recent(b, &b->last_um, v);
+	NEXT_KEY;
+compile:
+	cc = intern_recent(b, &b->last_cc, v);
+next:
+	NEXT_KEY;
+#undef NEXT_KEY
+keys_done:
 	if (e.action == MD_ACT_UNKNOWN)
 		s->unknown_actions++;
 	e.stream = stream_index(s, stream);
