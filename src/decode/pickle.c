@@ -1071,9 +1071,17 @@ static const uint8_t fast_op[256] = {
 
 static void simple_ops(pk_run_state *r, size_t memo_limit)
 {
-	static void *const handler[] = {&&out,     &&binget, &&long_binget, &&memoize,
-	                                &&mark,    &&empty,  &&short_str,   &&binint1,
-	                                &&binint2, &&binint, &&long1};
+	static void *const handler[] = {[FAST_OUT] = &&out,
+	                                [FAST_BINGET] = &&binget,
+	                                [FAST_LONG_BINGET] = &&long_binget,
+	                                [FAST_MEMOIZE] = &&memoize,
+	                                [FAST_MARK] = &&mark,
+	                                [FAST_EMPTY] = &&empty,
+	                                [FAST_STR] = &&short_str,
+	                                [FAST_BININT1] = &&binint1,
+	                                [FAST_BININT2] = &&binint2,
+	                                [FAST_BININT] = &&binint,
+	                                [FAST_LONG1] = &&long1};
 	pk_decoder *d = r->d;
 	const uint8_t *p = r->p, *stop = r->end - MR_MIN((size_t)(r->end - r->p), 16);
 	pk_val *stack = d->stack;
