@@ -212,6 +212,31 @@ static long long largest_mark_moment(const char *block, size_t *marks)
 	return top;
 }
 
+/* The sizes of the bands of a data block's first device (start, end, bytes, stack each), in
+ * the order written; returns how many. */
+static size_t band_sizes(const char *block, unsigned long long *out, size_t cap)
+{
+	const char *p = strstr(block, "\"bands\":[");
+	size_t n = 0;
+	assert_non_null(p);
+	p += strlen("\"bands\":[");
+	for (size_t field = 0; *p != ']'; field++) {
+		char *end;
+		long long v = strtoll(p, &end, 10);
+		assert_true(end > p);
+		if (field % 4 == 2 && n < cap)
+			out[n++] = (unsigned long long)v;
+		p = *end == ',' ? end + 1 : end;
+	}
+	return n;
+}
+
+static int by_size_down(const void *a, const void *b)
+{
+	unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+	return (x < y) - (x > y);
+}
+
 /* The page's data block under a smaller limit: fewer moments at iteration ends first, then
  * fewer iteration marks and bands, every mark and the focus still pointing at a moment the
  * block holds; under a tiny one, nothing. */
@@ -261,6 +286,19 @@ static void test_page_data_fits(void **state)
 	long long focus = -1;
 	assert_int_equal(tu_json_int(strstr(part.data, "\"focus\":"), "moment", &focus), 1);
 	assert_true(focus >= 0 && focus < (long long)moments);
+
+	/* closer to the least, fewer bands: the largest of the first try's */
+	static unsigned long long every[4096], kept[4096];
+	mr_buf few = {0};
+	size_t tight = least + (all.len - least) / 8;
+	assert_int_equal(rd_page_data(&run, &view, &opt, tight, &fit, &few, &err), MR_OK);
+	size_t ne = band_sizes(all.data, every, 4096), nk = band_sizes(few.data, kept, 4096);
+	assert_true(ne == all_bands && ne < 4096 && nk == fit.bands && nk < ne && nk > 0);
+	qsort(every, ne, sizeof *every, by_size_down);
+	qsort(kept, nk, sizeof *kept, by_size_down);
+	for (size_t i = 0; i < nk; i++)
+		assert_int_equal(kept[i], every[i]);
+	mr_buf_free(&few);
 	mr_buf_free(&all);
 	mr_buf_free(&part);
 	mr_buf_free(&none);

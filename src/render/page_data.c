@@ -178,54 +178,52 @@ static void tables_free(pd_tables *t)
 /* ---- bands: the largest allocations ---- */
 
 /* Marks the `want` largest allocations (ties: earlier in stacking order) in chosen[], which
- * is zeroed: the want-th largest size is selected a byte at a time from the top (a count of
- * the candidates' next byte, then only those in the bin that holds it: eight passes at most,
- * over fewer candidates each time), then every allocation above it is marked, and the
- * earliest ones at it until there are want. */
-static int choose_bands(const an_allocs *al, size_t want, uint8_t *chosen)
+ * is zeroed; bytes[] holds each allocation's size. The want-th largest size is selected a byte
+ * at a time from the top (a count of the next byte of the sizes that share the bytes chosen so
+ * far: eight passes at most, none needing a copy), then every allocation above it is marked, and
+ * the earliest ones at it until there are want. */
+static void choose_bands(const uint64_t *bytes, size_t n, size_t want, uint8_t *chosen)
 {
-	size_t n = al->count, m = n, k = want;
+	uint64_t any = 0, at = 0, mask = 0; /* the size's bytes chosen so far, and which they are */
+	size_t k = want;
 	if (!want)
-		return 0;
-	uint64_t *v = mr_realloc_array(NULL, n ? n : 1, sizeof *v); /* each is written */
-	if (!v)
-		return -1;
-	uint64_t any = 0; /* its highest byte is where the sizes start to differ, at most */
+		return;
 	for (size_t i = 0; i < n; i++)
-		any |= v[i] = an_alloc_bytes(al, &al->items[i]);
-	int top = 0;
+		any |= bytes[i];
+	int top = 0; /* the highest byte where the sizes can differ */
 	while (top < 56 && any >> (top + 8))
 		top += 8;
-	for (int shift = top; shift >= 0 && m; shift -= 8) {
-		size_t count[256] = {0}, kept = 0;
+	for (int shift = top; shift >= 0; shift -= 8) {
+		size_t count[256] = {0};
 		unsigned bin = 255;
-		for (size_t i = 0; i < m; i++)
-			count[(v[i] >> shift) & 255]++;
-		while (count[bin] < k) /* the bins hold m >= k candidates: it stops at 0 at worst */
+		for (size_t i = 0; i < n; i++)
+			if ((bytes[i] & mask) == at)
+				count[(bytes[i] >> shift) & 255]++;
+		while (count[bin] < k) /* the bins hold k or more: it stops at 0 at worst */
 			k -= count[bin--];
-		if (count[bin] == m)
-			continue; /* every candidate is in it */
-		for (size_t i = 0; i < m; i++)
-			if (((v[i] >> shift) & 255) == bin)
-				v[kept++] = v[i];
-		m = kept;
+		at |= (uint64_t)bin << shift;
+		mask |= (uint64_t)255 << shift;
 	}
-	uint64_t at = v[0]; /* k of the allocations of this size are taken, the earliest */
-	free(v);
-	for (size_t i = 0; i < n; i++) {
-		uint64_t bytes = an_alloc_bytes(al, &al->items[i]);
-		if (bytes > at || (bytes == at && k && k--))
+	for (size_t i = 0; i < n; i++) /* k of the allocations of size `at` are taken */
+		if (bytes[i] > at || (bytes[i] == at && k && k--))
 			chosen[i] = 1;
-	}
-	return 0;
 }
 
 /* ---- series ---- */
 
+/* What every try at the block shares of one device: computed on the first, freed with the
+ * block's last. */
 typedef struct {
+	int ready;
+	uint64_t *bytes; /* per allocation: an_alloc_bytes */
 	size_t k, points;
-	int64_t *active, *small, *reserved; /* per point: the largest value after its events */
-	int truncated;
+	int64_t *reserved; /* per point: the largest value after its events */
+	int truncated, timed;
+} pd_device;
+
+/* The series a try writes: per point, the largest value after its events. */
+typedef struct {
+	int64_t *active, *small;
 } pd_series;
 
 /* An allocation whose free falls in a later window of events than its alloc: kept in that
@@ -245,8 +243,8 @@ enum { SERIES_WINDOW = 1 << 16 }; /* events whose changes are held at once */
  * order, so by alloc event; a free in the same window is a change there, a later one waits in
  * its window's list. No work per event beyond its change, and the lists hold only allocations
  * live across a window's end. Returns 0, -1 on OOM. */
-static int live_series(const an_allocs *al, size_t n, size_t k, const uint8_t *chosen,
-                       int64_t *active, int64_t *small)
+static int live_series(const an_allocs *al, const uint64_t *bytes_of, size_t n, size_t k,
+                       const uint8_t *chosen, int64_t *active, int64_t *small)
 {
 	size_t windows = n / SERIES_WINDOW + 1, next = 0, pool_len = 0, pool_cap = 0,
 	       free_node = 0; /* free list of pool nodes, + 1 */
@@ -278,7 +276,7 @@ static int live_series(const an_allocs *al, size_t n, size_t k, const uint8_t *c
 			size_t at = a->start == AN_NO_EVENT ? 0 : a->start;
 			if (at >= hi)
 				break;
-			int64_t bytes = (int64_t)an_alloc_bytes(al, a);
+			int64_t bytes = (int64_t)bytes_of[next];
 			int64_t small_bytes = chosen[next] ? 0 : bytes;
 			dv[at - lo] += bytes;
 			dw[at - lo] += small_bytes;
@@ -332,20 +330,11 @@ static int is_segment_change(const md_event *e, int64_t *delta)
 	return add || sub;
 }
 
-static mr_status read_series(const md_snapshot *s, const md_device *md, const an_device *dv,
-                             const an_allocs *al, const uint8_t *chosen, pd_series *ps,
-                             mr_error *err)
+/* The reserved series: what the segments hold at the end, less every change the trace made. */
+static void reserved_series(const md_snapshot *s, const md_device *md, const an_device *dv,
+                            const an_allocs *al, pd_device *pd)
 {
 	size_t n = md->event_count;
-	ps->k = (n + PD_SERIES_POINTS - 1) / PD_SERIES_POINTS;
-	ps->points = (n + ps->k - 1) / ps->k;
-	ps->active = mr_alloc_array(ps->points, sizeof *ps->active);
-	ps->small = mr_alloc_array(ps->points, sizeof *ps->small);
-	ps->reserved = mr_alloc_array(ps->points, sizeof *ps->reserved);
-	if (!ps->active || !ps->small || !ps->reserved ||
-	    live_series(al, n, ps->k, chosen, ps->active, ps->small))
-		return mr_oom(err);
-	/* reserved: what the segments hold at the end, less every change the trace made */
 	int64_t reserved = 0, change = 0, d;
 	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++)
 		reserved += (int64_t)s->segments[i].total_size;
@@ -354,24 +343,29 @@ static mr_status read_series(const md_snapshot *s, const md_device *md, const an
 			change += d;
 	int64_t v = reserved - change;
 	for (size_t i = 0, p = 0; i < n; p++) {
-		size_t stop = MR_MIN(n, i + ps->k);
+		size_t stop = MR_MIN(n, i + pd->k);
 		int64_t top = INT64_MIN;
 		for (; i < stop; i++) {
 			if (is_segment_change(&md->events[i], &d))
 				v += d;
 			top = v > top ? v : top;
 		}
-		ps->reserved[p] = top;
+		pd->reserved[p] = top;
 	}
-	ps->truncated = al->older > 0 || reserved - change > 0;
-	return MR_OK;
+	pd->truncated = al->older > 0 || reserved - change > 0;
 }
 
 static void series_free(pd_series *ps)
 {
 	free(ps->active);
 	free(ps->small);
-	free(ps->reserved);
+}
+
+static void device_free(pd_device *pd)
+{
+	free(pd->bytes);
+	free(pd->reserved);
+	memset(pd, 0, sizeof *pd);
 }
 
 /* Every event has a time and they never go back (and the last is later than the first). */
@@ -388,6 +382,25 @@ static int uses_time(const md_device *md)
 	return n && md_event_time(md, n - 1) > md_event_time(md, 0);
 }
 
+/* The first try's work for a device with a trace, kept for the later ones. */
+static int device_prepare(const md_snapshot *s, const md_device *md, const an_device *dv,
+                          const an_allocs *al, pd_device *pd)
+{
+	size_t n = md->event_count;
+	pd->k = (n + PD_SERIES_POINTS - 1) / PD_SERIES_POINTS;
+	pd->points = (n + pd->k - 1) / pd->k;
+	pd->bytes = mr_realloc_array(NULL, al->count ? al->count : 1, sizeof *pd->bytes);
+	pd->reserved = mr_realloc_array(NULL, pd->points, sizeof *pd->reserved); /* all written */
+	if (!pd->bytes || !pd->reserved)
+		return -1;
+	for (size_t i = 0; i < al->count; i++)
+		pd->bytes[i] = an_alloc_bytes(al, &al->items[i]);
+	reserved_series(s, md, dv, al, pd);
+	pd->timed = uses_time(md);
+	pd->ready = 1;
+	return 0;
+}
+
 static void int_array(mr_buf *b, const int64_t *v, size_t n)
 {
 	mr_buf_putc(b, '[');
@@ -399,22 +412,22 @@ static void int_array(mr_buf *b, const int64_t *v, size_t n)
 	mr_buf_putc(b, ']');
 }
 
-static void series_json(mr_buf *b, const md_device *md, const pd_series *ps, int timed)
+static void series_json(mr_buf *b, const md_device *md, const pd_device *pd, const pd_series *ps)
 {
-	mr_buf_printf(b, ",\"series\":{\"events_per_point\":%zu,\"x\":[", ps->k);
-	for (size_t i = 0; i < ps->points; i++) {
+	mr_buf_printf(b, ",\"series\":{\"events_per_point\":%zu,\"x\":[", pd->k);
+	for (size_t i = 0; i < pd->points; i++) {
 		if (i)
 			mr_buf_putc(b, ',');
-		mr_buf_u64(b, i * ps->k);
+		mr_buf_u64(b, i * pd->k);
 	}
 	mr_buf_puts(b, "],\"t_us\":");
-	if (timed) {
+	if (pd->timed) {
 		mr_buf_putc(b, '[');
-		for (size_t i = 0; i < ps->points; i++) {
+		for (size_t i = 0; i < pd->points; i++) {
 			if (i)
 				mr_buf_putc(b, ',');
 			/* times never go back here: the difference fits 64 bits unsigned */
-			mr_buf_u64(b, (uint64_t)md_event_time(md, i * ps->k) -
+			mr_buf_u64(b, (uint64_t)md_event_time(md, i * pd->k) -
 			                  (uint64_t)md_event_time(md, 0));
 		}
 		mr_buf_putc(b, ']');
@@ -422,11 +435,11 @@ static void series_json(mr_buf *b, const md_device *md, const pd_series *ps, int
 		mr_buf_puts(b, "null");
 	}
 	mr_buf_puts(b, ",\"active\":");
-	int_array(b, ps->active, ps->points);
+	int_array(b, ps->active, pd->points);
 	mr_buf_puts(b, ",\"reserved\":");
-	int_array(b, ps->reserved, ps->points);
+	int_array(b, pd->reserved, pd->points);
 	mr_buf_puts(b, ",\"small\":");
-	int_array(b, ps->small, ps->points);
+	int_array(b, ps->small, pd->points);
 	mr_buf_putc(b, '}');
 }
 
@@ -594,8 +607,8 @@ static void moments_json(mr_buf *b, pd_tables *t, const an_moments *m, size_t ke
 
 /* ---- a device ---- */
 
-static void bands_json(mr_buf *b, pd_tables *t, const an_allocs *al, const uint8_t *chosen,
-                       uint64_t *min_bytes, size_t *count)
+static void bands_json(mr_buf *b, pd_tables *t, const an_allocs *al, const uint64_t *bytes_of,
+                       const uint8_t *chosen, uint64_t *min_bytes, size_t *count)
 {
 	mr_buf_puts(b, ",\"bands\":[");
 	*count = 0;
@@ -603,7 +616,7 @@ static void bands_json(mr_buf *b, pd_tables *t, const an_allocs *al, const uint8
 		const an_alloc *a = &al->items[i];
 		if (!chosen[i])
 			continue;
-		uint64_t bytes = an_alloc_bytes(al, a);
+		uint64_t bytes = bytes_of[i];
 		if ((*count)++)
 			mr_buf_putc(b, ',');
 		mr_buf_i64(b, a->start == AN_NO_EVENT ? -1 : (long long)a->start);
@@ -619,33 +632,41 @@ static void bands_json(mr_buf *b, pd_tables *t, const an_allocs *al, const uint8
 	mr_buf_putc(b, ']');
 }
 
+/* One device's object; pd keeps what the next try can reuse. */
 static mr_status device_json(mr_buf *b, pd_tables *t, const rp_report *run, const an_device *dv,
-                             const pd_limits *lim, size_t budget, pd_sizes *sz, mr_error *err)
+                             const pd_limits *lim, size_t budget, pd_device *pd, pd_sizes *sz,
+                             mr_error *err)
 {
-	const md_device *md = md_find_device(&run->ev.snap, dv->device);
+	const md_snapshot *s = &run->ev.snap;
+	const md_device *md = md_find_device(s, dv->device);
 	const an_allocs *al = rp_allocs(run, dv);
 	const an_moments *m = rp_moments(run, dv);
 	size_t n = md ? md->event_count : 0, nb = 0;
 	uint8_t *chosen = mr_alloc_array(al->count ? al->count : 1, 1);
 	pd_series ps = {0};
 	mr_status st = MR_OK;
-	if (!chosen || (n && choose_bands(al, MR_MIN(budget, al->count), chosen)))
+	if (!chosen || (n && !pd->ready && device_prepare(s, md, dv, al, pd)))
 		goto oom;
-	if (n && (st = read_series(&run->ev.snap, md, dv, al, chosen, &ps, err)))
-		goto done;
-	int timed = n && uses_time(md);
+	if (n) {
+		choose_bands(pd->bytes, al->count, MR_MIN(budget, al->count), chosen);
+		ps.active = mr_alloc_array(pd->points, sizeof *ps.active);
+		ps.small = mr_alloc_array(pd->points, sizeof *ps.small);
+		if (!ps.active || !ps.small ||
+		    live_series(al, pd->bytes, n, pd->k, chosen, ps.active, ps.small))
+			goto oom;
+	}
 	mr_buf_printf(b, "{\"device\":%d,\"x_unit\":\"event\",\"t0_us\":", dv->device);
-	if (timed)
+	if (pd->timed)
 		mr_buf_printf(b, "%" PRId64, md_event_time(md, 0));
 	else
 		mr_buf_puts(b, "null");
 	mr_buf_printf(b, ",\"events\":%zu,\"x_end\":%zu,\"truncated\":%s,\"allocations\":%zu", n,
-	              n ? n - 1 : 0, ps.truncated ? "true" : "false", al->count);
+	              n ? n - 1 : 0, pd->truncated ? "true" : "false", al->count);
 	uint64_t min_bytes = UINT64_MAX;
 	if (n) {
-		series_json(b, md, &ps, timed);
+		series_json(b, md, pd, &ps);
 		size_t at = b->len;
-		bands_json(b, t, al, chosen, &min_bytes, &nb);
+		bands_json(b, t, al, pd->bytes, chosen, &min_bytes, &nb);
 		sz->bands.bytes += b->len - at;
 	} else {
 		mr_buf_puts(b, ",\"series\":null,\"bands\":[]");
@@ -699,7 +720,8 @@ static void focus_json(mr_buf *b, const rp_report *run, const rp_view *view, siz
 
 /* One block under lim; *sz gets the sizes of what lim can leave out. */
 static mr_status write_block(const rp_report *run, const rp_view *view, const rd_options *opt,
-                             const pd_limits *lim, pd_sizes *sz, mr_buf *out, mr_error *err)
+                             const pd_limits *lim, pd_device *devices, pd_sizes *sz, mr_buf *out,
+                             mr_error *err)
 {
 	const md_snapshot *s = &run->ev.snap;
 	pd_tables t = {.s = s, .kinds = run->an.frame_kinds, .opt = opt};
@@ -725,7 +747,7 @@ static mr_status write_block(const rp_report *run, const rp_view *view, const rd
 		if (!on_page(run, view->devices[i]))
 			continue;
 		mr_buf_puts(out, k++ ? "," : "");
-		st = device_json(out, &t, run, view->devices[i], lim, budget, sz, err);
+		st = device_json(out, &t, run, view->devices[i], lim, budget, &devices[i], sz, err);
 	}
 	mr_buf_puts(out, "],\"strings\":[");
 	mr_buf_append(out, t.str_json.data, t.str_json.len);
@@ -789,14 +811,19 @@ mr_status rd_page_data(const rp_report *run, const rp_view *view, const rd_optio
 	pd_limits lim = {PD_BAND_BUDGET, SIZE_MAX, SIZE_MAX};
 	pd_sizes sz = {{0}, {0}, {0}};
 	pd_fit f = {0};
-	size_t start = out->len;
+	size_t start = out->len, nd = view->device_count;
+	pd_device *devices = NULL;
 	mr_status st = MR_OK;
 	f.band_budget = PD_BAND_BUDGET;
 	if (!run->ev.has_snapshot || !run->moments)
 		goto done;
+	if (!(devices = mr_alloc_array(nd ? nd : 1, sizeof *devices))) {
+		st = mr_oom(err);
+		goto done;
+	}
 	for (int tries = 0;; tries++) {
 		out->len = start;
-		if ((st = write_block(run, view, opt, &lim, &sz, out, err)))
+		if ((st = write_block(run, view, opt, &lim, devices, &sz, out, err)))
 			break;
 		size_t len = out->len - start;
 		if (len <= max_bytes)
@@ -813,6 +840,9 @@ mr_status rd_page_data(const rp_report *run, const rp_view *view, const rd_optio
 	f.iteration_moments_all = sz.moments.all;
 	f.iteration_marks = sz.marks.count;
 	f.iteration_marks_all = sz.marks.all;
+	for (size_t i = 0; i < nd; i++)
+		device_free(&devices[i]);
+	free(devices);
 done:
 	if (fit)
 		*fit = f;
