@@ -177,11 +177,100 @@ static void tables_free(pd_tables *t)
 
 /* ---- bands: the largest allocations ---- */
 
-/* Marks the `want` largest allocations (ties: earlier in stacking order) in chosen[], which
- * is zeroed; bytes[] holds each allocation's size. The want-th largest size is selected a byte
- * at a time from the top (a count of the next byte of the sizes that share the bytes chosen so
- * far: eight passes at most, none needing a copy), then every allocation above it is marked, and
- * the earliest ones at it until there are want. */
+/* The allocations a device's bands are chosen from: the `want` largest (ties: earlier in
+ * stacking order), in stacking order, with their sizes. */
+typedef struct {
+	size_t *index;
+	uint64_t *bytes;
+	size_t count, want;
+} pd_candidates;
+
+/* Whether candidate (bytes a, allocation i) ranks below (b, j). */
+static int ranks_below(uint64_t a, size_t i, uint64_t b, size_t j)
+{
+	return a < b || (a == b && i > j);
+}
+
+/* Whether the x-th kept candidate ranks below the y-th. */
+static int kept_below(const pd_candidates *c, size_t x, size_t y)
+{
+	return ranks_below(c->bytes[x], c->index[x], c->bytes[y], c->index[y]);
+}
+
+static void sift_down(pd_candidates *c, size_t at)
+{
+	for (;;) {
+		size_t low = at, l = 2 * at + 1, r = l + 1;
+		if (l < c->count && kept_below(c, l, low))
+			low = l;
+		if (r < c->count && kept_below(c, r, low))
+			low = r;
+		if (low == at)
+			return;
+		size_t i = c->index[at];
+		uint64_t v = c->bytes[at];
+		c->index[at] = c->index[low];
+		c->bytes[at] = c->bytes[low];
+		c->index[low] = i;
+		c->bytes[low] = v;
+		at = low;
+	}
+}
+
+static int by_index(const void *a, const void *b)
+{
+	const size_t *x = a, *y = b;
+	return (*x > *y) - (*x < *y);
+}
+
+static void candidates_free(pd_candidates *c)
+{
+	free(c->index);
+	free(c->bytes);
+	memset(c, 0, sizeof *c);
+}
+
+/* Fills c with the `want` largest allocations of al: one pass with a heap whose root is the
+ * least of those kept so far (a later allocation of its size ranks below it), then sorted into
+ * stacking order. Returns 0, -1 on OOM. */
+static int find_candidates(const an_allocs *al, size_t want, pd_candidates *c)
+{
+	candidates_free(c);
+	c->index = mr_realloc_array(NULL, want ? want : 1, sizeof *c->index); /* written first */
+	c->bytes = mr_realloc_array(NULL, want ? want : 1, sizeof *c->bytes);
+	if (!c->index || !c->bytes)
+		return -1;
+	c->want = want;
+	for (size_t i = 0; i < al->count && want; i++) {
+		uint64_t bytes = an_alloc_bytes(al, &al->items[i]);
+		if (c->count < want) { /* a new leaf, sifted up */
+			size_t at = c->count++;
+			while (at) {
+				size_t up = (at - 1) / 2;
+				if (!ranks_below(bytes, i, c->bytes[up], c->index[up]))
+					break;
+				c->bytes[at] = c->bytes[up];
+				c->index[at] = c->index[up];
+				at = up;
+			}
+			c->bytes[at] = bytes;
+			c->index[at] = i;
+		} else if (bytes > c->bytes[0]) {
+			c->bytes[0] = bytes;
+			c->index[0] = i;
+			sift_down(c, 0);
+		}
+	}
+	qsort(c->index, c->count, sizeof *c->index, by_index); /* into stacking order */
+	for (size_t i = 0; i < c->count; i++) /* the sizes read again in that order */
+		c->bytes[i] = an_alloc_bytes(al, &al->items[c->index[i]]);
+	return 0;
+}
+
+/* Marks the `want` largest of n sizes (ties: the earlier ones) in chosen[], which is zeroed.
+ * The want-th largest size is selected a byte at a time from the top (a count of the next byte
+ * of the sizes that share the bytes chosen so far: eight passes at most), then every size above
+ * it is marked, and the earliest ones at it until there are want. */
 static void choose_bands(const uint64_t *bytes, size_t n, size_t want, uint8_t *chosen)
 {
 	uint64_t any = 0, at = 0, mask = 0; /* the size's bytes chosen so far, and which they are */
@@ -204,7 +293,7 @@ static void choose_bands(const uint64_t *bytes, size_t n, size_t want, uint8_t *
 		at |= (uint64_t)bin << shift;
 		mask |= (uint64_t)255 << shift;
 	}
-	for (size_t i = 0; i < n; i++) /* k of the allocations of size `at` are taken */
+	for (size_t i = 0; i < n; i++) /* k of the sizes equal to `at` are taken */
 		if (bytes[i] > at || (bytes[i] == at && k && k--))
 			chosen[i] = 1;
 }
@@ -215,7 +304,7 @@ static void choose_bands(const uint64_t *bytes, size_t n, size_t want, uint8_t *
  * block's last. */
 typedef struct {
 	int ready;
-	uint64_t *bytes; /* per allocation: an_alloc_bytes */
+	pd_candidates cand;
 	size_t k, points;
 	int64_t *reserved; /* per point: the largest value after its events */
 	int truncated, timed;
@@ -237,16 +326,17 @@ typedef struct {
 enum { SERIES_WINDOW = 1 << 16 }; /* events whose changes are held at once */
 
 /* Per point (k of the n events each), the largest bytes live after one of its events: of all
- * allocations (active), and of those `chosen` does not mark (small). An allocation is live after
+ * allocations (active), and of those not drawn as bands (small: the candidates `chosen` marks
+ * are). An allocation is live after
  * its alloc event (the first event when it is older) up to its free event. The walk takes the
  * events a window at a time, with each event's change in bytes: allocations come in stacking
  * order, so by alloc event; a free in the same window is a change there, a later one waits in
  * its window's list. No work per event beyond its change, and the lists hold only allocations
  * live across a window's end. Returns 0, -1 on OOM. */
-static int live_series(const an_allocs *al, const uint64_t *bytes_of, size_t n, size_t k,
-                       const uint8_t *chosen, int64_t *active, int64_t *small)
+static int live_series(const an_allocs *al, const pd_candidates *cand, const uint8_t *chosen,
+                       size_t n, size_t k, int64_t *active, int64_t *small)
 {
-	size_t windows = n / SERIES_WINDOW + 1, next = 0, pool_len = 0, pool_cap = 0,
+	size_t windows = n / SERIES_WINDOW + 1, next = 0, c = 0, pool_len = 0, pool_cap = 0,
 	       free_node = 0; /* free list of pool nodes, + 1 */
 	int64_t *dv = mr_realloc_array(NULL, 2 * (size_t)SERIES_WINDOW, sizeof *dv),
 	        *dw = dv ? dv + SERIES_WINDOW : NULL;
@@ -276,8 +366,9 @@ static int live_series(const an_allocs *al, const uint64_t *bytes_of, size_t n, 
 			size_t at = a->start == AN_NO_EVENT ? 0 : a->start;
 			if (at >= hi)
 				break;
-			int64_t bytes = (int64_t)bytes_of[next];
-			int64_t small_bytes = chosen[next] ? 0 : bytes;
+			int band = c < cand->count && cand->index[c] == next && chosen[c++];
+			int64_t bytes = (int64_t)an_alloc_bytes(al, a);
+			int64_t small_bytes = band ? 0 : bytes;
 			dv[at - lo] += bytes;
 			dw[at - lo] += small_bytes;
 			if (a->end == AN_NO_EVENT || a->end >= n)
@@ -297,7 +388,7 @@ static int live_series(const an_allocs *al, const uint64_t *bytes_of, size_t n, 
 			}
 			size_t later = a->end / SERIES_WINDOW;
 			pool[x - 1] =
-			    (later_free){(uint64_t)bytes, a->end, head[later], chosen[next] != 0};
+			    (later_free){(uint64_t)bytes, a->end, head[later], (uint32_t)band};
 			head[later] = (uint32_t)x;
 		}
 		size_t p = lo / k, r = lo % k; /* the point of event i, and i's place in it */
@@ -363,7 +454,7 @@ static void series_free(pd_series *ps)
 
 static void device_free(pd_device *pd)
 {
-	free(pd->bytes);
+	candidates_free(&pd->cand);
 	free(pd->reserved);
 	memset(pd, 0, sizeof *pd);
 }
@@ -389,12 +480,9 @@ static int device_prepare(const md_snapshot *s, const md_device *md, const an_de
 	size_t n = md->event_count;
 	pd->k = (n + PD_SERIES_POINTS - 1) / PD_SERIES_POINTS;
 	pd->points = (n + pd->k - 1) / pd->k;
-	pd->bytes = mr_realloc_array(NULL, al->count ? al->count : 1, sizeof *pd->bytes);
 	pd->reserved = mr_realloc_array(NULL, pd->points, sizeof *pd->reserved); /* all written */
-	if (!pd->bytes || !pd->reserved)
+	if (!pd->reserved)
 		return -1;
-	for (size_t i = 0; i < al->count; i++)
-		pd->bytes[i] = an_alloc_bytes(al, &al->items[i]);
 	reserved_series(s, md, dv, al, pd);
 	pd->timed = uses_time(md);
 	pd->ready = 1;
@@ -607,16 +695,16 @@ static void moments_json(mr_buf *b, pd_tables *t, const an_moments *m, size_t ke
 
 /* ---- a device ---- */
 
-static void bands_json(mr_buf *b, pd_tables *t, const an_allocs *al, const uint64_t *bytes_of,
+static void bands_json(mr_buf *b, pd_tables *t, const an_allocs *al, const pd_candidates *cand,
                        const uint8_t *chosen, uint64_t *min_bytes, size_t *count)
 {
 	mr_buf_puts(b, ",\"bands\":[");
 	*count = 0;
-	for (size_t i = 0; i < al->count; i++) {
-		const an_alloc *a = &al->items[i];
+	for (size_t i = 0; i < cand->count; i++) {
+		const an_alloc *a = &al->items[cand->index[i]];
 		if (!chosen[i])
 			continue;
-		uint64_t bytes = bytes_of[i];
+		uint64_t bytes = cand->bytes[i];
 		if ((*count)++)
 			mr_buf_putc(b, ',');
 		mr_buf_i64(b, a->start == AN_NO_EVENT ? -1 : (long long)a->start);
@@ -641,18 +729,22 @@ static mr_status device_json(mr_buf *b, pd_tables *t, const rp_report *run, cons
 	const md_device *md = md_find_device(s, dv->device);
 	const an_allocs *al = rp_allocs(run, dv);
 	const an_moments *m = rp_moments(run, dv);
-	size_t n = md ? md->event_count : 0, nb = 0;
-	uint8_t *chosen = mr_alloc_array(al->count ? al->count : 1, 1);
+	size_t n = md ? md->event_count : 0, nb = 0, want = MR_MIN(budget, al->count);
+	uint8_t *chosen = NULL; /* per candidate */
 	pd_series ps = {0};
 	mr_status st = MR_OK;
-	if (!chosen || (n && !pd->ready && device_prepare(s, md, dv, al, pd)))
+	if (n && !pd->ready && device_prepare(s, md, dv, al, pd))
 		goto oom;
+	if (n && want > pd->cand.want && find_candidates(al, want, &pd->cand))
+		goto oom; /* the first try, or a later one allowed more bands */
 	if (n) {
-		choose_bands(pd->bytes, al->count, MR_MIN(budget, al->count), chosen);
+		chosen = mr_alloc_array(pd->cand.count ? pd->cand.count : 1, 1);
 		ps.active = mr_alloc_array(pd->points, sizeof *ps.active);
 		ps.small = mr_alloc_array(pd->points, sizeof *ps.small);
-		if (!ps.active || !ps.small ||
-		    live_series(al, pd->bytes, n, pd->k, chosen, ps.active, ps.small))
+		if (!chosen || !ps.active || !ps.small)
+			goto oom;
+		choose_bands(pd->cand.bytes, pd->cand.count, want, chosen);
+		if (live_series(al, &pd->cand, chosen, n, pd->k, ps.active, ps.small))
 			goto oom;
 	}
 	mr_buf_printf(b, "{\"device\":%d,\"x_unit\":\"event\",\"t0_us\":", dv->device);
@@ -666,7 +758,7 @@ static mr_status device_json(mr_buf *b, pd_tables *t, const rp_report *run, cons
 	if (n) {
 		series_json(b, md, pd, &ps);
 		size_t at = b->len;
-		bands_json(b, t, al, pd->bytes, chosen, &min_bytes, &nb);
+		bands_json(b, t, al, &pd->cand, chosen, &min_bytes, &nb);
 		sz->bands.bytes += b->len - at;
 	} else {
 		mr_buf_puts(b, ",\"series\":null,\"bands\":[]");
