@@ -326,13 +326,13 @@ typedef struct {
 enum { SERIES_WINDOW = 1 << 16 }; /* events whose changes are held at once */
 
 /* Per point (k of the n events each), the largest bytes live after one of its events: of all
- * allocations (active), and of those not drawn as bands (small: the candidates `chosen` marks
- * are). An allocation is live after
- * its alloc event (the first event when it is older) up to its free event. The walk takes the
- * events a window at a time, with each event's change in bytes: allocations come in stacking
- * order, so by alloc event; a free in the same window is a change there, a later one waits in
- * its window's list. No work per event beyond its change, and the lists hold only allocations
- * live across a window's end. Returns 0, -1 on OOM. */
+ * allocations (active), and of those not drawn as bands (small; the bands are the candidates
+ * `chosen` marks). An allocation is live after its alloc event (the first event when it is
+ * older) up to its free event. The walk takes the events a window at a time, with each event's
+ * change in bytes: allocations come in stacking order, so by alloc event; a free in the same
+ * window is a change there, a later one waits in its window's list. No work per event beyond
+ * its change, and the lists hold only allocations live across a window's end. Returns 0, -1 on
+ * OOM. */
 static int live_series(const an_allocs *al, const pd_candidates *cand, const uint8_t *chosen,
                        size_t n, size_t k, int64_t *active, int64_t *small)
 {
