@@ -303,10 +303,9 @@ static void choose_bands(const uint64_t *bytes, size_t n, size_t want, uint8_t *
 /* What every try at the block shares of one device: computed on the first, freed with the
  * block's last. */
 typedef struct {
-	int ready;
 	pd_candidates cand;
 	size_t k, points;
-	int64_t *reserved; /* per point: the largest value after its events */
+	int64_t *reserved; /* per point: the largest value after its events; NULL until prepared */
 	int truncated, timed;
 } pd_device;
 
@@ -485,7 +484,6 @@ static int device_prepare(const md_snapshot *s, const md_device *md, const an_de
 		return -1;
 	reserved_series(s, md, dv, al, pd);
 	pd->timed = uses_time(md);
-	pd->ready = 1;
 	return 0;
 }
 
@@ -733,7 +731,7 @@ static mr_status device_json(mr_buf *b, pd_tables *t, const rp_report *run, cons
 	uint8_t *chosen = NULL; /* per candidate */
 	pd_series ps = {0};
 	mr_status st = MR_OK;
-	if (n && !pd->ready && device_prepare(s, md, dv, al, pd))
+	if (n && !pd->reserved && device_prepare(s, md, dv, al, pd))
 		goto oom;
 	if (n && want > pd->cand.want && find_candidates(al, want, &pd->cand))
 		goto oom; /* the first try, or a later one allowed more bands */
