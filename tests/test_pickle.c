@@ -824,6 +824,62 @@ static void test_reuse(void **state)
 	pk_free(d);
 }
 
+/* A pickle of 9 MiB, a string that long, then 7 stored at memo index `idx` and read back. */
+static unsigned char *memo_at_pickle(uint32_t idx, size_t *len)
+{
+	enum { PAD = 9 << 20 };
+	size_t n = 2 + 5 + PAD + 1 + 2 + 5 + 1 + 5 + 1;
+	unsigned char *p = malloc(n), *q = p;
+	assert_non_null(p);
+	*q++ = 0x80, *q++ = 4;
+	*q++ = 'X'; /* BINUNICODE of PAD bytes, then POP */
+	for (int i = 0; i < 4; i++)
+		*q++ = (unsigned char)((uint32_t)PAD >> (8 * i));
+	memset(q, 'a', PAD);
+	q += PAD;
+	*q++ = '0';
+	*q++ = 'K', *q++ = 7;
+	*q++ = 'r'; /* LONG_BINPUT idx, POP, LONG_BINGET idx, STOP */
+	for (int i = 0; i < 4; i++)
+		*q++ = (unsigned char)(idx >> (8 * i));
+	*q++ = '0';
+	*q++ = 'j';
+	for (int i = 0; i < 4; i++)
+		*q++ = (unsigned char)(idx >> (8 * i));
+	*q++ = '.';
+	*len = (size_t)(q - p);
+	assert_int_equal(*len, n);
+	return p;
+}
+
+/* A large input's memo lives in a room of fixed size (mem.h): every index the input may use,
+ * up to one below its length, fits; the next is refused as before; a later small run on the
+ * same decoder keeps the room and still forgets the earlier memo. */
+static void test_memo_room(void **state)
+{
+	(void)state;
+	size_t len = 0;
+	unsigned char *data = memo_at_pickle(0, &len);
+	free(data);
+	pk_decoder *d = pk_new(NULL);
+	mr_error err;
+	int64_t v = 0;
+	data = memo_at_pickle((uint32_t)(len - 1), &len);
+	assert_int_equal(decode(d, data, len, &err), MR_OK);
+	assert_true(pk_memo_room(d) >= len * 4);
+	assert_true(pk_int(d, pk_result(d), &v));
+	assert_int_equal(v, 7);
+	free(data);
+	data = memo_at_pickle((uint32_t)len, &len);
+	assert_int_equal(decode(d, data, len, &err), MR_EINPUT);
+	assert_non_null(strstr(err.msg, "larger than a"));
+	free(data);
+	static const unsigned char get[] = "\x80\x02h\x00.";
+	assert_int_equal(decode(d, get, sizeof get - 1, &err), MR_EINPUT);
+	assert_true(pk_memo_room(d) >= len * 4);
+	pk_free(d);
+}
+
 /* The progress callback ends with done == total. */
 typedef struct {
 	size_t calls, last_done, last_total;
@@ -994,13 +1050,13 @@ static void test_flips(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_fixtures),        cmocka_unit_test(test_prefixes),
-	    cmocka_unit_test(test_dict_hook),       cmocka_unit_test(test_retired_records),
-	    cmocka_unit_test(test_limits),          cmocka_unit_test(test_deep_nesting),
-	    cmocka_unit_test(test_accessors),       cmocka_unit_test(test_reuse),
-	    cmocka_unit_test(test_memo_wide),       cmocka_unit_test(test_progress),
-	    cmocka_unit_test(test_corpus),          cmocka_unit_test(test_flips),
-	    cmocka_unit_test(test_fast_loop_edges),
+	    cmocka_unit_test(test_fixtures),  cmocka_unit_test(test_prefixes),
+	    cmocka_unit_test(test_dict_hook), cmocka_unit_test(test_retired_records),
+	    cmocka_unit_test(test_limits),    cmocka_unit_test(test_deep_nesting),
+	    cmocka_unit_test(test_accessors), cmocka_unit_test(test_reuse),
+	    cmocka_unit_test(test_memo_room), cmocka_unit_test(test_memo_wide),
+	    cmocka_unit_test(test_progress),  cmocka_unit_test(test_corpus),
+	    cmocka_unit_test(test_flips),     cmocka_unit_test(test_fast_loop_edges),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

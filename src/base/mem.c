@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 void *mr_alloc_array(size_t count, size_t size)
 {
@@ -51,4 +52,24 @@ int mr_grow(void **items, size_t *cap, size_t need, size_t size)
 	*items = p;
 	*cap = ncap;
 	return 0;
+}
+
+void *mr_room_new(size_t bytes)
+{
+	if (bytes < MR_ROOM_MIN)
+		return NULL;
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+#ifdef MADV_HUGEPAGE
+	(void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: without it, 4 KiB pages */
+#endif
+	return p;
+}
+
+void mr_room_free(void *room, size_t bytes)
+{
+	if (room)
+		munmap(room, bytes);
 }

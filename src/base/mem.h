@@ -1,7 +1,8 @@
 /* mem.h: allocation helpers that fail by returning NULL (never abort), with every count
  * checked for overflow before it is multiplied.
  *
- * Ownership: what they return is the caller's, released with free(). */
+ * Ownership: what they return is the caller's, released with free(), except mr_room_new's,
+ * released with mr_room_free(). */
 #ifndef MR_MEM_H
 #define MR_MEM_H
 
@@ -21,6 +22,17 @@ static inline int mr_grow_fast(void **items, size_t *cap, size_t need, size_t si
 {
 	return need <= *cap ? 0 : mr_grow(items, cap, need, size);
 }
+/* Room for a large array whose greatest size is known before it fills (a decoder's memo, a
+ * trace's events): `bytes` of address space reserved at once, backed by memory only where it is
+ * written, in huge pages where the system allows them. It never moves, so an array in it never
+ * grows past it: set its capacity to the room's. A trace of millions of entries then takes a
+ * few hundred page faults instead of one per 4 KiB (on some virtual machines each costs
+ * microseconds). NULL below MR_ROOM_MIN (not worth a mapping) or when the address space cannot
+ * be reserved: the caller then grows the array with MR_GROW as usual. */
+enum { MR_ROOM_MIN = 32 << 20 };
+void *mr_room_new(size_t bytes);
+void mr_room_free(void *room, size_t bytes); /* the bytes it was made with; NULL: nothing */
+
 #define MR_GROW(arr, cap, need) mr_grow_fast((void **)&(arr), &(cap), (need), sizeof(*(arr)))
 
 #define MR_MIN(a, b) ((a) < (b) ? (a) : (b))

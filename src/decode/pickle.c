@@ -46,6 +46,7 @@ struct pk_decoder {
 	size_t mark_count, mark_cap;
 	uint32_t *memo;              /* 4-byte codes of values (see MEMO_WIDE) */
 	size_t memo_count, memo_cap; /* memo_count: highest index stored + 1 */
+	size_t memo_room;            /* bytes of memo's room (mr_room_new; memo_cap fixed), or 0 */
 	pk_val *wide;                /* the values of memo entries that do not fit their code */
 	size_t wide_count, wide_cap;
 	size_t memo_len; /* entries stored: where MEMOIZE puts the next one */
@@ -119,7 +120,10 @@ void pk_free(pk_decoder *d)
 	free(d->slots);
 	free(d->stack);
 	free(d->marks);
-	free(d->memo);
+	if (d->memo_room)
+		mr_room_free(d->memo, d->memo_room);
+	else
+		free(d->memo);
 	free(d->wide);
 	free(d);
 }
@@ -150,6 +154,11 @@ pk_val pk_result(const pk_decoder *d)
 size_t pk_memo_gets(const pk_decoder *d)
 {
 	return d->memo_gets;
+}
+
+size_t pk_memo_room(const pk_decoder *d)
+{
+	return d->memo_room;
 }
 
 /* ---- the machine ---- */
@@ -486,7 +495,8 @@ static mr_status memo_put(pk_run_state *r, uint64_t idx)
 		return bad(r, "memo index %" PRIu64 " is larger than a %zu-byte pickle can use",
 		           idx, input);
 	if (idx >= d->memo_count) {
-		if (MR_GROW(d->memo, d->memo_cap, (size_t)idx + 1))
+		if (d->memo_room ? idx >= d->memo_cap
+		                 : MR_GROW(d->memo, d->memo_cap, (size_t)idx + 1))
 			return mr_oom(r->err);
 		for (size_t i = d->memo_count; i < idx; i++) /* none, from MEMOIZE */
 			d->memo[i] = MEMO_UNSET;
@@ -1179,6 +1189,26 @@ out:
 #undef PUSH_NEXT
 #undef NEXT_OP
 
+/* Room for a memo of up to `limit` entries, the most memo_put() lets this input use (each
+ * entry costs an input byte), where that is worth a room (mem.h); else it grows as it fills.
+ * An earlier run's memo is dropped either way: its entries never resolve in this run. */
+static void reserve_memo(pk_decoder *d, size_t limit)
+{
+	if (d->memo_room && d->memo_cap >= limit)
+		return;
+	size_t bytes = limit * sizeof *d->memo; /* limit <= the input's length */
+	void *room = mr_room_new(bytes);
+	if (!room)
+		return;
+	if (d->memo_room)
+		mr_room_free(d->memo, d->memo_room);
+	else
+		free(d->memo);
+	d->memo = room;
+	d->memo_cap = limit;
+	d->memo_room = bytes;
+}
+
 mr_status pk_run(pk_decoder *d, const uint8_t *data, size_t len, mr_error *err)
 {
 	pk_run_state r = {.d = d, .p = data, .end = data + len, .start = data, .err = err};
@@ -1197,6 +1227,7 @@ mr_status pk_run(pk_decoder *d, const uint8_t *data, size_t len, mr_error *err)
 	if (len == 0)
 		return mr_fail(err, MR_EINPUT, "empty input");
 	size_t memo_limit = MR_MIN(d->lim.max_memo, MR_MAX(len, (size_t)1 << 16));
+	reserve_memo(d, memo_limit);
 	while (!stop) {
 		simple_ops(&r, memo_limit);
 		if (r.p >= r.end)

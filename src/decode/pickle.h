@@ -91,6 +91,7 @@ pk_val pk_result(const pk_decoder *d);
 
 /* Statistics of the last run (for tests and benchmarks). */
 size_t pk_memo_gets(const pk_decoder *d);
+size_t pk_memo_room(const pk_decoder *d); /* bytes of the memo's room (mem.h), 0: none */
 
 /* Accessors. All are safe on any value: a wrong type gives the neutral answer. */
 pk_type pk_typeof(const pk_decoder *d, pk_val v);

@@ -490,7 +490,9 @@ keys_done:
 		s->unknown_actions++;
 	e.stream = stream_index(s, stream);
 	if (um == UINT32_MAX || cc == UINT32_MAX || meta_index(b, um, cc, &e.meta) ||
-	    MR_GROW(s->event_store, s->event_store_cap, s->event_store_count + 1) ||
+	    (s->event_store_room
+	         ? s->event_store_count >= s->event_store_cap
+	         : MR_GROW(s->event_store, s->event_store_cap, s->event_store_count + 1)) ||
 	    md_times_push(&s->times, time_us))
 		return mr_oom(err), -1;
 	s->event_store[s->event_store_count++] = e;
@@ -838,7 +840,7 @@ static mr_status load_traces(builder *b, pk_val traces, size_t *dev_cap, mr_erro
 				}
 			}
 		}
-		free(s->event_store);
+		md_events_free(s);
 		s->event_store = store;
 		s->event_store_count = s->event_store_cap = total;
 		store = NULL;
@@ -1164,6 +1166,11 @@ mr_status sn_load(const uint8_t *data, size_t len, md_snapshot *out, pk_progress
 		            len ? "it does not start with the PROTO opcode" : "the input is empty");
 		goto done;
 	}
+	/* The dict hook makes at most one event of a dict, when it receives its first items, and
+	 * a trace entry's dict takes at least 6 input bytes (a mark or an empty dict, the key
+	 * "action" and its string value, each a 2-byte memo read at least, and the opcode that
+	 * sets them): a quarter of the input bounds the events, with room to spare. */
+	md_reserve_events(out, len / 4 + 1);
 	if ((st = pk_run(b.d, data, len, err)))
 		goto done;
 	st = build(&b, pk_result(b.d), err);

@@ -37,12 +37,39 @@ void md_free(md_snapshot *s)
 	free(s->segments);
 	free(s->blocks);
 	free(s->devices);
-	free(s->event_store);
+	md_events_free(s);
 	md_times_free(&s->times);
 	free(s->metas);
 	free(s->settings.raw);
 	free(s->annotations);
 	memset(s, 0, sizeof *s);
+}
+
+void md_events_free(md_snapshot *s)
+{
+	if (s->event_store_room)
+		mr_room_free(s->event_store, s->event_store_room);
+	else
+		free(s->event_store);
+	s->event_store = NULL;
+	s->event_store_count = s->event_store_cap = s->event_store_room = 0;
+}
+
+void md_reserve_events(md_snapshot *s, size_t max_events)
+{
+	md_times *t = &s->times;
+	if (s->event_store || t->off || max_events > SIZE_MAX / sizeof *s->event_store)
+		return;
+	size_t bytes = max_events * sizeof *s->event_store;
+	if ((s->event_store = mr_room_new(bytes))) {
+		s->event_store_cap = max_events;
+		s->event_store_room = bytes;
+	}
+	bytes = max_events * sizeof *t->off;
+	if ((t->off = mr_room_new(bytes))) {
+		t->off_cap = max_events;
+		t->off_room = bytes;
+	}
 }
 
 const char *md_str(const md_snapshot *s, uint32_t id)
@@ -198,7 +225,7 @@ const md_device *md_find_device(const md_snapshot *s, int32_t id)
 int md_times_push(md_times *t, int64_t time_us)
 {
 	size_t k = t->count;
-	if (MR_GROW(t->off, t->off_cap, k + 1))
+	if (t->off_room ? k >= t->off_cap : MR_GROW(t->off, t->off_cap, k + 1))
 		return -1;
 	if (k % MD_TIME_CHUNK == 0) {
 		if (MR_GROW(t->base, t->base_cap, k / MD_TIME_CHUNK + 1))
@@ -234,7 +261,10 @@ int64_t md_times_far(const md_times *t, size_t event)
 
 void md_times_free(md_times *t)
 {
-	free(t->off);
+	if (t->off_room)
+		mr_room_free(t->off, t->off_room);
+	else
+		free(t->off);
 	free(t->base);
 	free(t->far);
 	*t = (md_times){0};

@@ -105,6 +105,7 @@ typedef struct {
 	int64_t *base; /* per MD_TIME_CHUNK events */
 	md_far_time *far;
 	size_t count, off_cap, base_cap, far_count, far_cap;
+	size_t off_room; /* bytes of off's room (mr_room_new; off_cap fixed), 0: malloc'ed */
 } md_times;
 
 typedef struct {
@@ -168,7 +169,8 @@ typedef struct {
 	size_t device_count;
 	md_event *event_store; /* storage for all devices' events (device slices point into it) */
 	size_t event_store_count, event_store_cap;
-	md_times times; /* the store's events' times */
+	size_t event_store_room; /* bytes of its room (mr_room_new; cap fixed), 0: malloc'ed */
+	md_times times;          /* the store's events' times */
 
 	uint64_t streams[256]; /* raw stream values; events refer to them by index */
 	size_t stream_count;
@@ -193,6 +195,11 @@ uint32_t md_intern_stack(md_snapshot *s, const md_frame *frames, size_t count);
 
 void md_init(md_snapshot *s); /* an empty, valid snapshot (nothing allocated) */
 void md_free(md_snapshot *s);
+/* Reserves room for up to max_events events and their times in an empty snapshot, where that
+ * is worth it (mem.h, mr_room_new); otherwise they grow as they come. */
+void md_reserve_events(md_snapshot *s, size_t max_events);
+/* Frees the event store, leaving it empty (a fresh one may then be put in its place). */
+void md_events_free(md_snapshot *s);
 
 const char *md_action_name(md_action a);
 const char *md_state_name(md_block_state st);
