@@ -21,6 +21,7 @@ typedef struct {
 	uint32_t backward; /* the backward() call running on the main thread, AN_OWNER_NONE */
 	an_alloc *list;    /* in order of first appearance in the trace */
 	size_t count, cap;
+	size_t room; /* bytes of list's room (mem.h; cap fixed), 0: malloc'ed */
 	am_map live; /* open address -> index into list */
 	const md_event *events;
 } walk;
@@ -53,9 +54,15 @@ static uint32_t owner_of(const walk *w, uint32_t stack)
 	return w->backward != AN_OWNER_NONE ? w->backward : AN_OWNER_AUTOGRAD;
 }
 
+/* Room for one more allocation in the list. */
+static int grow(walk *w)
+{
+	return w->room ? w->count >= w->cap : MR_GROW(w->list, w->cap, w->count + 1);
+}
+
 static int push(walk *w, an_alloc a, uint64_t addr, size_t *idx)
 {
-	if (MR_GROW(w->list, w->cap, w->count + 1))
+	if (grow(w))
 		return -1;
 	w->list[w->count] = a;
 	*idx = w->count++;
@@ -117,7 +124,7 @@ static int snapshot_blocks(walk *w, size_t seg_first, size_t seg_count)
 				w->list[v].block = (uint32_t)bi;
 				continue;
 			}
-			if (MR_GROW(w->list, w->cap, w->count + 1))
+			if (grow(w))
 				return -1;
 			w->list[w->count++] = (an_alloc){
 			    AN_NO_EVENT,   AN_NO_EVENT,
@@ -175,8 +182,9 @@ static mr_status order(walk *w, size_t n, an_allocs *out, mr_error *err)
 	out->events = w->events;
 	out->blocks = w->s->blocks;
 	out->older = k;
+	out->room = w->room;
 	w->list = NULL;
-	w->count = w->cap = 0;
+	w->count = w->cap = w->room = 0;
 	free(keys);
 	free(older);
 	return MR_OK;
@@ -190,11 +198,18 @@ mr_status an_allocs_read(const md_snapshot *s, const md_device *md, size_t seg_f
 	size_t n = md ? md->event_count : 0;
 	if (n >= AN_NO_EVENT)
 		return mr_fail(err, MR_EINPUT, "a trace of %zu events is too long to draw", n);
-	walk w = {s, info, kinds, NULL, 0, AN_OWNER_NONE, NULL, 0, 0, {0}, md ? md->events : NULL};
+	walk w = {s,    info, kinds, NULL, 0,   AN_OWNER_NONE,
+	          NULL, 0,    0,     0,    {0}, md ? md->events : NULL};
 	mr_status st = MR_OK;
 	w.own = mr_alloc_array(s->stack_count ? s->stack_count : 1, 1);
 	if (!w.own)
 		goto oom;
+	/* each allocation is one of the trace's events or one of the snapshot's blocks */
+	size_t most = n + s->block_count;
+	if (most <= SIZE_MAX / sizeof *w.list && (w.list = mr_room_new(most * sizeof *w.list))) {
+		w.cap = most;
+		w.room = most * sizeof *w.list;
+	}
 	for (size_t i = 0; i < n && !w.trace_has_python; i++) {
 		uint32_t stk = md->events[i].stack;
 		w.trace_has_python = stk < s->stack_count && (info[stk].flags & AN_SF_PYTHON);
@@ -210,13 +225,19 @@ oom:
 	st = mr_oom(err);
 done:
 	free(w.own);
-	free(w.list);
+	if (w.room)
+		mr_room_free(w.list, w.room);
+	else
+		free(w.list);
 	am_free(&w.live);
 	return st;
 }
 
 void an_allocs_free(an_allocs *a)
 {
-	free(a->items);
+	if (a->room)
+		mr_room_free(a->items, a->room);
+	else
+		free(a->items);
 	memset(a, 0, sizeof *a);
 }

@@ -53,6 +53,7 @@ typedef struct {
 	size_t older;           /* items[0..older) are older than the trace */
 	const md_event *events; /* borrowed: the device's */
 	const md_block *blocks; /* borrowed: the snapshot's */
+	size_t room;            /* bytes of items' room (mem.h), 0: malloc'ed */
 } an_allocs;
 
 /* The first event that names it: its alloc, else (older than the trace) its free. */

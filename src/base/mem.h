@@ -29,7 +29,7 @@ static inline int mr_grow_fast(void **items, size_t *cap, size_t need, size_t si
  * few hundred page faults instead of one per 4 KiB (on some virtual machines each costs
  * microseconds). NULL below MR_ROOM_MIN (not worth a mapping) or when the address space cannot
  * be reserved: the caller then grows the array with MR_GROW as usual. */
-enum { MR_ROOM_MIN = 32 << 20 };
+enum { MR_ROOM_MIN = 16 << 20 };
 void *mr_room_new(size_t bytes);
 void mr_room_free(void *room, size_t bytes); /* the bytes it was made with; NULL: nothing */
 
