@@ -9,6 +9,7 @@
 
 #include "testutil.h"
 
+#include "base/pool.h"
 #include "base/units.h"
 #include "decode/sniff.h"
 #include "source/compressed.h"
@@ -199,12 +200,94 @@ static void test_read_regular(void **state)
 	rmdir(dir);
 }
 
+/* The resident kilobytes of the mapping that starts at base (/proc/self/smaps), -1 if none. */
+static long mapping_rss_kb(const void *base)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	long rss = -1;
+	int in_it = 0;
+	assert_non_null(f);
+	while (fgets(line, sizeof line, f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, ' ') == line + strcspn(line, " "))
+			in_it = lo == (unsigned long)(uintptr_t)base;
+		else if (in_it && sscanf(line, "Rss: %ld kB", &rss) == 1)
+			break;
+	}
+	fclose(f);
+	return rss;
+}
+
+/* Waits up to 5 s for the mapping's resident size to reach at least kb. */
+static long wait_rss_kb(const void *base, long kb)
+{
+	long rss = mapping_rss_kb(base);
+	for (int i = 0; i < 500 && rss < kb; i++) {
+		usleep(10000);
+		rss = mapping_rss_kb(base);
+	}
+	return rss;
+}
+
+/* The thread that reads a mapped input ahead maps the 16 MiB after the reader and follows it;
+ * with the thread cap at 1 there is none; a file that shrank ends it, and stopping it does not
+ * hang. */
+static void test_read_ahead(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/memreport_test_source_XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char file[128];
+	snprintf(file, sizeof file, "%s/big", dir);
+	enum { MiB = 1 << 20, LEN = 48 * MiB };
+	uint8_t *text = make_text(LEN);
+	FILE *f = fopen(file, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(text, 1, LEN, f), LEN);
+	fclose(f);
+	in_data in;
+	mr_error err = {0};
+	assert_int_equal(in_read(file, &in, &err), MR_OK);
+	assert_non_null(in.map);
+	assert_int_equal(mapping_rss_kb(in.map), 0);
+	in_read_ahead(&in);
+	assert_non_null(in.ahead);
+	assert_true(wait_rss_kb(in.map, 16 * 1024) >= 16 * 1024);
+	usleep(50000);
+	assert_true(mapping_rss_kb(in.map) <= 17 * 1024); /* not past its window */
+	in_drop_before(&in, 24 * MiB);
+	assert_true(wait_rss_kb(in.map, 16 * 1024) >= 16 * 1024);
+	assert_memory_equal(in.data + 24 * MiB, text + 24 * MiB, 16 * MiB);
+	in_read_ahead_stop(&in);
+	assert_null(in.ahead);
+	in_release(&in);
+	/* no thread under MEMREPORT_THREADS=1 */
+	mr_pool_set_max_threads(1);
+	assert_int_equal(in_read(file, &in, &err), MR_OK);
+	in_read_ahead(&in);
+	assert_null(in.ahead);
+	in_release(&in);
+	mr_pool_set_max_threads(0);
+	/* a file that shrinks under the thread: it stops, and nothing else happens */
+	assert_int_equal(in_read(file, &in, &err), MR_OK);
+	assert_int_equal(truncate(file, 4 * MiB), 0);
+	in_read_ahead(&in);
+	usleep(100000);
+	in_release(&in); /* stops the thread */
+	unlink(file);
+	rmdir(dir);
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_round_trips),
 	    cmocka_unit_test(test_hostile),
 	    cmocka_unit_test(test_read_regular),
+	    cmocka_unit_test(test_read_ahead),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

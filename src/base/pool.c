@@ -39,6 +39,11 @@ void mr_pool_set_max_threads(size_t max)
 	max_threads = max;
 }
 
+size_t mr_pool_max_threads(void)
+{
+	return max_threads;
+}
+
 void mr_pool_run(size_t count, size_t threads, mr_task_fn fn, void *ctx, void *(*worker_new)(void),
                  void (*worker_free)(void *))
 {

@@ -23,5 +23,6 @@ void mr_pool_run(size_t count, size_t threads, mr_task_fn fn, void *ctx, void *(
  * thread). Call it before any pool runs: main reads MEMREPORT_THREADS. Outputs are the same
  * whatever the cap; tests compare them. */
 void mr_pool_set_max_threads(size_t max);
+size_t mr_pool_max_threads(void); /* the cap set, 0: none */
 
 #endif

@@ -218,7 +218,12 @@ static mr_status add_snapshot(ld_evidence *ev, const uint8_t *data, size_t len, 
 		               "batch`, or compare two with `memreport diff`)");
 	if (ac->strict && (st = check_memory(len, err)))
 		return st;
-	if ((st = sn_load(data, len, &ev->snap, ac->in ? on_progress : NULL, (void *)ac, err)))
+	if (ac->in && ac->in->data == data)
+		in_read_ahead(ac->in);
+	st = sn_load(data, len, &ev->snap, ac->in ? on_progress : NULL, (void *)ac, err);
+	if (ac->in)
+		in_read_ahead_stop(ac->in);
+	if (st)
 		return st;
 	ev->has_snapshot = 1;
 	return MR_OK;

@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/mem.h"
+#include "base/pool.h"
 
 /* ---- the SIGBUS guard ------------------------------------------------------------------- */
 
@@ -248,10 +250,99 @@ mr_status in_check(const in_data *in, mr_error *err)
 	               in->map_len, now);
 }
 
+/* ---- reading ahead ------------------------------------------------------------------- */
+
+enum { AHEAD_MIN = 32 << 20, AHEAD_WINDOW = 16 << 20, AHEAD_STEP = 2 << 20 };
+
+struct in_ahead {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t moved;
+	const uint8_t *base;
+	size_t len;
+	size_t reader; /* where in_drop_before last said the reader was */
+	int stop;
+};
+
+/* Maps the window after the reader, a step at a time, and waits while it is mapped. Any error
+ * (a kernel before 5.14, a file that shrank: the SIGBUS guard's case) ends it: the reader then
+ * takes its faults as it would without. */
+static void *ahead_run(void *arg)
+{
+	struct in_ahead *a = arg;
+	size_t done = 0;
+	pthread_mutex_lock(&a->lock);
+	while (!a->stop) {
+		size_t from = MR_MAX(done, a->reader);
+		size_t want = a->len - MR_MIN(a->reader, a->len) > AHEAD_WINDOW
+		                  ? a->reader + AHEAD_WINDOW
+		                  : a->len;
+		if (from >= want) {
+			pthread_cond_wait(&a->moved, &a->lock);
+			continue;
+		}
+		size_t at = from / page_size * page_size; /* a start must be on a page */
+		size_t n = MR_MIN(want - at, (size_t)AHEAD_STEP);
+		pthread_mutex_unlock(&a->lock);
+		int failed = 1;
+#ifdef MADV_POPULATE_READ
+		failed = madvise((void *)(a->base + at), n, MADV_POPULATE_READ) != 0;
+#endif
+		pthread_mutex_lock(&a->lock);
+		if (failed)
+			break;
+		done = at + n;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return NULL;
+}
+
+void in_read_ahead(in_data *in)
+{
+	if (!in->map || in->ahead || in->map_len < AHEAD_MIN || mr_pool_max_threads() == 1)
+		return;
+	struct in_ahead *a = calloc(1, sizeof *a);
+	if (!a)
+		return;
+	a->base = in->map;
+	a->len = in->map_len;
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_cond_init(&a->moved, NULL);
+	if (pthread_create(&a->thread, NULL, ahead_run, a) != 0) {
+		pthread_cond_destroy(&a->moved);
+		pthread_mutex_destroy(&a->lock);
+		free(a);
+		return;
+	}
+	in->ahead = a;
+}
+
+void in_read_ahead_stop(in_data *in)
+{
+	struct in_ahead *a = in->ahead;
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->lock);
+	a->stop = 1;
+	pthread_cond_signal(&a->moved);
+	pthread_mutex_unlock(&a->lock);
+	pthread_join(a->thread, NULL);
+	pthread_cond_destroy(&a->moved);
+	pthread_mutex_destroy(&a->lock);
+	free(a);
+	in->ahead = NULL;
+}
+
 void in_drop_before(in_data *in, size_t upto)
 {
 	if (!in->map)
 		return;
+	if (in->ahead) {
+		pthread_mutex_lock(&in->ahead->lock);
+		in->ahead->reader = upto;
+		pthread_cond_signal(&in->ahead->moved);
+		pthread_mutex_unlock(&in->ahead->lock);
+	}
 	long page = sysconf(_SC_PAGESIZE);
 	size_t p = page > 0 ? (size_t)page : 4096;
 	size_t len = upto / p * p;
@@ -261,6 +352,7 @@ void in_drop_before(in_data *in, size_t upto)
 
 void in_release(in_data *in)
 {
+	in_read_ahead_stop(in);
 	if (in->map) {
 		guard_remove(in->guard);
 		munmap(in->map, in->map_len);
