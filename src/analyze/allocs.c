@@ -54,15 +54,9 @@ static uint32_t owner_of(const walk *w, uint32_t stack)
 	return w->backward != AN_OWNER_NONE ? w->backward : AN_OWNER_AUTOGRAD;
 }
 
-/* Room for one more allocation in the list. */
-static int grow(walk *w)
-{
-	return w->room ? w->count >= w->cap : MR_GROW(w->list, w->cap, w->count + 1);
-}
-
 static int push(walk *w, an_alloc a, uint64_t addr, size_t *idx)
 {
-	if (grow(w))
+	if (MR_GROW_IN(w->list, w->cap, w->room, w->count + 1))
 		return -1;
 	w->list[w->count] = a;
 	*idx = w->count++;
@@ -124,7 +118,7 @@ static int snapshot_blocks(walk *w, size_t seg_first, size_t seg_count)
 				w->list[v].block = (uint32_t)bi;
 				continue;
 			}
-			if (grow(w))
+			if (MR_GROW_IN(w->list, w->cap, w->room, w->count + 1))
 				return -1;
 			w->list[w->count++] = (an_alloc){
 			    AN_NO_EVENT,   AN_NO_EVENT,
@@ -225,19 +219,13 @@ oom:
 	st = mr_oom(err);
 done:
 	free(w.own);
-	if (w.room)
-		mr_room_free(w.list, w.room);
-	else
-		free(w.list);
+	mr_release(w.list, w.room);
 	am_free(&w.live);
 	return st;
 }
 
 void an_allocs_free(an_allocs *a)
 {
-	if (a->room)
-		mr_room_free(a->items, a->room);
-	else
-		free(a->items);
+	mr_release(a->items, a->room);
 	memset(a, 0, sizeof *a);
 }

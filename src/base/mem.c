@@ -73,3 +73,11 @@ void mr_room_free(void *room, size_t bytes)
 	if (room)
 		munmap(room, bytes);
 }
+
+void mr_release(void *items, size_t room)
+{
+	if (room)
+		mr_room_free(items, room);
+	else
+		free(items);
+}

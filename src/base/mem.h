@@ -32,6 +32,15 @@ static inline int mr_grow_fast(void **items, size_t *cap, size_t need, size_t si
 enum { MR_ROOM_MIN = 16 << 20 };
 void *mr_room_new(size_t bytes);
 void mr_room_free(void *room, size_t bytes); /* the bytes it was made with; NULL: nothing */
+/* For an array that is in a room of `room` bytes, or malloc'ed when room is 0: releases it;
+ * makes room for `need` elements (in a room: only when its fixed capacity holds them). */
+void mr_release(void *items, size_t room);
+static inline int mr_grow_in(void **items, size_t *cap, size_t room, size_t need, size_t size)
+{
+	return room ? -(need > *cap) : mr_grow_fast(items, cap, need, size);
+}
+#define MR_GROW_IN(arr, cap, room, need)                                                           \
+	mr_grow_in((void **)&(arr), &(cap), (room), (need), sizeof(*(arr)))
 
 #define MR_GROW(arr, cap, need) mr_grow_fast((void **)&(arr), &(cap), (need), sizeof(*(arr)))
 

@@ -120,10 +120,7 @@ void pk_free(pk_decoder *d)
 	free(d->slots);
 	free(d->stack);
 	free(d->marks);
-	if (d->memo_room)
-		mr_room_free(d->memo, d->memo_room);
-	else
-		free(d->memo);
+	mr_release(d->memo, d->memo_room);
 	free(d->wide);
 	free(d);
 }
@@ -495,8 +492,7 @@ static mr_status memo_put(pk_run_state *r, uint64_t idx)
 		return bad(r, "memo index %" PRIu64 " is larger than a %zu-byte pickle can use",
 		           idx, input);
 	if (idx >= d->memo_count) {
-		if (d->memo_room ? idx >= d->memo_cap
-		                 : MR_GROW(d->memo, d->memo_cap, (size_t)idx + 1))
+		if (MR_GROW_IN(d->memo, d->memo_cap, d->memo_room, (size_t)idx + 1))
 			return mr_oom(r->err);
 		for (size_t i = d->memo_count; i < idx; i++) /* none, from MEMOIZE */
 			d->memo[i] = MEMO_UNSET;
@@ -1200,10 +1196,7 @@ static void reserve_memo(pk_decoder *d, size_t limit)
 	void *room = mr_room_new(bytes);
 	if (!room)
 		return;
-	if (d->memo_room)
-		mr_room_free(d->memo, d->memo_room);
-	else
-		free(d->memo);
+	mr_release(d->memo, d->memo_room);
 	d->memo = room;
 	d->memo_cap = limit;
 	d->memo_room = bytes;

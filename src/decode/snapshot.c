@@ -490,9 +490,8 @@ keys_done:
 		s->unknown_actions++;
 	e.stream = stream_index(s, stream);
 	if (um == UINT32_MAX || cc == UINT32_MAX || meta_index(b, um, cc, &e.meta) ||
-	    (s->event_store_room
-	         ? s->event_store_count >= s->event_store_cap
-	         : MR_GROW(s->event_store, s->event_store_cap, s->event_store_count + 1)) ||
+	    MR_GROW_IN(s->event_store, s->event_store_cap, s->event_store_room,
+	               s->event_store_count + 1) ||
 	    md_times_push(&s->times, time_us))
 		return mr_oom(err), -1;
 	s->event_store[s->event_store_count++] = e;

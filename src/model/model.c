@@ -47,10 +47,7 @@ void md_free(md_snapshot *s)
 
 void md_events_free(md_snapshot *s)
 {
-	if (s->event_store_room)
-		mr_room_free(s->event_store, s->event_store_room);
-	else
-		free(s->event_store);
+	mr_release(s->event_store, s->event_store_room);
 	s->event_store = NULL;
 	s->event_store_count = s->event_store_cap = s->event_store_room = 0;
 }
@@ -225,7 +222,7 @@ const md_device *md_find_device(const md_snapshot *s, int32_t id)
 int md_times_push(md_times *t, int64_t time_us)
 {
 	size_t k = t->count;
-	if (t->off_room ? k >= t->off_cap : MR_GROW(t->off, t->off_cap, k + 1))
+	if (MR_GROW_IN(t->off, t->off_cap, t->off_room, k + 1))
 		return -1;
 	if (k % MD_TIME_CHUNK == 0) {
 		if (MR_GROW(t->base, t->base_cap, k / MD_TIME_CHUNK + 1))
@@ -261,10 +258,7 @@ int64_t md_times_far(const md_times *t, size_t event)
 
 void md_times_free(md_times *t)
 {
-	if (t->off_room)
-		mr_room_free(t->off, t->off_room);
-	else
-		free(t->off);
+	mr_release(t->off, t->off_room);
 	free(t->base);
 	free(t->far);
 	*t = (md_times){0};
