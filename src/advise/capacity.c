@@ -384,18 +384,22 @@ static int request_alone_too_large(const ad_ctx *c, char *why, size_t n)
 	return 1;
 }
 
-/* Gradient bytes beyond twice the parameters' (fp32 gradients of bf16 weights are twice them)
- * are not one .grad per parameter but what the backward makes for every sample: per-sample
- * gradients (torch.func.vmap(grad)) or gradients of activations. They scale with the batch, not
- * with the model: sharding or offloading the model state does not touch them, nor does
- * recomputing activations. Returns the bytes beyond one gradient per parameter, else 0. */
-static uint64_t batch_gradients(const ad_ctx *c, const uint64_t *cat)
+uint64_t ad_batch_gradients(const an_structure *run, const uint64_t *cat)
 {
 	uint64_t p = cat[AN_CAT_PARAMETERS], g = cat[AN_CAT_GRADIENTS];
 	/* in a run that grows, the extra gradients may be earlier steps' kept (a hook's list) */
-	if (c->run->growth_found)
+	if (run->growth_found)
 		return 0;
 	return p && g > 2 * p ? g - p : 0;
+}
+
+uint64_t ad_batch_categories(const an_structure *run, const uint64_t *cat, uint64_t *out)
+{
+	uint64_t bg = ad_batch_gradients(run, cat);
+	memcpy(out, cat, AN_CAT_COUNT * sizeof *out);
+	out[AN_CAT_GRADIENTS] -= bg;
+	out[AN_CAT_ACTIVATIONS] += bg;
+	return bg;
 }
 
 /* Training whose activations (cat's, with the batch's gradients bg among them) fill the memory. */
@@ -825,10 +829,7 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 {
 	char b1[32], b2[32];
 	/* the batch's gradients count with what scales with the batch, not with the model state */
-	uint64_t cat[AN_CAT_COUNT], bg = batch_gradients(c, cat_in);
-	memcpy(cat, cat_in, sizeof cat);
-	cat[AN_CAT_GRADIENTS] -= bg;
-	cat[AN_CAT_ACTIVATIONS] += bg;
+	uint64_t cat[AN_CAT_COUNT], bg = ad_batch_categories(c->run, cat_in, cat);
 	uint64_t live = ad_live_total(cat);
 	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
 	uint64_t acts = cat[AN_CAT_ACTIVATIONS];
