@@ -825,6 +825,60 @@ static int advise_generate_outputs(ad_ctx *c, const an_site *top, uint64_t live)
 	return 1;
 }
 
+/* Whether stack is the user's code outside any module and loss, not the model state's. */
+static int plain_user_code(const ad_ctx *c, uint32_t stack)
+{
+	if (stack >= c->s->stack_count ||
+	    (c->info[stack].flags & (AN_SF_MODULE_CALL | AN_SF_LOSS)) ||
+	    !an_user_frame(c->s, stack))
+		return 0;
+	int cat = cat_of(c, stack);
+	return cat != AN_CAT_PARAMETERS && cat != AN_CAT_GRADIENTS && cat != AN_CAT_OPTIMIZER;
+}
+
+/* A failed request of a quarter of the budget or more, within 1% of one live tensor's size,
+ * both made by the user's code outside any model: the failing operation makes a whole new copy
+ * of a tensor it still holds (an elementwise result, a cast, a clone). In place, or over chunks
+ * of rows, it never holds two. split_operation, targeted; 1 when advised. */
+static int advise_whole_copy(ad_ctx *c, uint64_t live)
+{
+	char b1[32], b2[32];
+	const an_device *dv = c->dv;
+	const md_device *md = md_find_device(c->s, dv->device);
+	uint64_t req = dv->oom.requested, budget = c->a->oom.limit ? c->a->oom.limit : live + req;
+	if (!md || dv->oom.event >= md->event_count || req < 64 * MR_MIB || req * 4 < budget ||
+	    !plain_user_code(c, md->events[dv->oom.event].stack))
+		return 0;
+	const an_site *copy = NULL;
+	for (size_t i = 0; i < dv->site_count && !copy; i++) {
+		const an_site *si = &dv->sites[i];
+		uint64_t d = si->bytes > req ? si->bytes - req : req - si->bytes;
+		if (si->count == 1 && d * 100 <= req && plain_user_code(c, si->stack))
+			copy = si;
+	}
+	if (!copy)
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "The %s request that failed is the size of one tensor still live, made by ",
+	               ad_sz(b1, req));
+	ad_user_site(&t, c->s, copy->stack);
+	ad_text_printf(&t, " (%s): ", ad_sz(b2, copy->bytes));
+	ad_user_site(&t, c->s, md->events[dv->oom.event].stack);
+	ad_text_printf(&t,
+	               " makes a whole new copy of data of that size (an elementwise result, a "
+	               "cast, a clone) while it is held, and no model runs beside them. Done in "
+	               "place (x.sub_(m), x.mul_(s), out=), without a wider dtype, or over "
+	               "chunks of rows, each reduced before the next (a sum; X_i^T X_i for a "
+	               "covariance), it never holds a second whole copy.");
+	ad_suggest_text(c, "split_operation", AD_PRIO_TARGETED,
+	                "Make the copy in place, or the computation in chunks of rows",
+	                "x.sub_(x.mean(0))  # in place; or: for i in range(0, n, k): acc += "
+	                "f(x[i:i+k])",
+	                &t);
+	return 1;
+}
+
 void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 {
 	char b1[32], b2[32];
@@ -885,6 +939,8 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 	}
 	if (oom && split_oversized(c))
 		return;
+	if (oom && !acts && !state)
+		advise_whole_copy(c, live);
 	if (oom && c->dv->site_count && advise_generate_outputs(c, &c->dv->sites[0], live))
 		return;
 	if (oom && c->dv->site_count) {
