@@ -1001,11 +1001,16 @@ TABLE += [
                                           no_finds=["memory_growth", "oom_fragmentation"])),
     # a whole-batch vectorized jacobian of a 0.13 M-param MLP: the per-sample jacobian (sum trick, vmap(jacrev))
     # measured to fit; fewer points would too (its memory grows with the square of the batch)
-    ("pinn_jacobian_vectorize_oom", dict(cause="capacity", kind="training", first=("reduce_microbatch",),
-                                         not_first=["mixed_precision"],
+    ("pinn_jacobian_vectorize_oom", dict(cause="capacity", kind="training", first=("split_operation",),
+                                         has=["reduce_microbatch"], not_first=["mixed_precision"],
                                          never=["fsdp", "cpu_offload", "activation_checkpointing", "no_grad_eval",
                                                 "expandable_segments"],
                                          no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    ("pinn_jacobian_vectorize_oom", dict(cause="capacity", kind="training", first=("split_operation",),
+                                         has=["reduce_microbatch"],
+                                         never=["fsdp", "cpu_offload", "activation_checkpointing", "no_grad_eval",
+                                                "expandable_segments"],
+                                         no_finds=["memory_growth", "oom_fragmentation"])),
     # HF Trainer with preprocess_logits_for_metrics and eval_accumulation_steps; healthy
     ("hf_trainer_mlm_eval_accum_healthy", dict(cause=None, kind="training", first="",
                                                never=["no_grad_eval", "activation_checkpointing", "fsdp"],

@@ -402,11 +402,49 @@ uint64_t ad_batch_categories(const an_structure *run, const uint64_t *cat, uint6
 	return bg;
 }
 
+/* Whether the trace computes a jacobian: torch.autograd.functional's jacobian or hessian, or
+ * torch.func's jacrev or jacfwd, is on one of its stacks. */
+static int computes_jacobian(const ad_ctx *c)
+{
+	static const char *const fa = "torch/autograd/functional.py";
+	static const char *const ft = "torch/_functorch/eager_transforms.py";
+	return ad_any_frame(c->s, "jacobian", fa) || ad_any_frame(c->s, "hessian", fa) ||
+	       ad_any_frame(c->s, "jacrev", ft) || ad_any_frame(c->s, "jacfwd", ft);
+}
+
+/* The batch's gradients (bg) hold half of live memory or more in a run that computes a
+ * jacobian: a batch's jacobian is (batch x outputs) x (batch x inputs), its vectorized backward
+ * runs over every output of every sample, and its memory grows with the square of the batch;
+ * independent samples need only the diagonal blocks. split_operation, targeted. */
+static void advise_jacobian(ad_ctx *c, uint64_t bg, uint64_t live)
+{
+	char b1[32], b2[32];
+	if (bg * 2 < live || !computes_jacobian(c))
+		return;
+	ad_suggest(
+	    c, "split_operation", AD_PRIO_TARGETED,
+	    "Compute the per-sample jacobian, not the whole batch's",
+	    "J = torch.autograd.functional.jacobian(lambda z: f(z).sum(0), x, "
+	    "create_graph=True)  # [out, B, in]; or torch.func.vmap(torch.func.jacrev(f))(x)",
+	    "%s of the %s live are gradients the backward made beyond one per parameter, in "
+	    "a run that computes a jacobian (torch.autograd.functional.jacobian or "
+	    "torch.func.jacrev/jacfwd is in the trace). The jacobian of a batch's outputs "
+	    "with respect to the batch's inputs is (batch x outputs) x (batch x inputs), and "
+	    "its vectorized backward runs over every output of every sample: its memory grows "
+	    "with the square of the batch. If the samples are independent (a per-point "
+	    "jacobian, as a divergence or a PDE residual needs), only its diagonal blocks are "
+	    "not zero: the jacobian of the sum over the batch, or torch.func.vmap of "
+	    "torch.func.jacrev per sample, computes just those; otherwise jacrev's chunk_size "
+	    "or fewer samples per call bound it.",
+	    ad_sz(b1, bg), ad_sz(b2, live));
+}
+
 /* Training whose activations (cat's, with the batch's gradients bg among them) fill the memory. */
 static void advise_training(ad_ctx *c, const uint64_t *cat, uint64_t bg)
 {
 	char why[400], b1[32], b2[32], b3[32], b4[32], b5[32];
 	uint64_t live = ad_live_total(cat), scaled = cat[AN_CAT_ACTIVATIONS], acts = scaled - bg;
+	advise_jacobian(c, bg, live);
 	if (!request_alone_too_large(c, why, sizeof why)) {
 		if (bg)
 			snprintf(
