@@ -980,6 +980,56 @@ TABLE += [
                                               never=["no_grad_eval", "fsdp", "cpu_offload", "mixed_precision",
                                                      "expandable_segments"],
                                               no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    # held-out set 29 (recorded on an H100). PCA of a resident embedding matrix: two full-size float64 copies, no
+    # model; the covariance over row chunks measured to fit (7.02 GiB), the same code in float32 too
+    ("pca_float64_covariance_oom", dict(cause="capacity", kind_in=("unknown", "inference"),
+                                        first=("split_operation",),
+                                        never=["activation_checkpointing", "gradient_accumulation", "reduce_microbatch",
+                                               "fsdp", "cpu_offload", "no_grad_eval", "mixed_precision",
+                                               "expandable_segments"],
+                                        no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    # a sequence-length curriculum at a fixed batch under accelerate: flat between steps (no leak); 16384 tokens a
+    # step measured to fit, expandable segments under the same cap measured to OOM
+    ("curriculum_seqlen_growth_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS + ("chunked_loss",),
+                                          techniques=["autocast"], not_first=["expandable_segments"],
+                                          never=["fsdp", "cpu_offload", "no_grad_eval", "mixed_precision"],
+                                          finds=["larger_input"], no_finds=["memory_growth", "oom_fragmentation"],
+                                          log=True)),
+    ("curriculum_seqlen_growth_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS + ("chunked_loss",),
+                                          techniques=["autocast"], not_first=["expandable_segments"],
+                                          never=["fsdp", "cpu_offload", "no_grad_eval", "mixed_precision"],
+                                          no_finds=["memory_growth", "oom_fragmentation"])),
+    # a whole-batch vectorized jacobian of a 0.13 M-param MLP: the per-sample jacobian (sum trick, vmap(jacrev))
+    # measured to fit; fewer points would too (its memory grows with the square of the batch)
+    ("pinn_jacobian_vectorize_oom", dict(cause="capacity", kind="training", first=("split_operation",),
+                                         has=["reduce_microbatch"], not_first=["mixed_precision"],
+                                         never=["fsdp", "cpu_offload", "activation_checkpointing", "no_grad_eval",
+                                                "expandable_segments"],
+                                         no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    ("pinn_jacobian_vectorize_oom", dict(cause="capacity", kind="training", first=("split_operation",),
+                                         has=["reduce_microbatch"],
+                                         never=["fsdp", "cpu_offload", "activation_checkpointing", "no_grad_eval",
+                                                "expandable_segments"],
+                                         no_finds=["memory_growth", "oom_fragmentation"])),
+    # HF Trainer with preprocess_logits_for_metrics and eval_accumulation_steps; healthy
+    ("hf_trainer_mlm_eval_accum_healthy", dict(cause=None, kind="training", first="",
+                                               never=["no_grad_eval", "activation_checkpointing", "fsdp"],
+                                               no_finds=["memory_growth"])),
+    # Lightning fitting torch.compile(model); healthy
+    ("lightning_compile_healthy", dict(cause=None, kind="training", techniques=["torch_compile"],
+                                       never=["reduce_microbatch", "activation_checkpointing", "fsdp", "cpu_offload",
+                                              "no_grad_eval"],
+                                       no_finds=["memory_growth"])),
+    # history recorded after an 8 GiB feature cache was built: capacity, its largest holder unattributable; fp32,
+    # no autocast (the cuBLAS workspace of the first matmul is half a 4096 x 4096 float32 weight)
+    ("late_history_feature_cache_oom", dict(cause="capacity", kind="training", first=("release_references", "record_history"),
+                                            no_techniques=["autocast"], not_first=["expandable_segments"],
+                                            never=["fsdp", "cpu_offload", "no_grad_eval"], finds=["trace_truncated"],
+                                            no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    ("late_history_feature_cache_oom", dict(cause="capacity", kind="training", first=("release_references", "record_history"),
+                                            no_techniques=["autocast"], not_first=["expandable_segments"],
+                                            never=["fsdp", "cpu_offload", "no_grad_eval"],
+                                            no_finds=["memory_growth", "oom_fragmentation"])),
 ]
 
 # Other people's snapshots: what can be said about them without their authors.

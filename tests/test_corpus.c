@@ -53,8 +53,10 @@ typedef struct {
  * tools/record_heldout18.py; ema_deepcopy_each_eval_leak_oom's 20000 entries wrapped on
  * purpose, tools/record_heldout22.py: its first model copies are older than the trace; the
  * 25000 entries of hf_generate_num_return_sequences_oom and the 40000 of
- * hf_static_cache_generate_healthy wrapped, tools/record_heldout21.py). Their peaks are lower
- * bounds. */
+ * hf_static_cache_generate_healthy wrapped, tools/record_heldout21.py; the 40000 entries of
+ * hf_trainer_mlm_eval_accum_healthy wrapped, and late_history_feature_cache_oom's history began
+ * after its feature cache was built, on purpose, tools/record_heldout29.py). Their peaks are
+ * lower bounds. */
 static int known_truncated(const char *name)
 {
 	static const char *const names[] = {"gpt_large_trace",
@@ -81,7 +83,9 @@ static int known_truncated(const char *name)
 	                                    "accelerate_grad_accum_healthy",
 	                                    "ema_deepcopy_each_eval_leak_oom",
 	                                    "hf_generate_num_return_sequences_oom",
-	                                    "hf_static_cache_generate_healthy"};
+	                                    "hf_static_cache_generate_healthy",
+	                                    "hf_trainer_mlm_eval_accum_healthy",
+	                                    "late_history_feature_cache_oom"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(name, names[i]) == 0)
 			return 1;

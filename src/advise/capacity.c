@@ -384,18 +384,59 @@ static int request_alone_too_large(const ad_ctx *c, char *why, size_t n)
 	return 1;
 }
 
-/* Gradient bytes beyond twice the parameters' (fp32 gradients of bf16 weights are twice them)
- * are not one .grad per parameter but what the backward makes for every sample: per-sample
- * gradients (torch.func.vmap(grad)) or gradients of activations. They scale with the batch, not
- * with the model: sharding or offloading the model state does not touch them, nor does
- * recomputing activations. Returns the bytes beyond one gradient per parameter, else 0. */
-static uint64_t batch_gradients(const ad_ctx *c, const uint64_t *cat)
+uint64_t ad_batch_gradients(const an_structure *run, const uint64_t *cat)
 {
 	uint64_t p = cat[AN_CAT_PARAMETERS], g = cat[AN_CAT_GRADIENTS];
 	/* in a run that grows, the extra gradients may be earlier steps' kept (a hook's list) */
-	if (c->run->growth_found)
+	if (run->growth_found)
 		return 0;
 	return p && g > 2 * p ? g - p : 0;
+}
+
+uint64_t ad_batch_categories(const an_structure *run, const uint64_t *cat, uint64_t *out)
+{
+	uint64_t bg = ad_batch_gradients(run, cat);
+	memcpy(out, cat, AN_CAT_COUNT * sizeof *out);
+	out[AN_CAT_GRADIENTS] -= bg;
+	out[AN_CAT_ACTIVATIONS] += bg;
+	return bg;
+}
+
+/* Whether the trace computes a jacobian: torch.autograd.functional's jacobian or hessian, or
+ * torch.func's jacrev or jacfwd, is on one of its stacks. */
+static int computes_jacobian(const ad_ctx *c)
+{
+	static const char *const fa = "torch/autograd/functional.py";
+	static const char *const ft = "torch/_functorch/eager_transforms.py";
+	return ad_any_frame(c->s, "jacobian", fa) || ad_any_frame(c->s, "hessian", fa) ||
+	       ad_any_frame(c->s, "jacrev", ft) || ad_any_frame(c->s, "jacfwd", ft);
+}
+
+/* The batch's gradients (bg) hold half of live memory or more in a run that computes a
+ * jacobian: a batch's jacobian is (batch x outputs) x (batch x inputs), its vectorized backward
+ * runs over every output of every sample, and its memory grows with the square of the batch;
+ * independent samples need only the diagonal blocks. split_operation, targeted. */
+static void advise_jacobian(ad_ctx *c, uint64_t bg, uint64_t live)
+{
+	char b1[32], b2[32];
+	if (bg * 2 < live || !computes_jacobian(c))
+		return;
+	ad_suggest(
+	    c, "split_operation", AD_PRIO_TARGETED,
+	    "Compute the per-sample jacobian, not the whole batch's",
+	    "J = torch.autograd.functional.jacobian(lambda z: f(z).sum(0), x, "
+	    "create_graph=True)  # [out, B, in]; or torch.func.vmap(torch.func.jacrev(f))(x)",
+	    "%s of the %s live are gradients the backward made beyond one per parameter, in "
+	    "a run that computes a jacobian (torch.autograd.functional.jacobian or "
+	    "torch.func.jacrev/jacfwd is in the trace). The jacobian of a batch's outputs "
+	    "with respect to the batch's inputs is (batch x outputs) x (batch x inputs), and "
+	    "its vectorized backward runs over every output of every sample: its memory grows "
+	    "with the square of the batch. If the samples are independent (a per-point "
+	    "jacobian, as a divergence or a PDE residual needs), only its diagonal blocks are "
+	    "not zero: the jacobian of the sum over the batch, or torch.func.vmap of "
+	    "torch.func.jacrev per sample, computes just those; otherwise jacrev's chunk_size "
+	    "or fewer samples per call bound it.",
+	    ad_sz(b1, bg), ad_sz(b2, live));
 }
 
 /* Training whose activations (cat's, with the batch's gradients bg among them) fill the memory. */
@@ -403,6 +444,7 @@ static void advise_training(ad_ctx *c, const uint64_t *cat, uint64_t bg)
 {
 	char why[400], b1[32], b2[32], b3[32], b4[32], b5[32];
 	uint64_t live = ad_live_total(cat), scaled = cat[AN_CAT_ACTIVATIONS], acts = scaled - bg;
+	advise_jacobian(c, bg, live);
 	if (!request_alone_too_large(c, why, sizeof why)) {
 		if (bg)
 			snprintf(
@@ -821,14 +863,65 @@ static int advise_generate_outputs(ad_ctx *c, const an_site *top, uint64_t live)
 	return 1;
 }
 
+/* Whether stack is the user's code outside any module and loss, not the model state's. */
+static int plain_user_code(const ad_ctx *c, uint32_t stack)
+{
+	if (stack >= c->s->stack_count ||
+	    (c->info[stack].flags & (AN_SF_MODULE_CALL | AN_SF_LOSS)) ||
+	    !an_user_frame(c->s, stack))
+		return 0;
+	int cat = cat_of(c, stack);
+	return cat != AN_CAT_PARAMETERS && cat != AN_CAT_GRADIENTS && cat != AN_CAT_OPTIMIZER;
+}
+
+/* A failed request of a quarter of the budget or more, within 1% of one live tensor's size,
+ * both made by the user's code outside any model: the failing operation makes a whole new copy
+ * of a tensor it still holds (an elementwise result, a cast, a clone). In place, or over chunks
+ * of rows, it never holds two. split_operation, targeted; 1 when advised. */
+static int advise_whole_copy(ad_ctx *c, uint64_t live)
+{
+	char b1[32], b2[32];
+	const an_device *dv = c->dv;
+	const md_device *md = md_find_device(c->s, dv->device);
+	uint64_t req = dv->oom.requested, budget = c->a->oom.limit ? c->a->oom.limit : live + req;
+	if (!md || dv->oom.event >= md->event_count || req < 64 * MR_MIB || req * 4 < budget ||
+	    !plain_user_code(c, md->events[dv->oom.event].stack))
+		return 0;
+	const an_site *copy = NULL;
+	for (size_t i = 0; i < dv->site_count && !copy; i++) {
+		const an_site *si = &dv->sites[i];
+		uint64_t d = si->bytes > req ? si->bytes - req : req - si->bytes;
+		if (si->count == 1 && d * 100 <= req && plain_user_code(c, si->stack))
+			copy = si;
+	}
+	if (!copy)
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "The %s request that failed is the size of one tensor still live, made by ",
+	               ad_sz(b1, req));
+	ad_user_site(&t, c->s, copy->stack);
+	ad_text_printf(&t, " (%s): ", ad_sz(b2, copy->bytes));
+	ad_user_site(&t, c->s, md->events[dv->oom.event].stack);
+	ad_text_printf(&t,
+	               " makes a whole new copy of data of that size (an elementwise result, a "
+	               "cast, a clone) while it is held, and no model runs beside them. Done in "
+	               "place (x.sub_(m), x.mul_(s), out=), without a wider dtype, or over "
+	               "chunks of rows, each reduced before the next (a sum; X_i^T X_i for a "
+	               "covariance), it never holds a second whole copy.");
+	ad_suggest_text(c, "split_operation", AD_PRIO_TARGETED,
+	                "Make the copy in place, or the computation in chunks of rows",
+	                "x.sub_(x.mean(0))  # in place; or: for i in range(0, n, k): acc += "
+	                "f(x[i:i+k])",
+	                &t);
+	return 1;
+}
+
 void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 {
 	char b1[32], b2[32];
 	/* the batch's gradients count with what scales with the batch, not with the model state */
-	uint64_t cat[AN_CAT_COUNT], bg = batch_gradients(c, cat_in);
-	memcpy(cat, cat_in, sizeof cat);
-	cat[AN_CAT_GRADIENTS] -= bg;
-	cat[AN_CAT_ACTIVATIONS] += bg;
+	uint64_t cat[AN_CAT_COUNT], bg = ad_batch_categories(c->run, cat_in, cat);
 	uint64_t live = ad_live_total(cat);
 	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
 	uint64_t acts = cat[AN_CAT_ACTIVATIONS];
@@ -884,6 +977,8 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 	}
 	if (oom && split_oversized(c))
 		return;
+	if (oom && !acts && !state)
+		advise_whole_copy(c, live);
 	if (oom && c->dv->site_count && advise_generate_outputs(c, &c->dv->sites[0], live))
 		return;
 	if (oom && c->dv->site_count) {

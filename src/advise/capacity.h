@@ -22,6 +22,17 @@ int ad_request_is_state(const an_oom *o);
  * room. */
 int ad_state_bound(const uint64_t *cat, const an_oom *o);
 
+/* Gradient bytes beyond twice the parameters' (fp32 gradients of bf16 weights are twice them)
+ * are not one .grad per parameter but what the backward makes for every sample: per-sample
+ * gradients (torch.func.vmap(grad)) or gradients of activations (a jacobian's backward). They
+ * scale with the batch, not with the model: sharding or offloading the model state does not
+ * touch them, nor does recomputing activations. Returns the bytes beyond one gradient per
+ * parameter, else 0 (also in a run that grows: there they may be earlier steps' kept). */
+uint64_t ad_batch_gradients(const an_structure *run, const uint64_t *cat);
+/* cat (AN_CAT_COUNT values) into out with the batch's gradients counted as activations, as the
+ * advice and the verdict weigh them; returns those bytes. */
+uint64_t ad_batch_categories(const an_structure *run, const uint64_t *cat, uint64_t *out);
+
 /* What the forward that failed tells of its input: a larger one than the earlier forwards fed
  * the same operations (finding larger_input), or a pass that saved nothing for a backward
  * inside a training run (eval_pass_oom: an evaluation or inference forward). */

@@ -130,7 +130,11 @@ static void split_words(mr_buf *b, const ad_advice *a, const an_device *dv)
 static void capacity_words(mr_buf *b, const ad_advice *a, const an_device *dv)
 {
 	const ad_oom *o = &a->oom;
-	const uint64_t *cat = dv->categories;
+	uint64_t cat[AN_CAT_COUNT];
+	/* gradients of the batch (beyond one per parameter) scale with it, as activations do */
+	const char *what = ad_batch_categories(&dv->run, dv->categories, cat)
+	                       ? "activations and the batch's gradients"
+	                       : "activations";
 	uint64_t live = ad_live_total(cat);
 	char b1[32], b2[32], b3[32];
 	if (first_rec_is(a, "release_references") && dv->site_count &&
@@ -144,18 +148,27 @@ static void capacity_words(mr_buf *b, const ad_advice *a, const an_device *dv)
 	else if (o->free_cached >= o->requested)
 		mr_buf_printf(
 		    b,
-		    "Out of memory from capacity: live tensors hold %s (%d%% activations); "
+		    "Out of memory from capacity: live tensors hold %s (%d%% %s); "
 		    "packed, the %s free in the cache (in pieces smaller than the %s request) "
 		    "would only delay the failure.",
 		    sz(b1, dv->pool[AN_POOL_ALL].allocated), ad_pct(cat[AN_CAT_ACTIVATIONS], live),
-		    sz(b2, o->free_cached), sz(b3, o->requested));
+		    what, sz(b2, o->free_cached), sz(b3, o->requested));
 	else
-		mr_buf_printf(
-		    b,
-		    "Out of memory from capacity: live tensors hold %s (%d%% activations); "
-		    "only %s was free for a %s request.",
-		    sz(b1, dv->pool[AN_POOL_ALL].allocated), ad_pct(cat[AN_CAT_ACTIVATIONS], live),
-		    sz(b2, o->free_cached), sz(b3, o->requested));
+		mr_buf_printf(b,
+		              "Out of memory from capacity: live tensors hold %s (%d%% %s); "
+		              "only %s was free for a %s request.",
+		              sz(b1, dv->pool[AN_POOL_ALL].allocated),
+		              ad_pct(cat[AN_CAT_ACTIVATIONS], live), what, sz(b2, o->free_cached),
+		              sz(b3, o->requested));
+}
+
+/* The model state (parameters, one gradient per parameter, optimizer state); bcat gets the
+ * categories with the batch's gradients (a jacobian's backward, per-sample gradients) counted
+ * as activations, as the advice weighs them. */
+static uint64_t model_state(const an_device *dv, uint64_t *bcat)
+{
+	ad_batch_categories(&dv->run, dv->categories, bcat);
+	return bcat[AN_CAT_PARAMETERS] + bcat[AN_CAT_GRADIENTS] + bcat[AN_CAT_OPTIMIZER];
 }
 
 /* Writes the verdict of an OOM; returns 1 when it blames memory that grew every iteration. */
@@ -180,7 +193,7 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 			               "not in the trace.");
 		return 0;
 	}
-	uint64_t state = cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS] + cat[AN_CAT_OPTIMIZER];
+	uint64_t bcat[AN_CAT_COUNT], state = model_state(dv, bcat);
 	const ad_finding *growth = ad_finding_of(a, "memory_growth");
 	const an_structure *r = &dv->run;
 	if (growth && growth->severity == AD_CRITICAL) {
@@ -260,13 +273,13 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "request failed.",
 		    sz(b1, r->carried_activations), sz(b2, dv->pool[AN_POOL_ALL].allocated),
 		    sz(b3, o->requested));
-	else if (ad_state_bound(cat, &dv->oom) && r->kind == AN_RUN_TRAINING)
+	else if (ad_state_bound(bcat, &dv->oom) && r->kind == AN_RUN_TRAINING)
 		mr_buf_printf(
 		    b,
 		    "Out of memory from capacity: parameters, gradients and optimizer state "
 		    "hold %s of %s live; activations are only %s, so a smaller batch cannot "
 		    "help.",
-		    sz(b1, state), sz(b2, live), sz(b3, cat[AN_CAT_ACTIVATIONS]));
+		    sz(b1, state), sz(b2, live), sz(b3, bcat[AN_CAT_ACTIVATIONS]));
 	else if (first_rec_is(a, "split_operation") &&
 	         (a->oom.limit ? a->oom.requested > a->oom.limit
 	                       : a->oom.requested / 2 >= dv->pool[AN_POOL_ALL].allocated))

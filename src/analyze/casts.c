@@ -77,6 +77,25 @@ static int kept(const md_device *md, size_t i)
 	return 1;
 }
 
+uint64_t an_casts_live_param_halves(const md_snapshot *s, const md_device *md,
+                                    const an_stack_info *info, size_t first)
+{
+	const md_event *ev = md->events;
+	uint64_t total = 0;
+	for (size_t i = 0; i < first && i < md->event_count; i++) {
+		if (ev[i].action != MD_ACT_ALLOC ||
+		    category(s, info, ev[i].stack) != AN_CAT_PARAMETERS)
+			continue;
+		size_t j = i + 1;
+		while (j < first && j < md->event_count &&
+		       !(ev[j].action == MD_ACT_FREE_REQUESTED && ev[j].addr == ev[i].addr))
+			j++;
+		if (j >= first || j >= md->event_count)
+			total += block_size(ev[i].size / 2);
+	}
+	return total;
+}
+
 mr_status an_casts_find(const md_snapshot *s, const md_device *md, const an_stack_info *info,
                         size_t first, size_t end, an_casts *k, mr_error *err)
 {

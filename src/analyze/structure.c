@@ -1459,7 +1459,14 @@ static void techniques(an_structure *out, size_t private_segments)
  * weight's by more than their size count (casts.h, kept_bytes: made by one of torch.nn's
  * layers or in a compiled graph, or kept after their op): a bf16 GPT-NeoX that died in its
  * first forward made 50 temporaries of a weight's half size in the model's own code (rotary
- * halves, its attention), 37% of the bytes, each freed by the next op; 18 of them (4%) pass. */
+ * halves, its attention), 37% of the bytes, each freed by the next op; 18 of them (4%) pass.
+ * One copy alone is evidence only when it is (nearly: 80%) the copy of all the weights live
+ * when the forward begins, as a flat weight buffer (cuDNN's LSTM) is copied whole: autocast
+ * copies every weight a forward reads, and one block of one weight's half size among several
+ * is as likely a coincidence. The cuBLAS workspace of the run's first matmul (32 MiB on an
+ * H100, made in the Linear's call, kept, and followed by cuBLASLt's 1 MiB on the same stack)
+ * is half a 4096 x 4096 float32 weight: an fp32 MLP head whose largest weight is that (70% of
+ * the halves) passed on it alone. */
 #define CAST_MIN_COPIES 8
 static mr_status read_casts(const sctx *c, an_structure *out, mr_error *err)
 {
@@ -1477,8 +1484,11 @@ static mr_status read_casts(const sctx *c, an_structure *out, mr_error *err)
 	    an_casts_find(c->s, md, c->info, first,
 	                  out->start_count > 1 ? out->starts[1] : md->event_count, &k, err);
 	int whole_first = out->start_count > 1;
+	int one_whole =
+	    k.kept_count == 1 &&
+	    k.kept_bytes * 5 >= an_casts_live_param_halves(c->s, md, c->info, first) * 4;
 	if (!st && k.param_bytes &&
-	    (k.kept_bytes * 4 >= k.param_bytes ||
+	    ((k.kept_bytes * 4 >= k.param_bytes && (k.kept_count >= 2 || one_whole)) ||
 	     (!whole_first && k.kept_count >= CAST_MIN_COPIES &&
 	      k.kept_bytes * 5 >= k.copied_bytes * 4)))
 		out->techniques |= AN_TECH_AUTOCAST;
