@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/addrmap.h"
 #include "base/mem.h"
 
 static uint64_t block_size(uint64_t requested)
@@ -77,23 +78,29 @@ static int kept(const md_device *md, size_t i)
 	return 1;
 }
 
-uint64_t an_casts_live_param_halves(const md_snapshot *s, const md_device *md,
-                                    const an_stack_info *info, size_t first)
+int an_casts_copy_all(const md_snapshot *s, const md_device *md, const an_stack_info *info,
+                      size_t first, uint64_t bytes)
 {
 	const md_event *ev = md->events;
-	uint64_t total = 0;
-	for (size_t i = 0; i < first && i < md->event_count; i++) {
-		if (ev[i].action != MD_ACT_ALLOC ||
-		    category(s, info, ev[i].stack) != AN_CAT_PARAMETERS)
-			continue;
-		size_t j = i + 1;
-		while (j < first && j < md->event_count &&
-		       !(ev[j].action == MD_ACT_FREE_REQUESTED && ev[j].addr == ev[i].addr))
-			j++;
-		if (j >= first || j >= md->event_count)
-			total += block_size(ev[i].size / 2);
+	am_map live = {
+	    0}; /* parameter address -> the half sizes of its allocations not yet freed */
+	uint64_t total = 0, v;
+	int ok = 1;
+	for (size_t i = 0; i < first && i < md->event_count && ok; i++) {
+		if (ev[i].action == MD_ACT_FREE_REQUESTED) {
+			am_take(&live, ev[i].addr, &v);
+		} else if (ev[i].action == MD_ACT_ALLOC &&
+		           category(s, info, ev[i].stack) == AN_CAT_PARAMETERS) {
+			if (!am_get(&live, ev[i].addr, &v))
+				v = 0;
+			ok = !am_put(&live, ev[i].addr, v + block_size(ev[i].size / 2));
+		}
 	}
-	return total;
+	for (size_t i = 0; ok && i < live.cap; i++)
+		if (live.slots[i].key)
+			total += live.slots[i].val;
+	am_free(&live);
+	return ok && total && (unsigned __int128)bytes * 5 >= (unsigned __int128)total * 4;
 }
 
 mr_status an_casts_find(const md_snapshot *s, const md_device *md, const an_stack_info *info,

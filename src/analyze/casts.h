@@ -47,10 +47,11 @@ typedef struct {
 mr_status an_casts_find(const md_snapshot *s, const md_device *md, const an_stack_info *info,
                         size_t first, size_t end, an_casts *out, mr_error *err);
 
-/* The half sizes of the parameters allocated before event `first` and still live there, summed
- * (a weight a later flattening replaced, as cuDNN's LSTM does, is no longer read). */
-uint64_t an_casts_live_param_halves(const md_snapshot *s, const md_device *md,
-                                    const an_stack_info *info, size_t first);
+/* Whether `bytes` of copies are (nearly: 80%) the half sizes of all the parameters allocated
+ * before event `first` and still live there (a weight a later flattening replaced, as cuDNN's
+ * LSTM does, is no longer read). One pass with a map of the live ones; 0 when memory runs out. */
+int an_casts_copy_all(const md_snapshot *s, const md_device *md, const an_stack_info *info,
+                      size_t first, uint64_t bytes);
 
 /* Whether allocation e is a weight's copy, counting it against the current iteration's quota.
  * Only meaningful when k->on. */

@@ -1485,8 +1485,7 @@ static mr_status read_casts(const sctx *c, an_structure *out, mr_error *err)
 	                  out->start_count > 1 ? out->starts[1] : md->event_count, &k, err);
 	int whole_first = out->start_count > 1;
 	int one_whole =
-	    k.kept_count == 1 &&
-	    k.kept_bytes * 5 >= an_casts_live_param_halves(c->s, md, c->info, first) * 4;
+	    k.kept_count == 1 && an_casts_copy_all(c->s, md, c->info, first, k.kept_bytes);
 	if (!st && k.param_bytes &&
 	    ((k.kept_bytes * 4 >= k.param_bytes && (k.kept_count >= 2 || one_whole)) ||
 	     (!whole_first && k.kept_count >= CAST_MIN_COPIES &&
