@@ -34,6 +34,7 @@ UNPACKED = subprocess.run(["sh", "tests/unpack_corpus.sh"]).returncode == 0
 #   iterations: run.iterations (the real iterations the trace shows; None: no boundaries)
 #   log: also give the sample's train.log (the evidence a user has)
 #   folder: a run with no snapshot: give memreport its folder (log, stats, summary)
+#   reason_lacks: {id: text} that recommendation's reason must not contain
 CAPACITY_ACTS = ("reduce_microbatch", "activation_checkpointing")
 TABLE = [
     ("mlp_healthy", dict(cause=None, kind="training", no_finds=["memory_growth"],
@@ -990,10 +991,12 @@ TABLE += [
                                         no_finds=["memory_growth", "oom_fragmentation"], log=True)),
     # a sequence-length curriculum at a fixed batch under accelerate: flat between steps (no leak); 16384 tokens a
     # step measured to fit, expandable segments under the same cap measured to OOM
+    # where to checkpoint: the model's own forward, not accelerate's autocast wrapper around it
     ("curriculum_seqlen_growth_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS + ("chunked_loss",),
                                           techniques=["autocast"], not_first=["expandable_segments"],
                                           never=["fsdp", "cpu_offload", "no_grad_eval", "mixed_precision"],
                                           finds=["larger_input"], no_finds=["memory_growth", "oom_fragmentation"],
+                                          reason_lacks={"activation_checkpointing": "accelerate/"},
                                           log=True)),
     ("curriculum_seqlen_growth_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS + ("chunked_loss",),
                                           techniques=["autocast"], not_first=["expandable_segments"],
@@ -1099,6 +1102,10 @@ def check(label, doc, want):
         ch = [r.get("change") or "" for r in doc.get("recommendations", []) if r["id"] == rid]
         if not ch or words not in ch[0]:
             problems.append("%s change %r lacks %r" % (rid, ch[0] if ch else None, words))
+    for rid, words in want.get("reason_lacks", {}).items():
+        why = [r.get("reason") or "" for r in doc.get("recommendations", []) if r["id"] == rid]
+        if why and words in why[0]:
+            problems.append("%s reason has %r" % (rid, words))
     tech = (doc.get("run") or {}).get("techniques") or []
     for t in want.get("techniques", []):
         if t not in tech:

@@ -14,8 +14,9 @@ static int cat_of(const ad_ctx *c, uint32_t stack)
 	return an_stack_category(c->info, stack < c->s->stack_count ? stack : 0, AN_CAT_GRADIENTS);
 }
 
-/* The module forward outside torch whose frames hold the most activation bytes: where to
- * checkpoint. NULL when there is none; *bytes_out is what it holds. */
+/* The module forward outside torch and the training frameworks (whose forwards wrap the model)
+ * whose frames hold the most activation bytes: where to checkpoint. NULL when there is none;
+ * *bytes_out is what it holds. */
 static const md_frame *checkpoint_target(const ad_ctx *c, uint64_t *bytes_out)
 {
 	const md_snapshot *s = c->s;
@@ -30,7 +31,8 @@ static const md_frame *checkpoint_target(const ad_ctx *c, uint64_t *bytes_out)
 		for (size_t k = 0; k < st->count; k++) {
 			const md_frame *f = &s->frames[st->first + k];
 			if (strcmp(md_str(s, f->name), "forward") != 0 ||
-			    an_torch_internal(md_str(s, f->filename)))
+			    an_torch_internal(md_str(s, f->filename)) ||
+			    an_framework_file(md_str(s, f->filename)))
 				continue;
 			/* every site sharing this frame's function and file */
 			uint64_t bytes = 0;

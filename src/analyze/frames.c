@@ -72,6 +72,14 @@ int an_torch_internal(const char *f)
 	       in_package(f, "/triton/", "\\triton\\");
 }
 
+int an_framework_file(const char *f)
+{
+	return an_library_file(f) &&
+	       (an_path_has(f, "accelerate/") || an_path_has(f, "lightning/") ||
+	        an_path_has(f, "pytorch_lightning/") || an_path_has(f, "lightning_fabric/") ||
+	        an_path_has(f, "deepspeed/"));
+}
+
 const char *an_python_stdlib(const char *path)
 {
 	for (const char *p = strstr(path, "/lib/python"); p; p = strstr(p + 1, "/lib/python")) {

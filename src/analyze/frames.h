@@ -105,6 +105,11 @@ int an_stack_category(const an_stack_info *info, uint32_t stack, int no_frames);
 int an_frame_hidden(const md_snapshot *s, const md_frame *f);
 /* A file of torch itself (or functorch, triton), by path. */
 int an_torch_internal(const char *filename);
+/* A file of an installed training framework that runs the user's model (accelerate, Lightning,
+ * DeepSpeed):
+ * its forwards wrap a whole model (accelerate's autocast one, Lightning's strategy wrappers),
+ * they are none of its modules. */
+int an_framework_file(const char *filename);
 /* "torch/optim/" in a path, also in its Windows spelling "torch\optim\". */
 int an_path_has(const char *file, const char *dir);
 /* A file of an installed package (site-packages, dist-packages), of torch, or of Python's
