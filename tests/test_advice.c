@@ -273,7 +273,8 @@ static void test_graph_held_in_eval(void **state)
 }
 
 /* A message alone that says fragmentation: where packing would leave under a quarter of the
- * limit, the verdict says the message cannot tell whether the run would go on. The corpus's
+ * limit, the verdict says the message cannot tell whether the run would go on, and recording a
+ * snapshot (which would tell) comes right after expandable segments. The corpus's
  * truth: global_feature_leak_oom is a leak (packed, 22% would be left), oom_fragmentation's twin
  * ran with expandable segments (38%). */
 static void test_message_fragmentation_hedged(void **state)
@@ -284,10 +285,15 @@ static void test_message_fragmentation_hedged(void **state)
 	assert_int_equal(run.advice.oom.cause, AD_CAUSE_FRAGMENTATION);
 	assert_non_null(strstr(run.advice.verdict, "is not in the message"));
 	assert_non_null(strstr(find(&run, "oom_fragmentation")->message, "a snapshot would"));
+	/* the try first, then what would tell a leak from fragmentation */
+	assert_int_equal(rank_of(&run, "expandable_segments"), 1);
+	assert_int_equal(rank_of(&run, "record_history"), 2);
 	rp_free(&run);
 	assert_int_equal(load_sample("oom_fragmentation", "oom_message.txt", &run), 0);
 	assert_int_equal(run.advice.oom.cause, AD_CAUSE_FRAGMENTATION);
 	assert_null(strstr(run.advice.verdict, "is not in the message"));
+	assert_int_equal(rank_of(&run, "expandable_segments"), 1);
+	assert_int_equal(rank_of(&run, "max_split_size_mb"), 2);
 	rp_free(&run);
 }
 

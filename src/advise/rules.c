@@ -502,6 +502,11 @@ static void message_without_sizes(ad_ctx *c, const ev_oom *msg)
 		                                          : "\"CUDA error: out of memory\"");
 }
 
+static const char history_change[] =
+    "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
+    "# ... then, in an except torch.OutOfMemoryError block:\n"
+    "torch.cuda.memory._dump_snapshot(\"oom_snapshot.pickle\")";
+
 /* Only a log: the message's own figures, and what it cannot tell. */
 static void advise_message(ad_ctx *c, const ev_oom *msg)
 {
@@ -542,6 +547,20 @@ static void advise_message(ad_ctx *c, const ev_oom *msg)
 		           "that grows, a larger request after this one); a snapshot would."
 		         : "");
 		ad_rule_fragmentation(c, AD_PRIO_FIRST, msg->reserved_unallocated, 0, 0);
+		/* Fragmentation and live memory near the limit (a larger batch, memory that
+		 * grows) read alike in the message: what tells them apart follows the try. */
+		if (thin)
+			ad_suggest(
+			    c, "record_history", AD_PRIO_FIRST + 2,
+			    "Record a snapshot at the OOM to see whether the cache or live "
+			    "memory is the cause",
+			    history_change,
+			    "Packed, only %s would be left beside live tensors and this "
+			    "request: if live memory grows every step, or a larger request "
+			    "follows, expandable segments only delay the failure. A snapshot "
+			    "tells: it shows whether live memory grows, what holds it, and "
+			    "the free blocks; a log only has totals.",
+			    ad_sz(b4, left));
 		break;
 	}
 	case AD_CAUSE_CAPACITY:
@@ -584,9 +603,7 @@ record:
 		return;
 	}
 	ad_suggest(c, "record_history", 50, "Record a snapshot at the OOM to see what holds memory",
-	           "torch.cuda.memory._record_memory_history(max_entries=100000)\n"
-	           "# ... then, in an except torch.OutOfMemoryError block:\n"
-	           "torch.cuda.memory._dump_snapshot(\"oom_snapshot.pickle\")",
+	           history_change,
 	           "A snapshot shows the free blocks, live memory by category and the allocation "
 	           "sites; a log only has totals.");
 }
