@@ -73,11 +73,12 @@ done
 # sharded batches and their merge; the interactive page's data block against its reference;
 # the stage order of docs/architecture.md; functions of at most 120 lines; memreport.capture
 # against a stand-in torch; what memreport concludes about every real run; the capacity plan
-# against the batch sizes that were really tried; hostile inputs
+# against the batch sizes that were really tried; runs whose trace is cut as a wrapped ring
+# buffer cuts it; hostile inputs
 for s in "sh tests/cli.sh $bin" "sh tests/fuzz/replay.sh $build" "sh tests/scaling.sh $bin" \
 	"sh tests/cli_shard.sh $bin" "sh tests/page_data.sh $bin" "sh tools/check_layers.sh" \
 	"sh tools/check_functions.sh" "sh tests/capture.sh $bin" "python3 tests/diagnosis.py $bin" \
-	"python3 tests/capacity.py $bin" "sh tests/hostile.sh $bin"; do
+	"python3 tests/capacity.py $bin" "python3 tests/truncated.py $bin" "sh tests/hostile.sh $bin"; do
 	$s >"$work/out" 2>&1
 	name=${s#sh }
 	name=${name#python3 }

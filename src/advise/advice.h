@@ -126,6 +126,8 @@ typedef struct {
 	size_t peak_allocated_event, peak_reserved_event;
 	size_t divergence_event; /* where a replay parted from the recording */
 	char divergence[48];     /* what differed there */
+	int truncated;           /* the trace's window starts mid-run: replayed from the layout the
+	                            recorded settings had made by then */
 } ad_replay;
 
 /* The moment a figure is from: the snapshot's, the trace's peak, the OOM's. */

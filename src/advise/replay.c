@@ -87,6 +87,7 @@ static void fill_replay(ad_replay *rp, const char *conf, const sim_result *r, ui
 	rp->peak_allocated_event = r->peak_allocated_event;
 	rp->peak_reserved_event = r->peak_reserved_event;
 	rp->divergence_event = r->first_divergence.event_index;
+	rp->truncated = r->truncated;
 	snprintf(rp->divergence, sizeof rp->divergence, "%s", r->first_divergence.what);
 }
 
@@ -191,6 +192,17 @@ static size_t settings_jobs(const ld_evidence *ev, const an_device *dv, const ad
 	return n;
 }
 
+/* Whether a replay from a truncated trace's window cannot judge an allocator setting: the
+ * window starts with the layout the recorded settings made before it, their fragmentation too,
+ * so at a fragmentation OOM (that layout, read from the snapshot, is the cause) a replay that
+ * starts from it shows nothing of what the setting does from the start. An OOM of capacity
+ * fails whatever the layout; a run without one keeps withdrawing what costs it memory (less
+ * advice where the window cannot tell). */
+static int window_no_test(const ad_advice *a)
+{
+	return a->oom.present && a->oom.cause == AD_CAUSE_FRAGMENTATION;
+}
+
 /* Each setting's replay, quoted in the reason of the recommendation it tests; against a run that
  * ran out of memory the replay ends where the trace ends, and says so. With a cap the
  * snapshot does not record (guessed), the recording allows any from what its own replay
@@ -208,7 +220,20 @@ static mr_status quote_replays(ad_advice *a, const size_t rec_at[4], int guessed
 		mr_format_bytes(b1, sizeof b1, rp->peak_reserved);
 		mr_format_bytes(b2, sizeof b2, recorded->peak_reserved);
 		mr_format_bytes(b3, sizeof b3, rp->limit);
-		if (recorded->oom && !rp->oom && !unsure && a->oom.cause != AD_CAUSE_FRAGMENTATION)
+		if (rp->truncated && window_no_test(a) &&
+		    (rp->oom || rp->peak_reserved > recorded->peak_reserved))
+			/* the window starts with the recorded settings' layout: no test of another
+			 */
+			snprintf(
+			    quote, sizeof quote,
+			    " Replayed with %s from where the trace's window begins, so from the "
+			    "layout the recorded settings had made by then: %s, peak reserved %s "
+			    "(recorded: %s%s), which cannot show what the setting does to a run "
+			    "from its start.",
+			    rp->conf, rp->oom ? "still out of memory" : "no OOM", b1,
+			    recorded->oom ? "out of memory at " : "", b2);
+		else if (recorded->oom && !rp->oom && !unsure &&
+		         a->oom.cause != AD_CAUSE_FRAGMENTATION)
 			/* the rule judged the OOM's moment; the replay ends at it */
 			snprintf(
 			    quote, sizeof quote,
@@ -247,13 +272,16 @@ static mr_status quote_replays(ad_advice *a, const size_t rec_at[4], int guessed
 
 /* A setting the replay shows to fail or to need more memory is not advice: it becomes a
  * finding instead. Against a run that ran out of memory, surviving is the test; against one
- * that did not, needing more memory is worse. */
+ * that did not, needing more memory is worse. A truncated trace's replay is no such test
+ * where the layout matters (window_no_test). */
 static mr_status drop_worse(ad_advice *a, const size_t rec_at[4], mr_error *err)
 {
 	const ad_replay *recorded = &a->replays[0];
+	int no_test = window_no_test(a);
 	for (size_t i = a->replay_count; i-- > 1;) {
 		const ad_replay *rp = &a->replays[i];
-		if (!rp->oom && (recorded->oom || rp->peak_reserved <= recorded->peak_reserved))
+		if ((rp->truncated && no_test) ||
+		    (!rp->oom && (recorded->oom || rp->peak_reserved <= recorded->peak_reserved)))
 			continue;
 		char b1[32], b2[32];
 		mr_format_bytes(b1, sizeof b1, rp->peak_reserved);

@@ -28,6 +28,8 @@ static const char *evidence_words(an_kind_evidence e)
 	case AN_KIND_CUDA_GRAPHS:
 		return "CUDA graphs hold what their forwards allocate, so what a forward keeps "
 		       "cannot tell whether gradients were being recorded";
+	case AN_KIND_STATE_BEFORE:
+		return "gradients or optimizer state made before the trace's window are live";
 	default: return "the trace cannot tell whether gradients were being recorded";
 	}
 }

@@ -1335,7 +1335,26 @@ static int last_forward_generates(const sctx *c)
 	return 1;
 }
 
-static void decide_kind(an_structure *out, const phases *ph, int generates)
+/* The flags of the device's blocks live at the snapshot, when its trace does not reach back to
+ * an empty allocator (a truncated trace: some of them were made before its window); 0 else. */
+static uint32_t flags_before_window(const sctx *c, uint64_t initial_allocated)
+{
+	uint32_t f = 0;
+	for (size_t i = 0; initial_allocated && i < c->s->segment_count; i++) {
+		const md_segment *seg = &c->s->segments[i];
+		for (size_t j = 0; seg->device == c->md->id && j < seg->block_count; j++) {
+			const md_block *b = &c->s->blocks[seg->first_block + j];
+			if (b->state != MD_BLOCK_INACTIVE && b->stack < c->s->stack_count)
+				f |= c->info[b->stack].flags;
+		}
+	}
+	return f;
+}
+
+/* A window of a truncated trace shows only the run's last events: no backward nor optimizer
+ * inside it is no sign of a run without them when gradients or optimizer state made before it
+ * are still live (a training run's evaluation pass, or the forward of a step). */
+static void decide_kind(an_structure *out, const phases *ph, int generates, uint32_t before)
 {
 	uint32_t f = out->flags_seen;
 	out->kind = AN_RUN_TRAINING;
@@ -1345,6 +1364,10 @@ static void decide_kind(an_structure *out, const phases *ph, int generates)
 	}
 	if (ph->opt_allocs) {
 		out->evidence = AN_KIND_OPTIMIZER;
+		return;
+	}
+	if (before & (AN_SF_BACKWARD | AN_SF_OPTIMIZER)) {
+		out->evidence = AN_KIND_STATE_BEFORE;
 		return;
 	}
 	if (f & (AN_SF_CHECKPOINT | AN_SF_FSDP | AN_SF_DDP)) {
@@ -1533,7 +1556,8 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 	out->kept_ratio = ph.kept_alloc ? (double)ph.kept_live / (double)ph.kept_alloc : 0;
 	out->survival_known = ph.survive_early >= MR_MIB;
 	out->survival = ph.survive_early ? (double)ph.survive_live / (double)ph.survive_early : 0;
-	decide_kind(out, &ph, last_forward_generates(&c));
+	decide_kind(out, &ph, last_forward_generates(&c),
+	            flags_before_window(&c, initial_allocated));
 	if ((st = choose_iterations(&c, out, &ph, err)))
 		goto done;
 	if ((st = read_casts(&c, out, err)))

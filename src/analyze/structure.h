@@ -39,6 +39,8 @@ typedef enum {
 	AN_KIND_UNCLEAR,       /* the trace cannot tell */
 	AN_KIND_CUDA_GRAPHS,   /* CUDA graphs hold what their forwards allocate: what a forward
 	                          keeps says nothing of autograd, and nothing else tells */
+	AN_KIND_STATE_BEFORE,  /* a truncated trace whose window shows no backward nor optimizer,
+	                          but gradients or optimizer state live from before it */
 } an_kind_evidence;
 
 enum {

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""truncated.py BINARY: corpus runs cut as a wrapped ring buffer would cut them
+(tools/truncate_trace.py: the last events of the trace, the segments kept), beside the run's text
+evidence; the report must keep what the full trace shows, or say less, never something else.
+Prints "ok N - ..." / "not ok N - ..." lines. Runs from build/corpus (tests/unpack_corpus.sh)."""
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, "tools")
+import truncate_trace  # noqa: E402
+
+BIN = os.path.abspath(sys.argv[1])
+subprocess.run(["sh", "tests/unpack_corpus.sh"])
+# (run, cut, what must hold): cause, run kind, first recommendation
+CASES = [
+    # a fragmentation OOM: the replays from the window start with the recorded layout, and
+    # cannot withdraw expandable segments
+    ("varlen_train_fragmentation_oom", "0.5", dict(cause="fragmentation", first="expandable_segments")),
+    ("varlen_train_fragmentation_oom", "0.05", dict(cause="fragmentation", first="expandable_segments")),
+    ("oom_fragmentation", "0.05", dict(cause="fragmentation", first="expandable_segments")),
+    # a training run dying in its evaluation pass: no backward in the last 5% of the trace,
+    # but the optimizer's state is live: training, not inference
+    ("eval_bigger_batch_oom", "0.05", dict(cause="capacity", kind="training")),
+]
+n = 0
+work = tempfile.mkdtemp()
+try:
+    for name, cut, want in CASES:
+        n += 1
+        src = os.path.join("build/corpus", name)
+        d = os.path.join(work, "%s.%s" % (name, cut))
+        os.mkdir(d)
+        for t in ("oom_message.txt", "memory_summary.txt", "train.log"):
+            if os.path.isfile(os.path.join(src, t)):
+                shutil.copy(os.path.join(src, t), d)
+        with open(os.path.join(src, "oom_snapshot.pickle"), "rb") as f:
+            snap = pickle.load(f)
+        truncate_trace.truncate(snap, cut)
+        with open(os.path.join(d, "oom_snapshot.pickle"), "wb") as f:
+            pickle.dump(snap, f, protocol=4)
+        p = subprocess.run([BIN, d, "--format", "json", "-q", "-o", "-"], capture_output=True)
+        if p.returncode:
+            print("not ok %d - %s cut to %s: memreport failed" % (n, name, cut))
+            continue
+        doc = json.loads(p.stdout)
+        got = dict(cause=(doc.get("oom") or {}).get("cause"), kind=(doc.get("run") or {}).get("kind"),
+                   first=(doc.get("recommendations") or [{}])[0].get("id"))
+        bad = ["%s %s, want %s" % (k, got[k], v) for k, v in want.items() if got[k] != v]
+        print("%s %d - %s cut to %s: %s" % ("not ok" if bad else "ok", n, name, cut,
+                                          "; ".join(bad) or "%(cause)s, %(kind)s, %(first)s" % got))
+finally:
+    shutil.rmtree(work)
