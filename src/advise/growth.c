@@ -80,9 +80,7 @@ int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes)
 	    r->growth_positive * 4 < r->growth_increments * 3 ||
 	    generation_growth(c, r->growth_site_count ? &r->growth_sites[0] : NULL))
 		return 0;
-	/* of a truncated trace, the window's increments are only the leak's last ones: what its
-	 * growing stacks hold at the snapshot (ad_leak_grown) counts the earlier ones too */
-	return free_bytes <= MR_MAX(ad_leak_rate(c) * r->growth_increments, ad_leak_grown(c));
+	return free_bytes <= ad_leak_rate(c) * r->growth_increments;
 }
 
 /* The bytes per iteration of the growing sites, of all of them and of those that are
