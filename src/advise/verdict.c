@@ -368,13 +368,18 @@ static ad_moment healthy_verdict(mr_buf *b, const ad_advice *a, const an_device 
 		return AD_MOMENT_PEAK;
 	}
 	if (dv->trace_allocs) {
+		/* a wrapped ring buffer whose window is too short to compare iterations: the run
+		 * went on longer than it shows, and whether its memory grew is not in it */
+		int short_window = dv->truncated && !dv->run.growth_checked;
 		mr_buf_printf(
-		    b,
-		    "Healthy: peak %s allocated in %s reserved (%d%% overhead at the peak); "
-		    "nothing urgent to change.",
+		    b, "%s: peak %s allocated in %s reserved (%d%% overhead at the peak)%s.",
+		    short_window ? "Healthy within the trace's window" : "Healthy",
 		    sz(b1, dv->peak_allocated), sz(b2, dv->peak_reserved),
 		    ad_pct(dv->peak_reserved - MR_MIN(dv->peak_allocated, dv->peak_reserved),
-		           dv->peak_reserved));
+		           dv->peak_reserved),
+		    short_window ? ", but the window holds too few iterations to show whether "
+		                   "memory grows from one to the next"
+		                 : "; nothing urgent to change");
 		return AD_MOMENT_PEAK;
 	}
 	const an_pool *all = &dv->pool[AN_POOL_ALL];
