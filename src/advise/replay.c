@@ -222,8 +222,7 @@ static mr_status quote_replays(ad_advice *a, const size_t rec_at[4], int guessed
 		mr_format_bytes(b3, sizeof b3, rp->limit);
 		if (rp->truncated && window_no_test(a) &&
 		    (rp->oom || rp->peak_reserved > recorded->peak_reserved))
-			/* the window starts with the recorded settings' layout: no test of another
-			 */
+			/* from the recorded settings' layout: no test of another */
 			snprintf(
 			    quote, sizeof quote,
 			    " Replayed with %s from where the trace's window begins, so from the "
