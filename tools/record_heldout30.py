@@ -73,16 +73,12 @@ RT_B, RT_TIN, RT_U, RT_V, RT_H, RT_CAP = 16, 2000, 100, 1024, 512, 8
 
 
 def _rnnt_loss(logits, y):
-    """RNN-T loss of full-length utterances: torchaudio.functional.rnnt_loss when torchaudio is installed, else
-    the forward variable over t (logcumsumexp along u): the same quantity."""
+    """RNN-T loss of full-length utterances: the forward variable over t (logcumsumexp along u). Not
+    torchaudio.functional.rnnt_loss: with PyTorch 2.11 its stable-ABI op turns the out-of-memory failure into a
+    plain RuntimeError ("torch_call_dispatcher( aten::empty_like ...) API call failed"), which the recorder
+    cannot tell from a bug."""
     torch = R._torch()
     B, T, U1, V = logits.shape
-    try:
-        import torchaudio.functional as TAF
-        return TAF.rnnt_loss(logits, y.int(), torch.full((B,), T, dtype=torch.int32, device=y.device),
-                             torch.full((B,), U1 - 1, dtype=torch.int32, device=y.device), blank=0), "torchaudio"
-    except ImportError:
-        pass
     lp = logits.log_softmax(-1)
     blank = lp[..., 0]
     emit = lp[:, :, :-1].gather(-1, y[:, None, :, None].expand(B, T, U1 - 1, 1)).squeeze(-1)
@@ -100,7 +96,7 @@ def s_rnnt_joint_tensor_oom(out, facts):
     Conv1d over 80 log-mel features, 4-layer LSTM of 512: 2000 frames -> 500), a prediction network (Embedding
     1024 x 512 + 1-layer LSTM over the 100 labels with a start symbol) and the joint network `Linear(512, 1024)
     (tanh(enc[:, :, None] + pred[:, None]))`: a [16, 500, 101, 1024] float32 tensor (3.3 GB) from two [16, 500,
-    101, 512] ones (1.65 GB each), fed to the loss (torchaudio.functional.rnnt_loss where installed). Adam,
+    101, 512] ones (1.65 GB each), fed to the loss (the forward variable in plain PyTorch). Adam,
     batch 16, fp32; 8 GiB allowed. It dies in the first step around the joint. Probes: the joint and loss
     computed over chunks of 4 utterances, each backward through the shared encoder (__joint_chunks), and batch 8
     (__half_batch)."""
@@ -146,8 +142,8 @@ def s_rnnt_joint_tensor_oom(out, facts):
                      "(16 x 500 x 101 x 1024 float32, 3.3 GB) from two B x T x (U+1) x 512 hidden tensors "
                      "(1.65 GB each), and the loss needs the logits' gradient as big; the model is 13 M params. "
                      "Compute the joint and loss over chunks of the batch (fix_probes __joint_chunks fits), a "
-                     "smaller batch (__half_batch), a pruned / fused transducer loss, or a smaller joint dim / "
-                     "vocabulary",
+                     "pruned / fused transducer loss, or a smaller joint dim / vocabulary; halving the batch "
+                     "alone is not enough (__half_batch still runs out of memory in its second step)",
         report_must_not_say="a leak or growth; fragmentation / expandable segments; optimizer state, FSDP / "
                             "offload (13 M params); no_grad; mixed precision as the first fix")
     g = torch.Generator(device="cuda").manual_seed(0)
