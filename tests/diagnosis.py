@@ -1035,6 +1035,50 @@ TABLE += [
                                             no_techniques=["autocast"], not_first=["expandable_segments"],
                                             never=["fsdp", "cpu_offload", "no_grad_eval"],
                                             no_finds=["memory_growth", "oom_fragmentation"])),
+    # held-out set 30 (recorded on an H200). A 1.96 B-param Llama built in float32 and moved to the GPU whole:
+    # it dies moving the weights, before any forward; bf16 measured to fit and generate
+    ("hf_fp32_from_config_load_oom", dict(cause="capacity", kind_in=("unknown", "inference"),
+                                          first=("mixed_precision",),
+                                          never=["reduce_microbatch", "activation_checkpointing",
+                                                 "gradient_accumulation", "no_grad_eval", "expandable_segments",
+                                                 "release_references"],
+                                          no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    # an RNN-T's B x T x (U+1) x V joint: training that died in its first step's loss, after a forward made of
+    # several modules each called once (not an evaluation); the joint over chunks of the batch measured to fit,
+    # half the batch measured to OOM
+    ("rnnt_joint_tensor_oom", dict(cause="capacity", kind="training",
+                                   first=CAPACITY_ACTS + ("chunked_loss", "split_operation"),
+                                   never=["no_grad_eval", "fsdp", "cpu_offload", "expandable_segments",
+                                          "release_references"],
+                                   not_first=["mixed_precision"],
+                                   no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    ("rnnt_joint_tensor_oom", dict(cause="capacity", kind="training",
+                                   first=CAPACITY_ACTS + ("chunked_loss", "split_operation"),
+                                   never=["no_grad_eval", "fsdp", "cpu_offload", "expandable_segments"],
+                                   no_finds=["memory_growth", "oom_fragmentation"])),
+    # a Lightning Callback keeping each step's detached encoder output on the GPU: 32 MiB a step; .cpu() copies
+    # measured to run all 150 steps
+    ("lightning_callback_feature_cache_leak_oom", dict(cause="capacity", kind="training", first="release_references",
+                                                       techniques=["autocast"], finds=["memory_growth"],
+                                                       not_first=["reduce_microbatch", "expandable_segments"],
+                                                       never=["fsdp", "cpu_offload", "no_grad_eval"],
+                                                       no_finds=["oom_fragmentation"], log=True)),
+    # Mask R-CNN at 1344 x 1344 without downscaling, 4 images, fp32: activations; batch 2 and the default sizes
+    # measured to fit
+    ("maskrcnn_large_images_oom", dict(cause="capacity", kind="training", first=CAPACITY_ACTS,
+                                       not_first=["expandable_segments"],
+                                       never=["no_grad_eval", "fsdp", "cpu_offload", "release_references"],
+                                       no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    # embed passages, retrieve, generate, under inference_mode; healthy (its 40000 entries wrapped)
+    ("rag_embed_then_generate_healthy", dict(cause=None, kind="inference", first="",
+                                             never=["no_grad_eval", "activation_checkpointing",
+                                                    "gradient_accumulation", "expandable_segments"],
+                                             no_finds=["memory_growth", "high_fragmentation"])),
+    # DDP with no_sync over 4 microbatches, bf16 autocast; healthy
+    ("ddp_no_sync_accum_healthy", dict(cause=None, kind="training", techniques=["ddp", "autocast"], first="",
+                                       never=["gradient_accumulation", "reduce_microbatch", "fsdp", "cpu_offload",
+                                              "no_grad_eval"],
+                                       no_finds=["memory_growth", "high_fragmentation"])),
 ]
 
 # Other people's snapshots: what can be said about them without their authors.

@@ -25,6 +25,9 @@ static const char *evidence_words(an_kind_evidence e)
 		       "backpropagated yet";
 	case AN_KIND_FIRST_FORWARD:
 		return "it died in its first forward, which was keeping activations for a backward";
+	case AN_KIND_FIRST_STEP:
+		return "its forwards, each run once, kept activations for a backward, and it died "
+		       "before the first one";
 	case AN_KIND_CUDA_GRAPHS:
 		return "CUDA graphs hold what their forwards allocate, so what a forward keeps "
 		       "cannot tell whether gradients were being recorded";

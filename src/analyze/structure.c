@@ -277,7 +277,10 @@ typedef struct {
 
 typedef struct {
 	size_t opt_allocs;
-	size_t *fwd_starts; /* the first forward, and each forward after a backward or a step */
+	size_t *fwd_starts;  /* the first forward, and each forward after a backward or a step */
+	am_map span_firsts;  /* the first allocation's stack of each forward span read */
+	int forward_repeats; /* a span began with a stack an earlier one began with: the same
+	                        forward called again, not the next module of one step */
 	size_t fwd_start_count, fwd_start_cap;
 	uint64_t kept_alloc, kept_live;       /* over finished forwards */
 	uint64_t first_alloc, first_live;     /* the first finished forward's share of them */
@@ -636,6 +639,11 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 			out->maybe_accumulating |= since_step.count && !out->optimizer_phases;
 			out->forward_spans++;
 			sp.first_stack = e->stack;
+			uint64_t seen;
+			if (am_get(&ph->span_firsts, e->stack, &seen))
+				ph->forward_repeats = 1;
+			else if (am_put(&ph->span_firsts, e->stack, 1))
+				goto oom;
 			sp.generates = (c->info[e->stack].flags & AN_SF_GENERATE) != 0;
 			ff.retried |= ff.armed && same_innermost(c, e->stack, ff.first_stack);
 			if (since_forward &&
@@ -1420,16 +1428,17 @@ static void decide_kind(an_structure *out, const phases *ph, int generates, uint
 		 * technique the trace cannot tell. */
 		out->kind = AN_RUN_UNKNOWN;
 		out->evidence = AN_KIND_CUDA_GRAPHS;
-	} else if (graph && !mixed && out->forward_spans >= 2 &&
+	} else if (graph && !mixed && ph->forward_repeats &&
 	           out->forward_spans > out->forwards_cut) {
 		/* an evaluation loop that keeps its graphs and a training step that adds up the
-		 * losses of its microbatches before one backward look the same until the backward
-		 */
+		 * losses of its microbatches before one backward look the same until the backward;
+		 * a forward called once (the modules of one step, each its own span) is a step that
+		 * died before its backward as much as an evaluation */
 		out->kind = AN_RUN_EVALUATION;
 		out->evidence = (f & AN_SF_LOSS) ? AN_KIND_GRAPH_LOSSES : AN_KIND_GRAPH_NO_BACKWARD;
 	} else if (graph || (f & AN_SF_DROPOUT)) {
 		out->kind = AN_RUN_TRAINING;
-		out->evidence = AN_KIND_FIRST_FORWARD;
+		out->evidence = out->forwards_cut ? AN_KIND_FIRST_FORWARD : AN_KIND_FIRST_STEP;
 	} else {
 		out->kind = AN_RUN_UNKNOWN;
 		out->evidence = AN_KIND_UNCLEAR;
@@ -1576,6 +1585,7 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 done:
 	walk_free(&w);
 	free(ph.fwd_starts);
+	am_free(&ph.span_firsts);
 	if (st)
 		an_structure_free(out);
 	return st;

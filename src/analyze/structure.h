@@ -36,6 +36,8 @@ typedef enum {
 	AN_KIND_GRAPH_LOSSES,      /* the same, each forward computing a loss: an evaluation, or
 	                              microbatches whose summed loss is not backpropagated yet */
 	AN_KIND_FIRST_FORWARD, /* a forward that keeps its graph died before the first backward */
+	AN_KIND_FIRST_STEP,    /* forwards that keep their graphs ran once, and the run died after
+	                          them, before the first backward */
 	AN_KIND_UNCLEAR,       /* the trace cannot tell */
 	AN_KIND_CUDA_GRAPHS,   /* CUDA graphs hold what their forwards allocate: what a forward
 	                          keeps says nothing of autograd, and nothing else tells */
