@@ -29,6 +29,11 @@ CASES = [
     # a healthy run whose window holds too few iterations to compare: healthy within the
     # window only (the run went on longer than it shows; growth across iterations is unseen)
     ("lightning_healthy", "0.2", dict(cause=None, verdict="Healthy within the trace's window")),
+    # a leak of detached forward outputs that began long before the window: what the growing
+    # stack holds from before it counts, so packing the free pieces buys less than the leak
+    # has already grown (not fragmentation)
+    ("global_feature_leak_oom", "0.5", dict(cause="capacity", first="release_references",
+                                            verdict="Out of memory from a leak")),
 ]
 n = 0
 work = tempfile.mkdtemp()

@@ -17,7 +17,9 @@ static int generation_growth(const ad_ctx *c, const an_growth_site *site)
 
 /* What the growing stacks hold at the snapshot: of a truncated trace, the iterations before
  * its window too. An activation's stack is every forward's, the current one's too: of those,
- * what the window's iterations kept. 0 when it cannot be counted. */
+ * what the window's iterations kept, and what the stack holds from before the window (the
+ * window's whole iterations ran their backwards after it was made). 0 when it cannot be
+ * counted. */
 static uint64_t growing_stacks_live(const ad_ctx *c)
 {
 	const an_structure *r = c->run;
@@ -29,7 +31,7 @@ static uint64_t growing_stacks_live(const ad_ctx *c)
 		const an_growth_site *g = &r->growth_sites[j];
 		if (g->stack >= c->s->stack_count ||
 		    an_stack_category(c->info, g->stack, AN_CAT_GRADIENTS) == AN_CAT_ACTIVATIONS)
-			live += g->total_bytes;
+			live += g->total_bytes + g->before_window;
 		else
 			grows[g->stack] = 1;
 	}
@@ -80,7 +82,9 @@ int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes)
 	    r->growth_positive * 4 < r->growth_increments * 3 ||
 	    generation_growth(c, r->growth_site_count ? &r->growth_sites[0] : NULL))
 		return 0;
-	return free_bytes <= ad_leak_rate(c) * r->growth_increments;
+	/* of a truncated trace, the window's increments are only the leak's last ones: what its
+	 * growing stacks hold at the snapshot (ad_leak_grown) counts the earlier ones too */
+	return free_bytes <= MR_MAX(ad_leak_rate(c) * r->growth_increments, ad_leak_grown(c));
 }
 
 /* The bytes per iteration of the growing sites, of all of them and of those that are

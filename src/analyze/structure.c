@@ -1047,9 +1047,31 @@ static int read_steps(const int64_t *inc, size_t n, an_structure *out)
 	return 1;
 }
 
+/* Of a truncated trace: what each growth site's stack holds at the snapshot in blocks the
+ * window never allocated (made before it, still live). */
+static void growth_before_window(const sctx *c, const live_walk *w, an_structure *out)
+{
+	uint64_t idx;
+	for (size_t i = 0; i < c->s->segment_count; i++) {
+		const md_segment *seg = &c->s->segments[i];
+		for (size_t j = 0; seg->device == c->md->id && j < seg->block_count; j++) {
+			const md_block *b = &c->s->blocks[seg->first_block + j];
+			if (b->state == MD_BLOCK_INACTIVE || b->stack == MD_NO_STACK ||
+			    am_get(&w->live, b->address, &idx))
+				continue;
+			for (size_t k = 0; k < out->growth_site_count; k++)
+				if (out->growth_sites[k].stack == b->stack) {
+					out->growth_sites[k].before_window += b->size;
+					break;
+				}
+		}
+	}
+}
+
 /* Live allocated bytes at the start of every iteration (the walk's levels); and which
  * allocations after the first iteration are still alive at its end, by stack. */
-static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *out, mr_error *err)
+static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *out, int truncated,
+                             mr_error *err)
 {
 	const md_event *ev = c->md->events;
 	const int64_t *level = w->level;
@@ -1132,6 +1154,8 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 		gs->blocks = site_blocks[j];
 		gs->bytes_per_iteration = site_bytes[j] / (m - 2);
 	}
+	if (truncated)
+		growth_before_window(c, w, out);
 	qsort(out->growth_sites, out->growth_site_count, sizeof *out->growth_sites, site_cmp);
 	goto done;
 oom:
@@ -1578,7 +1602,7 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 	if ((st = walk_live(&c, out, initial_allocated, &w, err)) ||
 	    (st = read_carried(&c, &w, out, err)))
 		goto done;
-	if (out->start_count >= 4 && (st = read_growth(&c, &w, out, err)))
+	if (out->start_count >= 4 && (st = read_growth(&c, &w, out, initial_allocated != 0, err)))
 		goto done;
 	if (out->start_count >= 5)
 		st = read_peak_rise(&w, out, err);

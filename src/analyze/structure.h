@@ -78,6 +78,8 @@ typedef struct {
 	uint32_t stack;
 	uint64_t bytes_per_iteration;
 	uint64_t total_bytes; /* still alive at the snapshot, allocated after the first iteration */
+	uint64_t before_window; /* of a truncated trace: alive at the snapshot at this stack,
+	                           allocated before the window */
 	uint64_t blocks;
 } an_growth_site;
 
