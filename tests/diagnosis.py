@@ -1079,6 +1079,25 @@ TABLE += [
                                        never=["gradient_accumulation", "reduce_microbatch", "fsdp", "cpu_offload",
                                               "no_grad_eval"],
                                        no_finds=["memory_growth", "high_fragmentation"])),
+    # held-out set 31 (recorded on an H100). An embedding server keeping its last 8 responses of varying size:
+    # fragmentation; expandable segments measured to serve every request at the same cap
+    ("bert_server_kept_outputs_fragmentation_oom", dict(cause="fragmentation", kind="inference",
+                                                        first="expandable_segments",
+                                                        never=["no_grad_eval", "activation_checkpointing",
+                                                               "gradient_accumulation", "fsdp"],
+                                                        no_finds=["memory_growth"], log=True)),
+    # a Lightning validation batch 8 times the training batch left its cache reserved; healthy
+    ("lightning_val_big_batch_cache_healthy", dict(cause=None, kind="training", techniques=["autocast"],
+                                                   first=("", "expandable_segments"),
+                                                   never=["reduce_microbatch", "fsdp", "cpu_offload",
+                                                          "no_grad_eval", "release_references"],
+                                                   no_finds=["memory_growth"])),
+    # half the layers offloaded to the CPU by accelerate's hooks, generate under inference_mode; healthy
+    ("accelerate_offload_generate_healthy", dict(cause=None, kind="inference", first="",
+                                                 never=["no_grad_eval", "activation_checkpointing",
+                                                        "gradient_accumulation", "cpu_offload",
+                                                        "expandable_segments"],
+                                                 no_finds=["memory_growth", "high_fragmentation"])),
 ]
 
 # Other people's snapshots: what can be said about them without their authors.
