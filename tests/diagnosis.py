@@ -1092,6 +1092,15 @@ TABLE += [
                                                    never=["reduce_microbatch", "fsdp", "cpu_offload",
                                                           "no_grad_eval", "release_references"],
                                                    no_finds=["memory_growth"])),
+    # a chat server keeping every session's past_key_values after generate() returns: a leak, one cache a
+    # request; an LRU of 2 sessions measured to serve every request
+    ("hf_chat_session_kv_cache_leak_oom", dict(cause="capacity", kind="inference", first="release_references",
+                                               finds=["memory_growth"],
+                                               change_has={"release_references": "past_key_values"},
+                                               never=["no_grad_eval", "activation_checkpointing",
+                                                      "gradient_accumulation", "reduce_microbatch"],
+                                               not_first=["expandable_segments"],
+                                               no_finds=["oom_fragmentation"], log=True)),
     # half the layers offloaded to the CPU by accelerate's hooks, generate under inference_mode; healthy
     ("accelerate_offload_generate_healthy", dict(cause=None, kind="inference", first="",
                                                  never=["no_grad_eval", "activation_checkpointing",

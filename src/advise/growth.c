@@ -8,11 +8,17 @@
 #include "base/mem.h"
 #include "base/units.h"
 
+/* Growth that a generation's KV cache makes, one token at a time: expected. Iterations of a loop
+ * around generate() are whole generations, each freeing its cache when it returns: what grows
+ * from one to the next is what the caller keeps of them (a session's past_key_values). */
 static int generation_growth(const ad_ctx *c, const an_growth_site *site)
 {
+	const an_structure *r = c->run;
 	uint32_t flags = site && site->stack < c->s->stack_count ? c->info[site->stack].flags : 0;
+	if ((r->flags_seen & AN_SF_GENERATE) && r->iter_source == AN_ITER_LOOP && !r->loop_decodes)
+		return 0;
 	return ad_run_kind(c) == AN_RUN_INFERENCE &&
-	       ((flags & AN_SF_KV_CACHE) || (c->run->flags_seen & AN_SF_GENERATE));
+	       ((flags & AN_SF_KV_CACHE) || (r->flags_seen & AN_SF_GENERATE));
 }
 
 /* What the growing stacks hold at the snapshot: of a truncated trace, the iterations before
@@ -239,6 +245,19 @@ static int metric_grows(const ad_ctx *c)
 	return 0;
 }
 
+/* What grows at a transformers KV cache's stack (cache_utils), in bytes per iteration. */
+static uint64_t kv_cache_growth(const ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < r->growth_site_count; i++) {
+		uint32_t st = r->growth_sites[i].stack;
+		if (st < c->s->stack_count && (c->info[st].flags & AN_SF_KV_CACHE))
+			bytes += r->growth_sites[i].bytes_per_iteration;
+	}
+	return bytes;
+}
+
 /* What keeps each iteration's memory: a recurrent state carried on with its graph, where the
  * largest grower is a recurrent module's output; otherwise tensors the loop keeps. */
 static void suggest_kept(ad_ctx *c, const an_growth_site *site)
@@ -280,6 +299,22 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 		    "parts.append(f)  # or f.cpu(); not: buf = torch.cat([buf, f])\n"
 		    "buf = torch.cat(parts)  # once, after the loop",
 		    &t);
+		return;
+	}
+	uint64_t kv = kv_cache_growth(c);
+	if (kv * 2 >= rate && !generation_growth(c, site)) {
+		/* a generation frees its cache when generate() returns, unless the caller keeps
+		 * it: past_key_values stored for a session's next turn */
+		ad_suggest(c, "release_references", AD_PRIO_TARGETED + 1,
+		           "Bound the KV caches kept after generate() returns",
+		           "sessions[sid] = out.past_key_values  # kept for the next turn\n"
+		           "if len(sessions) > MAX_SESSIONS: sessions.pop(next(iter(sessions)))",
+		           "Each iteration is a whole generate() call, and %s of the %s that "
+		           "stays alive from one to the next is KV cache (transformers' "
+		           "cache_utils): the caller keeps each generation's past_key_values "
+		           "after it returns. Evict old ones (an LRU of a few sessions), move "
+		           "idle ones to the CPU, or prefill again on the next turn.",
+		           ad_sz(b1, kv), ad_sz(b2, rate));
 		return;
 	}
 	if (ad_run_kind(c) == AN_RUN_INFERENCE && site) {

@@ -847,7 +847,7 @@ static mr_status annotation_starts(const sctx *c, an_structure *out, mr_error *e
 
 /* ---- choosing the iterations ---- */
 
-static mr_status take_loop(an_structure *out, const loop_cand *l, mr_error *err)
+static mr_status take_loop(const sctx *c, an_structure *out, const loop_cand *l, mr_error *err)
 {
 	out->starts = mr_alloc_array(l->edge_count + 1, sizeof *out->starts);
 	if (!out->starts)
@@ -859,6 +859,7 @@ static mr_status take_loop(an_structure *out, const loop_cand *l, mr_error *err)
 	out->iter_source = AN_ITER_LOOP;
 	out->loop_stack = l->stack;
 	out->loop_level = (uint32_t)l->level;
+	out->loop_decodes = generation_loop(c, l);
 	return MR_OK;
 }
 
@@ -891,7 +892,7 @@ static mr_status choose_iterations(const sctx *c, an_structure *out, phases *ph,
 			best = l;
 	}
 	if (!st && best)
-		st = take_loop(out, best, err);
+		st = take_loop(c, out, best, err);
 	else if (!st && ph->fwd_start_count >= 2 && out->backward_phases) {
 		out->starts = ph->fwd_starts;
 		out->start_count = ph->fwd_start_count;

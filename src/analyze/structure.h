@@ -96,6 +96,7 @@ typedef struct {
 	uint32_t loop_stack; /* with AN_ITER_LOOP: a stack whose loop-level chain holds the loop */
 	uint32_t
 	    loop_level; /* the loop's function is frame `loop_level` of that chain (0 outermost) */
+	int loop_decodes; /* with AN_ITER_LOOP: the loop is generate()'s own, once a token */
 	size_t backward_phases, forward_spans;
 	size_t
 	    forwards_cut; /* forward spans an out-of-memory error ended (the trace's oom events) */
