@@ -1092,6 +1092,15 @@ TABLE += [
                                                    never=["reduce_microbatch", "fsdp", "cpu_offload",
                                                           "no_grad_eval", "release_references"],
                                                    no_finds=["memory_growth"])),
+    # accelerate: after 3 training steps, an evaluation under no_grad keeping every batch's gathered logits
+    # (196 MiB) in a list on the GPU; gathering the argmax ids measured to run all 48 batches
+    ("accelerate_eval_gather_logits_oom", dict(cause="capacity", kind="training", first="release_references",
+                                               finds=["memory_growth"],
+                                               change_has={"release_references": "argmax"},
+                                               never=["no_grad_eval", "fsdp", "cpu_offload",
+                                                      "activation_checkpointing", "gradient_accumulation"],
+                                               not_first=["reduce_microbatch", "expandable_segments"],
+                                               no_finds=["oom_fragmentation"], log=True)),
     # a chat server keeping every session's past_key_values after generate() returns: a leak, one cache a
     # request; an LRU of 2 sessions measured to serve every request
     ("hf_chat_session_kv_cache_leak_oom", dict(cause="capacity", kind="inference", first="release_references",

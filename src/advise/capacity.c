@@ -169,10 +169,11 @@ void ad_rule_failing_pass(ad_ctx *c)
 		ad_note(c, "eval_pass_oom", AD_WARNING,
 		        "The forward that failed saved nothing for a backward (its finished layers "
 		        "freed their tensors as it went: no_grad), after %zu backward passes: an "
-		        "evaluation or inference pass inside the training run. Its batch is the "
-		        "lever, not the training microbatch: accumulation and checkpointing do "
-		        "nothing for it.",
-		        r->backward_phases);
+		        "evaluation or inference pass inside the training run. %s, not the "
+		        "training microbatch: accumulation and checkpointing do nothing for it.",
+		        r->backward_phases,
+		        r->growth_in_tail ? "What it keeps from every batch is the lever"
+		                          : "Its batch is the lever");
 	if (r->oom_input_ratio < LARGER_INPUT)
 		return;
 	ad_note(c, "larger_input", AD_WARNING,

@@ -258,6 +258,48 @@ static uint64_t kv_cache_growth(const ad_ctx *c)
 	return bytes;
 }
 
+/* What the caller keeps of whole passes: an evaluation after training keeping every batch's
+ * outputs, or generate()'s KV caches kept after it returns. 1 when it suggested. */
+static int suggest_kept_outputs(ad_ctx *c, const an_growth_site *site)
+{
+	char b1[32], b2[32];
+	uint64_t rate = c->run->growth_per_iteration;
+	if (c->run->growth_in_tail && site) {
+		ad_text t = {0};
+		ad_text_printf(&t,
+		               "The evaluation after training keeps %s from every batch until it "
+		               "ends; the most, ",
+		               ad_sz(b1, rate));
+		grower_words(&t, c, site);
+		ad_text_printf(&t, ". Reduced to what the metric needs as each batch ends (the "
+		                   "predicted ids, the per-sample loss) or moved to the CPU, "
+		                   "they leave the GPU to the next batch.");
+		ad_suggest_text(c, "release_references", AD_PRIO_TARGETED + 1,
+		                "Reduce each evaluation batch's outputs before keeping them",
+		                "preds.append(logits.argmax(-1))  # not: preds.append(logits)\n"
+		                "losses.append(loss.item())  # or .cpu() what must stay whole",
+		                &t);
+		return 1;
+	}
+	uint64_t kv = kv_cache_growth(c);
+	if (kv * 2 >= rate && !generation_growth(c, site)) {
+		/* a generation frees its cache when generate() returns, unless the caller keeps
+		 * it: past_key_values stored for a session's next turn */
+		ad_suggest(c, "release_references", AD_PRIO_TARGETED + 1,
+		           "Bound the KV caches kept after generate() returns",
+		           "sessions[sid] = out.past_key_values  # kept for the next turn\n"
+		           "if len(sessions) > MAX_SESSIONS: sessions.pop(next(iter(sessions)))",
+		           "Each iteration is a whole generate() call, and %s of the %s that "
+		           "stays alive from one to the next is KV cache (transformers' "
+		           "cache_utils): the caller keeps each generation's past_key_values "
+		           "after it returns. Evict old ones (an LRU of a few sessions), move "
+		           "idle ones to the CPU, or prefill again on the next turn.",
+		           ad_sz(b1, kv), ad_sz(b2, rate));
+		return 1;
+	}
+	return 0;
+}
+
 /* What keeps each iteration's memory: a recurrent state carried on with its graph, where the
  * largest grower is a recurrent module's output; otherwise tensors the loop keeps. */
 static void suggest_kept(ad_ctx *c, const an_growth_site *site)
@@ -301,22 +343,8 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 		    &t);
 		return;
 	}
-	uint64_t kv = kv_cache_growth(c);
-	if (kv * 2 >= rate && !generation_growth(c, site)) {
-		/* a generation frees its cache when generate() returns, unless the caller keeps
-		 * it: past_key_values stored for a session's next turn */
-		ad_suggest(c, "release_references", AD_PRIO_TARGETED + 1,
-		           "Bound the KV caches kept after generate() returns",
-		           "sessions[sid] = out.past_key_values  # kept for the next turn\n"
-		           "if len(sessions) > MAX_SESSIONS: sessions.pop(next(iter(sessions)))",
-		           "Each iteration is a whole generate() call, and %s of the %s that "
-		           "stays alive from one to the next is KV cache (transformers' "
-		           "cache_utils): the caller keeps each generation's past_key_values "
-		           "after it returns. Evict old ones (an LRU of a few sessions), move "
-		           "idle ones to the CPU, or prefill again on the next turn.",
-		           ad_sz(b1, kv), ad_sz(b2, rate));
+	if (suggest_kept_outputs(c, site))
 		return;
-	}
 	if (ad_run_kind(c) == AN_RUN_INFERENCE && site) {
 		/* no graph to keep (an evaluation keeps its forwards' graphs): what each step
 		 * keeps is its outputs, copied or stored */
@@ -395,7 +423,15 @@ void ad_rule_growth(ad_ctx *c)
 		return;
 	}
 	uint64_t allocated = c->dv->pool[AN_POOL_ALL].allocated;
-	if (r->growth_stepped)
+	if (r->growth_in_tail)
+		ad_text_printf(&t,
+		               "After the training's last backward and optimizer step, a loop "
+		               "over %zu batches (an evaluation) grows live memory %s a batch and "
+		               "does not release it: at the start of %zu of %zu batches it was "
+		               "higher than the one before (%s in all).",
+		               r->growth_tail_batches, ad_sz(b1, r->growth_per_iteration),
+		               r->growth_positive, r->growth_increments, ad_sz(b2, total));
+	else if (r->growth_stepped)
 		ad_text_printf(
 		    &t,
 		    "Live memory grows in steps of %s, about every %zu iterations, and is "

@@ -171,6 +171,46 @@ static uint64_t model_state(const an_device *dv, uint64_t *bcat)
 	return bcat[AN_CAT_PARAMETERS] + bcat[AN_CAT_GRADIENTS] + bcat[AN_CAT_OPTIMIZER];
 }
 
+/* The verdict of an OOM that memory grown every iteration filled. */
+static void growth_verdict(mr_buf *b, const ad_advice *a, const an_structure *r)
+{
+	const ad_oom *o = &a->oom;
+	char b1[32], b2[32];
+	if (r->kind == AN_RUN_EVALUATION)
+		mr_buf_printf(
+		    b,
+		    "Out of memory from kept autograd graphs: live memory grew %s per "
+		    "iteration over %zu iterations, each forward keeping its graph with no "
+		    "backward, until the %s request failed.",
+		    sz(b1, r->growth_per_iteration), r->growth_increments, sz(b2, o->requested));
+	else if (a->oom.rebuilt)
+		mr_buf_printf(b,
+		              "Out of memory from growth: one tensor made anew every "
+		              "iteration, %s larger each time (its old and new copies live "
+		              "at once), over %zu iterations until the %s request failed.",
+		              sz(b1, r->growth_per_iteration), r->growth_increments,
+		              sz(b2, o->requested));
+	else if (r->growth_in_tail)
+		mr_buf_printf(b,
+		              "Out of memory from growth in the evaluation after training: "
+		              "live memory grew %s a batch over %zu batches, each batch's "
+		              "outputs kept, until the %s request failed.",
+		              sz(b1, r->growth_per_iteration), r->growth_increments,
+		              sz(b2, o->requested));
+	else if (r->growth_stepped)
+		mr_buf_printf(b,
+		              "Out of memory from a leak: live memory grew %s about every %zu "
+		              "iterations over %zu iterations until the %s request failed.",
+		              sz(b1, r->growth_step_bytes), r->growth_step_every,
+		              r->growth_increments, sz(b2, o->requested));
+	else
+		mr_buf_printf(b,
+		              "Out of memory from a leak: live memory grew %s per iteration "
+		              "over %zu iterations until the %s request failed.",
+		              sz(b1, r->growth_per_iteration), r->growth_increments,
+		              sz(b2, o->requested));
+}
+
 /* Writes the verdict of an OOM; returns 1 when it blames memory that grew every iteration. */
 static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 {
@@ -197,35 +237,7 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 	const ad_finding *growth = ad_finding_of(a, "memory_growth");
 	const an_structure *r = &dv->run;
 	if (growth && growth->severity == AD_CRITICAL) {
-		if (r->kind == AN_RUN_EVALUATION)
-			mr_buf_printf(
-			    b,
-			    "Out of memory from kept autograd graphs: live memory grew %s per "
-			    "iteration over %zu iterations, each forward keeping its graph with no "
-			    "backward, until the %s request failed.",
-			    sz(b1, r->growth_per_iteration), r->growth_increments,
-			    sz(b2, o->requested));
-		else if (a->oom.rebuilt)
-			mr_buf_printf(b,
-			              "Out of memory from growth: one tensor made anew every "
-			              "iteration, %s larger each time (its old and new copies live "
-			              "at once), over %zu iterations until the %s request failed.",
-			              sz(b1, r->growth_per_iteration), r->growth_increments,
-			              sz(b2, o->requested));
-		else if (r->growth_stepped)
-			mr_buf_printf(
-			    b,
-			    "Out of memory from a leak: live memory grew %s about every %zu "
-			    "iterations over %zu iterations until the %s request failed.",
-			    sz(b1, r->growth_step_bytes), r->growth_step_every,
-			    r->growth_increments, sz(b2, o->requested));
-		else
-			mr_buf_printf(
-			    b,
-			    "Out of memory from a leak: live memory grew %s per iteration "
-			    "over %zu iterations until the %s request failed.",
-			    sz(b1, r->growth_per_iteration), r->growth_increments,
-			    sz(b2, o->requested));
+		growth_verdict(b, a, r);
 		return 1;
 	}
 	if (first_rec_is(a, "fewer_cuda_graphs"))

@@ -289,6 +289,9 @@ typedef struct {
 	size_t spans_graph, spans_no_graph;   /* finished forwards keeping / freeing their graph */
 	double last_kept;                     /* what the last finished forward kept */
 	double last_survival; /* what its finished layers kept; -1: too little to tell */
+	size_t last_step;     /* the last backward or optimizer allocation's event; SIZE_MAX none */
+	size_t *tail_starts;  /* a loop's iteration starts after last_step (its first excepted) */
+	size_t tail_count;
 } phases;
 
 enum { PH_NONE, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_OTHER };
@@ -631,8 +634,10 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 		if (p == PH_NONE)
 			continue;
 		count_phase(out, ph, phase, p, &since_step, sp.first_stack);
-		if (p == PH_BACKWARD || p == PH_OPTIMIZER)
+		if (p == PH_BACKWARD || p == PH_OPTIMIZER) {
 			gh.armed = 0; /* its backward ran, or a step after one */
+			ph->last_step = i;
+		}
 		if (phase == PH_FORWARD && p != PH_FORWARD && end_span(&sp, 1, ph, &gh, &nh))
 			goto oom;
 		if (p == PH_FORWARD && phase != PH_FORWARD) {
@@ -863,6 +868,15 @@ static mr_status take_loop(const sctx *c, an_structure *out, const loop_cand *l,
 	return MR_OK;
 }
 
+/* How many of a loop's back-edges come after event `after` (SIZE_MAX: none). */
+static size_t tail_edges(const loop_cand *l, size_t after)
+{
+	size_t n = 0;
+	for (size_t i = 0; after != SIZE_MAX && i < l->edge_count; i++)
+		n += l->edges[i] > after;
+	return n;
+}
+
 /* The outermost iteration loop with at least three iterations (an epoch loop around a step
  * loop, a step loop around gradient accumulation), else the one with most. With backward
  * passes in the trace, an iteration holds at least one: a loop with more iterations than
@@ -873,11 +887,20 @@ static mr_status choose_iterations(const sctx *c, an_structure *out, phases *ph,
 	size_t n = 0;
 	mr_status st = find_loops(c, loops, &n, err);
 	qsort(loops, n, sizeof *loops, edges_desc);
-	const loop_cand *best = NULL;
+	const loop_cand *best = NULL, *tail = NULL;
+	size_t tail_after = 0;
 	for (size_t i = 0; i < n && i < CHECKED_LOOPS && !st; i++) {
 		loop_cand *l = &loops[i];
 		if ((st = qualify(c, l, err)) || !l->qualifies)
 			continue;
+		/* a loop's iterations after the training's last backward and step: an evaluation
+		 * over its batches (its own loop, or one of the same function and level) */
+		size_t after = tail_edges(l, ph->last_step);
+		if (out->backward_phases && after >= 4 && after > tail_after &&
+		    !generation_loop(c, l)) {
+			tail = l;
+			tail_after = after;
+		}
 		if (out->backward_phases && l->iterations > out->backward_phases + 1)
 			continue;
 		/* in training, generate()'s tokens are not its steps (a PPO step generates first);
@@ -890,6 +913,16 @@ static mr_status choose_iterations(const sctx *c, an_structure *out, phases *ph,
 		     (l->level < best->level ||
 		      (l->level == best->level && l->iterations > best->iterations))))
 			best = l;
+	}
+	if (!st && tail && tail != best) {
+		ph->tail_starts = mr_alloc_array(tail_after, sizeof *ph->tail_starts);
+		if (!ph->tail_starts)
+			st = mr_oom(err);
+		for (size_t i = 0; !st && i < tail->edge_count; i++)
+			if (tail->edges[i] > ph->last_step &&
+			    (!ph->tail_count ||
+			     tail->edges[i] > ph->tail_starts[ph->tail_count - 1]))
+				ph->tail_starts[ph->tail_count++] = tail->edges[i];
 	}
 	if (!st && best)
 		st = take_loop(c, out, best, err);
@@ -1165,6 +1198,39 @@ done:
 	free(inc);
 	free(site_bytes);
 	free(site_blocks);
+	return st;
+}
+
+/* Growth over the loop after the last backward and step (phases.tail_starts), where the
+ * training iterations show none: an evaluation keeping every batch's outputs. */
+static mr_status read_tail_growth(const sctx *c, phases *ph, an_structure *out, uint64_t initial,
+                                  mr_error *err)
+{
+	an_structure t = {0};
+	live_walk w = {{0}, NULL, NULL};
+	t.starts = ph->tail_starts;
+	t.start_count = ph->tail_count;
+	mr_status st = walk_live(c, &t, initial, &w, err);
+	if (!st)
+		st = read_growth(c, &w, &t, initial != 0, err);
+	if (!st && t.growth_found) {
+		out->growth_found = 1;
+		out->growth_in_tail = 1;
+		out->growth_tail_batches = t.start_count + 1; /* the first has no back-edge */
+		out->growth_checked = t.growth_checked;
+		out->growth_per_iteration = t.growth_per_iteration;
+		out->growth_increments = t.growth_increments;
+		out->growth_positive = t.growth_positive;
+		out->growth_stepped = t.growth_stepped;
+		out->growth_step_bytes = t.growth_step_bytes;
+		out->growth_step_every = t.growth_step_every;
+		free(out->growth_sites);
+		out->growth_sites = t.growth_sites;
+		out->growth_site_count = t.growth_site_count;
+		t.growth_sites = NULL;
+	}
+	free(t.growth_sites);
+	walk_free(&w);
 	return st;
 }
 
@@ -1559,6 +1625,7 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 	memset(out, 0, sizeof *out);
 	sctx c = {s, md, info, kinds, 0};
 	phases ph = {0};
+	ph.last_step = SIZE_MAX;
 	live_walk w = {{0}, NULL, NULL};
 	mr_status st = MR_OK;
 	if (!md || !md->event_count) {
@@ -1598,18 +1665,19 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 		goto done;
 	if ((st = read_releases(&c, out, err)))
 		goto done;
-	if (out->start_count < 2)
-		goto done;
-	if ((st = walk_live(&c, out, initial_allocated, &w, err)) ||
-	    (st = read_carried(&c, &w, out, err)))
+	if (out->start_count >= 2 && ((st = walk_live(&c, out, initial_allocated, &w, err)) ||
+	                              (st = read_carried(&c, &w, out, err))))
 		goto done;
 	if (out->start_count >= 4 && (st = read_growth(&c, &w, out, initial_allocated != 0, err)))
 		goto done;
-	if (out->start_count >= 5)
-		st = read_peak_rise(&w, out, err);
+	if (out->start_count >= 5 && (st = read_peak_rise(&w, out, err)))
+		goto done;
+	if (!out->growth_found && ph.tail_count >= 4)
+		st = read_tail_growth(&c, &ph, out, initial_allocated, err);
 done:
 	walk_free(&w);
 	free(ph.fwd_starts);
+	free(ph.tail_starts);
 	am_free(&ph.span_firsts);
 	if (st)
 		an_structure_free(out);

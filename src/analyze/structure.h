@@ -166,6 +166,11 @@ typedef struct {
 	uint64_t peak_rise;
 	an_growth_site *growth_sites; /* largest first */
 	size_t growth_site_count;
+	/* The growth fields above describe a loop after the last backward and optimizer step
+	 * (an evaluation over many batches), not the training iterations: found there when the
+	 * training iterations show none. growth_tail_batches: that loop's iterations. */
+	int growth_in_tail;
+	size_t growth_tail_batches;
 
 	/* Activations allocated in an earlier iteration (from the first one's start to the last
 	 * one's) and still live at the trace's end: a backward frees what its forward saved, so
