@@ -1101,6 +1101,16 @@ TABLE += [
                                                       "activation_checkpointing", "gradient_accumulation"],
                                                not_first=["reduce_microbatch", "expandable_segments"],
                                                no_finds=["oom_fragmentation"], log=True)),
+    # HF gradient checkpointing silently off from step 2: model.eval() for an evaluation, never model.train()
+    # again; model.train() after the evaluation measured to run all 5 steps
+    ("hf_gradckpt_eval_mode_left_oom", dict(cause="capacity", kind="training", first="restore_checkpointing",
+                                            techniques=["activation_checkpointing"],
+                                            finds=["checkpointing_inactive"],
+                                            never=["no_grad_eval", "fsdp", "cpu_offload", "activation_checkpointing",
+                                                   "expandable_segments"],
+                                            no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    ("hf_gradckpt_eval_mode_left_oom", dict(cause="capacity", kind="training", first="restore_checkpointing",
+                                            finds=["checkpointing_inactive"])),
     # a chat server keeping every session's past_key_values after generate() returns: a leak, one cache a
     # request; an LRU of 2 sessions measured to serve every request
     ("hf_chat_session_kv_cache_leak_oom", dict(cause="capacity", kind="inference", first="release_references",

@@ -58,6 +58,12 @@ int ad_rule_graph_in_eval(ad_ctx *c);
  * nograd_held_at_oom): its outputs kept by a variable. Says so (nograd_outputs_held) and
  * advises deleting them (release_references); returns whether it did. */
 int ad_rule_nograd_held(ad_ctx *c);
+/* An OOM in training where the failing forward (or the last one before the OOM) called the
+ * forward that earlier ran under torch.utils.checkpoint and checkpointed nothing
+ * (an_structure.checkpoint_skipped): checkpointing is enabled but stopped running, most often
+ * a Hugging Face model left in eval() after an evaluation. Says so (checkpointing_inactive)
+ * and advises restoring it (restore_checkpointing); returns whether it did. */
+int ad_rule_checkpoint_skipped(ad_ctx *c);
 /* Forwards that keep their graphs and compute a loss with no backward (AN_KIND_GRAPH_LOSSES)
  * may be the microbatches of one training step whose losses are added up: the alternative to
  * no_grad, ranked right after it. per_forward: what each forward keeps. */

@@ -411,8 +411,8 @@ static void advise_oom(ad_ctx *c)
 	 * one that outgrows the free pieces but holds less than half of live memory: the
 	 * batch's levers still shrink the rest, after the leak's */
 	if (!ad_leak_explains(c)) {
-		int carried = ad_rule_carried(c) || ad_rule_held(c) || ad_rule_graph_in_eval(c) ||
-		              ad_rule_nograd_held(c);
+		int carried = ad_rule_checkpoint_skipped(c) || ad_rule_carried(c) ||
+		              ad_rule_held(c) || ad_rule_graph_in_eval(c) || ad_rule_nograd_held(c);
 		size_t before = c->a->rec_count;
 		ad_rule_gathered_predictions(c);
 		ad_rule_logits(c);

@@ -290,6 +290,11 @@ typedef struct {
 	double last_kept;                     /* what the last finished forward kept */
 	double last_survival; /* what its finished layers kept; -1: too little to tell */
 	size_t last_step;     /* the last backward or optimizer allocation's event; SIZE_MAX none */
+	size_t ckpt_reach;    /* of the finished checkpointed forwards: the most allocations one
+	                         made before checkpointing began, + 1; 0: none finished */
+	uint32_t ckpt_stack;  /* the last of them's first allocation */
+	int last_unckpt;      /* the last finished forward called the same forward past ckpt_reach
+	                         with nothing checkpointed */
 	size_t *tail_starts;  /* a loop's iteration starts after last_step (its first excepted) */
 	size_t tail_count;
 } phases;
@@ -307,6 +312,8 @@ typedef struct {
 	size_t mark_count;
 	uint32_t prev_stack;
 	uint32_t first_stack; /* the span's first allocation */
+	size_t ckpt_at;       /* allocations before its first under torch.utils.checkpoint;
+	                         SIZE_MAX: none */
 	int generates;        /* inside generate(), which runs under no_grad by construction: its
 	                         forwards say nothing of whether the run's own forwards record a
 	                         graph */
@@ -329,6 +336,16 @@ static void span_sums(const span_state *sp, uint64_t sums[4])
 	}
 }
 
+/* Whether a forward span called the forward that earlier ran checkpointed (the same first
+ * stack), went past where checkpointing began there, and checkpointed nothing: checkpointing
+ * enabled, but not running (a Hugging Face model left in eval(): its layers checkpoint only
+ * while training). */
+static int ckpt_skipped(const span_state *sp, const phases *ph)
+{
+	return ph->ckpt_reach && sp->ckpt_at == SIZE_MAX && sp->count >= ph->ckpt_reach &&
+	       sp->first_stack == ph->ckpt_stack;
+}
+
 /* Adds up what the span kept, as a whole (when it finished) and over its finished layers, and
  * empties it for the next span. */
 static void close_span(span_state *sp, int finished, phases *ph)
@@ -336,6 +353,13 @@ static void close_span(span_state *sp, int finished, phases *ph)
 	uint64_t sums[4];
 	span_sums(sp, sums);
 	uint64_t alloc = sums[0], live = sums[1], early = sums[2], early_live = sums[3];
+	if (finished && !sp->generates) {
+		ph->last_unckpt = ckpt_skipped(sp, ph);
+		if (sp->ckpt_at != SIZE_MAX) {
+			ph->ckpt_reach = MR_MAX(ph->ckpt_reach, sp->ckpt_at + 1);
+			ph->ckpt_stack = sp->first_stack;
+		}
+	}
 	if (finished && alloc >= MR_MIB && !sp->generates) {
 		if (!ph->finished++) {
 			ph->first_alloc = alloc;
@@ -357,6 +381,7 @@ static void close_span(span_state *sp, int finished, phases *ph)
 	sp->count = 0;
 	sp->mark_count = 0;
 	sp->prev_stack = UINT32_MAX;
+	sp->ckpt_at = SIZE_MAX;
 }
 
 /* Records a forward allocation, and a layer boundary where the model's own code calls a
@@ -370,6 +395,9 @@ static int span_add(const sctx *c, span_state *sp, const md_event *e)
 	    back_edge(model_chain(c, sp->prev_stack), model_chain(c, e->stack)) >= 0)
 		sp->marks[sp->mark_count++ % 2] = sp->count;
 	sp->prev_stack = e->stack;
+	if (sp->ckpt_at == SIZE_MAX && e->stack < c->s->stack_count &&
+	    (c->info[e->stack].flags & AN_SF_CHECKPOINT))
+		sp->ckpt_at = sp->count;
 	sp->count++;
 	return 0;
 }
@@ -576,7 +604,7 @@ static size_t last_oom_event(const md_device *md)
 static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_error *err)
 {
 	const md_event *ev = c->md->events;
-	span_state sp = {.prev_stack = UINT32_MAX};
+	span_state sp = {.prev_stack = UINT32_MAX, .ckpt_at = SIZE_MAX};
 	failed_fwd ff = {0};
 	graph_hold gh = {0};
 	nograd_hold nh = {0};
@@ -619,6 +647,7 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 			/* the forward died here: it did not finish, whatever runs next */
 			out->forwards_cut++;
 			if (i == last_oom) {
+				out->checkpoint_skipped = ckpt_skipped(&sp, ph);
 				oom_forward_survival(&sp, out);
 				graph_at_oom(ph, 1, since_forward, &gh, out);
 			}
@@ -628,8 +657,10 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 			phase = PH_NONE;
 			continue;
 		}
-		if (i == last_oom)
+		if (i == last_oom) {
 			graph_at_oom(ph, 0, since_forward, &gh, out);
+			out->checkpoint_skipped = ph->last_unckpt;
+		}
 		int p = e->action == MD_ACT_ALLOC ? phase_of(c, e->stack) : PH_NONE;
 		if (p == PH_NONE)
 			continue;

@@ -119,6 +119,10 @@ typedef struct {
 	/* A forward that an earlier, handled OOM cut short, and the model called again after it
 	 * (a retry): the bytes that failed forward allocated and that are still live at the trace's
 	 * last OOM, and the handled OOM's event. 0 when no retry followed a handled OOM. */
+	/* The forward the last OOM cut short, or the last one finished before it, called the
+	 * forward that earlier forwards ran under torch.utils.checkpoint, got past where they
+	 * began checkpointing, and checkpointed nothing: checkpointing was not running. */
+	int checkpoint_skipped;
 	uint64_t held_from_failed;
 	size_t handled_oom_event;
 	/* An OOM after a forward that saved nothing for a backward (an evaluation pass inside the
