@@ -160,6 +160,10 @@ for root in ROOTS:
                                         (1 if cap.get("step_reached") is None
                                          else cap["step_reached"]) < 0.2 or
                                         "Memory grew every iteration until the OOM" in
+                                        cap.get("summary", "") or
+                                        # a step that died without the checkpointing the
+                                        # steps before it had (hf_gradckpt_eval_mode_left_oom)
+                                        "ran without the checkpointing" in
                                         cap.get("summary", "")))),
                "%s: a bound %s below the microbatch that died, never a plan" % (name, ub))
 report(died >= 4, "%d runs that died were bounded" % died)

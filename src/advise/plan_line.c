@@ -100,6 +100,12 @@ static void left_behind(mr_buf *b, const ad_advice *a, const char *what)
 		    "grown by then, and a smaller %s would run out too, later, unless the "
 		    "growth stops.",
 		    what);
+	else if (ad_finding_of(a, "checkpointing_inactive"))
+		mr_buf_printf(b,
+		              " The step that died ran without the checkpointing the earlier steps "
+		              "had: this bounds that step, and with checkpointing restored the "
+		              "%s that fitted before fits again.",
+		              what);
 	else if (ad_finding_of(a, "activations_carried"))
 		mr_buf_printf(
 		    b, " Activations an earlier iteration saved were still live: this counts "
