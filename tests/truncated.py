@@ -34,6 +34,10 @@ CASES = [
     # has already grown (not fragmentation)
     ("global_feature_leak_oom", "0.5", dict(cause="capacity", first="release_references",
                                             verdict="Out of memory from a leak")),
+    # a chat server's kept KV caches, cut to the last 4 requests: the window's two increments and the
+    # caches its growing site holds from before it are the leak's run
+    ("hf_chat_session_kv_cache_leak_oom", "0.5", dict(cause="capacity", first="release_references",
+                                                      verdict="Out of memory from a leak")),
 ]
 n = 0
 work = tempfile.mkdtemp()

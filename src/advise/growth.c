@@ -81,10 +81,21 @@ uint64_t ad_leak_rate(const ad_ctx *c)
 	return MR_MAX(r->peak_rise, r->growth_per_iteration);
 }
 
+/* The increments a leak has run: the window's, and of a truncated trace as many more as its
+ * growing sites hold from before the window at its rate (that much had grown already). */
+static size_t leak_increments(const ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	uint64_t before = 0, rate = ad_leak_rate(c);
+	for (size_t i = 0; c->dv->truncated && i < r->growth_site_count; i++)
+		before += r->growth_sites[i].before_window;
+	return r->growth_increments + (rate ? (size_t)MR_MIN(before / rate, 1000) : 0);
+}
+
 int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes)
 {
 	const an_structure *r = c->run;
-	if (!r || !r->growth_found || r->growth_increments < 3 ||
+	if (!r || !r->growth_found || r->growth_increments < 2 || leak_increments(c) < 3 ||
 	    r->growth_positive * 4 < r->growth_increments * 3 ||
 	    generation_growth(c, r->growth_site_count ? &r->growth_sites[0] : NULL))
 		return 0;
