@@ -435,34 +435,8 @@ def s_ddp_no_sync_accum_healthy(out, facts):
 
 def collect(root):
     """Write each corpus run's <run>__<variant> results into its facts.json as fix_probes."""
-    for run in CORPUS_RUNS:
-        fp = os.path.join(root, run, "facts.json")
-        if not os.path.exists(fp):
-            continue
-        with open(fp) as f:
-            facts = json.load(f)
-        rows = []
-        for name, spec in R.SCENARIOS.items():
-            if not name.startswith(run + "__"):
-                continue
-            try:
-                with open(os.path.join(root, name, "facts.json")) as f:
-                    pf = json.load(f)
-            except OSError:
-                rows.append(dict(probe=name, env=spec.get("env"), error="no facts.json"))
-                continue
-            st = pf.get("stats") or {}
-            rows.append(dict(probe=name, env=spec.get("env"), variant=pf.get("variant"), oom=pf.get("oom"),
-                             oom_message=pf.get("oom_message"), cap_bytes=pf.get("cap_bytes"),
-                             steps_done=len(pf.get("steps", [])), phases_done=len(pf.get("phases", [])),
-                             peak_allocated=st.get("allocated_bytes.all.peak"),
-                             peak_reserved=st.get("reserved_bytes.all.peak")))
-        if rows:
-            facts["fix_probes"] = dict(note="measured in the same device call: the same scenario function, each in "
-                                            "its own process, with the variant named "
-                                            "(tools/record_heldout30.py, the __<variant> scenarios)", runs=rows)
-            with open(fp, "w") as f:
-                json.dump(facts, f, indent=1, default=str)
+    R.collect_fix_probes(root, CORPUS_RUNS, "tools/record_heldout30.py", counts=("steps", "phases"), cap_bytes=True, retries=False,
+                         note_what="the variant named")
 
 
 R.SCENARIOS.clear()

@@ -572,40 +572,8 @@ def s_accelerate_offload_generate_healthy(out, facts):
 def collect(root):
     """Write each corpus run's <run>__<variant> results into its facts.json as fix_probes (and the fragmentation
     run's right advice, decided by its probe)."""
-    for run in CORPUS_RUNS:
-        fp = os.path.join(root, run, "facts.json")
-        if not os.path.exists(fp):
-            continue
-        with open(fp) as f:
-            facts = json.load(f)
-        rows = []
-        for name, spec in R.SCENARIOS.items():
-            if not name.startswith(run + "__"):
-                continue
-            try:
-                with open(os.path.join(root, name, "facts.json")) as f:
-                    pf = json.load(f)
-            except OSError:
-                rows.append(dict(probe=name, env=spec.get("env"), error="no facts.json"))
-                continue
-            st = pf.get("stats") or {}
-            rows.append(dict(probe=name, env=spec.get("env"), variant=pf.get("variant"), oom=pf.get("oom"),
-                             oom_message=pf.get("oom_message"), cap_bytes=pf.get("cap_bytes"),
-                             steps_done=len(pf.get("steps", [])), phases_done=len(pf.get("phases", [])),
-                             requests_done=len(pf.get("requests", [])),
-                             eval_batches_done=len(pf.get("eval_batches", [])),
-                             peak_allocated=st.get("allocated_bytes.all.peak"),
-                             peak_reserved=st.get("reserved_bytes.all.peak"),
-                             num_alloc_retries=st.get("num_alloc_retries")))
-        if rows:
-            facts["fix_probes"] = dict(note="measured in the same device call: the same scenario function, each in "
-                                            "its own process, with the variant or allocator setting named "
-                                            "(tools/record_heldout31.py, the __<variant> scenarios)", runs=rows)
-        if run == FR_RUN:
-            _finalize_frag(facts, rows)
-        if rows or run == FR_RUN:
-            with open(fp, "w") as f:
-                json.dump(facts, f, indent=1, default=str)
+    R.collect_fix_probes(root, CORPUS_RUNS, "tools/record_heldout31.py", counts=("steps", "phases", "requests", "eval_batches"), cap_bytes=True, retries=True,
+                         note_what="the variant or allocator setting named", finalize={FR_RUN: _finalize_frag})
 
 
 R.SCENARIOS.clear()

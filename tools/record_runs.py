@@ -230,6 +230,53 @@ def run_child(out, name, env_extra=None, timeout=150, tag="_probe"):
     return res
 
 
+def collect_fix_probes(root, corpus_runs, script, counts=("steps", "phases"), cap_bytes=True, retries=False,
+                       note_what="the variant named", finalize=None):
+    """The fix-probe collection of held-out sets 27-32 (`--collect OUTDIR`): write each corpus run's
+    <run>__<variant> results (the SCENARIOS whose name starts with run + "__") into its facts.json as fix_probes.
+    counts: the facts lists whose lengths a row reports (as "<key>_done"); cap_bytes / retries: whether a row has
+    cap_bytes / num_alloc_retries; finalize: {run: fn(facts, rows)} called for that run (its facts are written
+    even without probe rows)."""
+    finalize = finalize or {}
+    for run in corpus_runs:
+        fp = os.path.join(root, run, "facts.json")
+        if not os.path.exists(fp):
+            continue
+        with open(fp) as f:
+            facts = json.load(f)
+        rows = []
+        for name, spec in SCENARIOS.items():
+            if not name.startswith(run + "__"):
+                continue
+            try:
+                with open(os.path.join(root, name, "facts.json")) as f:
+                    pf = json.load(f)
+            except OSError:
+                rows.append(dict(probe=name, env=spec.get("env"), error="no facts.json"))
+                continue
+            st = pf.get("stats") or {}
+            row = dict(probe=name, env=spec.get("env"), variant=pf.get("variant"), oom=pf.get("oom"),
+                       oom_message=pf.get("oom_message"))
+            if cap_bytes:
+                row["cap_bytes"] = pf.get("cap_bytes")
+            for k in counts:
+                row[k + "_done"] = len(pf.get(k, []))
+            row.update(peak_allocated=st.get("allocated_bytes.all.peak"),
+                       peak_reserved=st.get("reserved_bytes.all.peak"))
+            if retries:
+                row["num_alloc_retries"] = st.get("num_alloc_retries")
+            rows.append(row)
+        if rows:
+            facts["fix_probes"] = dict(note="measured in the same device call: the same scenario function, each in "
+                                            "its own process, with %s (%s, the __<variant> scenarios)"
+                                            % (note_what, script), runs=rows)
+        if run in finalize:
+            finalize[run](facts, rows)
+        if rows or run in finalize:
+            with open(fp, "w") as f:
+                json.dump(facts, f, indent=1, default=str)
+
+
 # ---------------------------------------------------------------- models
 
 def gpt(vocab=32000, d=1024, h=16, L=8, ckpt=False):
