@@ -631,16 +631,17 @@ int ad_rule_checkpoint_skipped(ad_ctx *c)
 	if (!r || !r->checkpoint_skipped || ad_run_kind(c) != AN_RUN_TRAINING)
 		return 0;
 	ad_note(c, "checkpointing_inactive", AD_CRITICAL,
-	        "Activation checkpointing ran in the earlier forwards of this model call, but the "
-	        "forward at the OOM went past where they began checkpointing and checkpointed "
-	        "nothing: it is saving every layer's activations. Checkpointing is enabled and "
-	        "not running; the batch that fitted with it no longer fits without it.");
+	        "The forward at the OOM checkpointed nothing, though its layers ran under "
+	        "torch.utils.checkpoint earlier in the trace (in earlier forwards of this model "
+	        "call, or recomputed in a backward): it is saving every layer's activations. "
+	        "Checkpointing is enabled and not running; the batch that fitted with it no "
+	        "longer fits without it.");
 	ad_suggest(c, "restore_checkpointing", AD_PRIO_TARGETED,
 	           "Put the model back in training mode after evaluating",
 	           "model.eval(); evaluate(model)\n"
 	           "model.train()  # Hugging Face layers checkpoint only while training",
-	           "The forward that ran out of memory ran without the checkpointing that the "
-	           "same call had before. Hugging Face models (GradientCheckpointingLayer) "
+	           "The forward that ran out of memory ran without the checkpointing its layers "
+	           "had before. Hugging Face models (GradientCheckpointingLayer) "
 	           "checkpoint only while self.training: a model.eval() for an evaluation, "
 	           "with no model.train() after it, silently turns checkpointing off (so does "
 	           "gradient_checkpointing_disable(), or a code path that calls the layers "

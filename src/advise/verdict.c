@@ -254,9 +254,8 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 	else if (first_rec_is(a, "restore_checkpointing"))
 		mr_buf_printf(b,
 		              "Out of memory with activation checkpointing not running: the "
-		              "forward that failed checkpointed nothing where the same call's "
-		              "earlier forwards did, and %s was live when the %s request "
-		              "failed.",
+		              "forward that failed checkpointed nothing where earlier passes of "
+		              "its layers did, and %s was live when the %s request failed.",
 		              sz(b1, dv->pool[AN_POOL_ALL].allocated), sz(b2, o->requested));
 	else if (first_rec_is(a, "release_failed_attempt"))
 		mr_buf_printf(

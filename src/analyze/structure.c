@@ -293,6 +293,7 @@ typedef struct {
 	size_t ckpt_reach;    /* of the finished checkpointed forwards: the most allocations one
 	                         made before checkpointing began, + 1; 0: none finished */
 	uint32_t ckpt_stack;  /* the last of them's first allocation */
+	am_map ckpt_ops;      /* the operations (op_key) seen allocating under checkpoint */
 	int last_unckpt;      /* the last finished forward called the same forward past ckpt_reach
 	                         with nothing checkpointed */
 	size_t *tail_starts;  /* a loop's iteration starts after last_step (its first excepted) */
@@ -314,6 +315,8 @@ typedef struct {
 	uint32_t first_stack; /* the span's first allocation */
 	size_t ckpt_at;       /* allocations before its first under torch.utils.checkpoint;
 	                         SIZE_MAX: none */
+	size_t unckpt_ops;    /* its allocations outside checkpoint by an operation that ran
+	                         inside it elsewhere (phases.ckpt_ops) */
 	int generates;        /* inside generate(), which runs under no_grad by construction: its
 	                         forwards say nothing of whether the run's own forwards record a
 	                         graph */
@@ -334,6 +337,45 @@ static void span_sums(const span_state *sp, uint64_t sums[4])
 			sums[3] += kept;
 		}
 	}
+}
+
+enum { OP_FRAMES = 4, CKPT_MIN_OPS = 8 };
+
+/* The operation of an allocation, as a map key (never 0): its innermost frames, the calling
+ * module's line among them, so a layer's op inside a checkpointed block and the same module
+ * called elsewhere differ. */
+static uint64_t op_key(const sctx *c, uint32_t stack)
+{
+	if (stack >= c->s->stack_count || !c->s->stacks[stack].count)
+		return 0;
+	const md_stack *st = &c->s->stacks[stack];
+	uint64_t h = 0x9e3779b97f4a7c15ull;
+	for (size_t k = 0; k < OP_FRAMES && k < st->count; k++) {
+		const md_frame *f = &c->s->frames[st->first + k];
+		uint64_t v[3] = {f->name, f->filename, (uint32_t)f->line};
+		for (int j = 0; j < 3; j++) {
+			h ^= v[j] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+			h *= 0xff51afd7ed558ccdull;
+		}
+	}
+	return (h >> 2) | 1;
+}
+
+/* Notes an allocation's operation: under checkpoint (a checkpointed forward, or its recompute
+ * in a backward), into ckpt_ops; in the forward span outside it, counted when the same
+ * operation ran inside elsewhere. Returns 0, -1 when memory runs out. */
+static int note_ckpt_op(const sctx *c, phases *ph, span_state *sp, const md_event *e, int fwd)
+{
+	if (e->stack >= c->s->stack_count)
+		return 0;
+	uint64_t key = op_key(c, e->stack), seen;
+	if (!key)
+		return 0;
+	if (c->info[e->stack].flags & AN_SF_CHECKPOINT)
+		return am_put(&ph->ckpt_ops, key, 1) ? -1 : 0;
+	if (fwd && ph->ckpt_ops.count && am_get(&ph->ckpt_ops, key, &seen))
+		sp->unckpt_ops++;
+	return 0;
 }
 
 /* Whether a forward span called the forward that earlier ran checkpointed (the same first
@@ -382,6 +424,7 @@ static void close_span(span_state *sp, int finished, phases *ph)
 	sp->mark_count = 0;
 	sp->prev_stack = UINT32_MAX;
 	sp->ckpt_at = SIZE_MAX;
+	sp->unckpt_ops = 0;
 }
 
 /* Records a forward allocation, and a layer boundary where the model's own code calls a
@@ -494,8 +537,9 @@ static void oom_forward_survival(const span_state *sp, an_structure *out)
 {
 	uint64_t sums[4];
 	span_sums(sp, sums);
-	/* checkpointed blocks free their layers' tensors too, and recompute them in backward */
-	if (sums[2] < MR_MIB || (out->techniques & AN_TECH_CHECKPOINT))
+	/* checkpointed blocks free their layers' tensors too, and recompute them in backward:
+	 * a forward that checkpointed nothing is judged as any other */
+	if (sums[2] < MR_MIB || ((out->techniques & AN_TECH_CHECKPOINT) && sp->ckpt_at != SIZE_MAX))
 		return;
 	double survival = (double)sums[3] / (double)sums[2];
 	out->oom_forward_graph = survival >= SURVIVAL_GRAPH     ? 1
@@ -647,8 +691,14 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 			/* the forward died here: it did not finish, whatever runs next */
 			out->forwards_cut++;
 			if (i == last_oom) {
-				out->checkpoint_skipped = ckpt_skipped(&sp, ph);
 				oom_forward_survival(&sp, out);
+				/* of a window with no checkpointed forward of this call: its
+				 * layers' operations, checkpointed in an earlier backward's
+				 * recompute, ran outside checkpoint, saving their tensors */
+				out->checkpoint_skipped =
+				    ckpt_skipped(&sp, ph) ||
+				    (sp.ckpt_at == SIZE_MAX && sp.unckpt_ops >= CKPT_MIN_OPS &&
+				     out->oom_forward_graph == 1);
 				graph_at_oom(ph, 1, since_forward, &gh, out);
 			}
 			if (i < last_oom && hold_failed(&ff, &sp, i))
@@ -692,6 +742,9 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 		since_forward |= p == PH_BACKWARD || p == PH_OPTIMIZER;
 		phase = p;
 		if (p == PH_FORWARD && span_add(c, &sp, e))
+			goto oom;
+		if ((out->flags_seen & AN_SF_CHECKPOINT) &&
+		    note_ckpt_op(c, ph, &sp, e, p == PH_FORWARD))
 			goto oom;
 	}
 	if (phase == PH_FORWARD)
@@ -1710,6 +1763,7 @@ done:
 	free(ph.fwd_starts);
 	free(ph.tail_starts);
 	am_free(&ph.span_firsts);
+	am_free(&ph.ckpt_ops);
 	if (st)
 		an_structure_free(out);
 	return st;
