@@ -293,7 +293,7 @@ typedef struct {
 	size_t ckpt_reach;    /* of the finished checkpointed forwards: the most allocations one
 	                         made before checkpointing began, + 1; 0: none finished */
 	uint32_t ckpt_stack;  /* the last of them's first allocation */
-	am_map ckpt_ops;      /* the operations (op_key) seen allocating under checkpoint */
+	am_map ckpt_ops;      /* the operations (note_ckpt_op) seen allocating under checkpoint */
 	int last_unckpt;      /* the last finished forward called the same forward past ckpt_reach
 	                         with nothing checkpointed */
 	size_t *tail_starts;  /* a loop's iteration starts after last_step (its first excepted) */
@@ -341,16 +341,15 @@ static void span_sums(const span_state *sp, uint64_t sums[4])
 
 enum { OP_FRAMES = 4, CKPT_MIN_OPS = 8 };
 
-/* The operation of an allocation, as a map key (never 0): its innermost frames, the calling
- * module's line among them, so a layer's op inside a checkpointed block and the same module
- * called elsewhere differ. */
-static uint64_t op_key(const sctx *c, uint32_t stack)
+/* The innermost `frames` frames of a stack, as a map key (never 0 nor the map's reserved top
+ * value). */
+static uint64_t frames_key(const sctx *c, uint32_t stack, size_t frames)
 {
 	if (stack >= c->s->stack_count || !c->s->stacks[stack].count)
 		return 0;
 	const md_stack *st = &c->s->stacks[stack];
 	uint64_t h = 0x9e3779b97f4a7c15ull;
-	for (size_t k = 0; k < OP_FRAMES && k < st->count; k++) {
+	for (size_t k = 0; k < frames && k < st->count; k++) {
 		const md_frame *f = &c->s->frames[st->first + k];
 		uint64_t v[3] = {f->name, f->filename, (uint32_t)f->line};
 		for (int j = 0; j < 3; j++) {
@@ -368,7 +367,9 @@ static int note_ckpt_op(const sctx *c, phases *ph, span_state *sp, const md_even
 {
 	if (e->stack >= c->s->stack_count)
 		return 0;
-	uint64_t key = op_key(c, e->stack), seen;
+	/* the operation: its innermost frames, the calling module's line among them, so a
+	 * layer's op inside a checkpointed block and the same module called elsewhere differ */
+	uint64_t key = frames_key(c, e->stack, OP_FRAMES), seen;
 	if (!key)
 		return 0;
 	if (c->info[e->stack].flags & AN_SF_CHECKPOINT)
@@ -768,26 +769,9 @@ done:
 
 /* ---- the input of the forward that failed, against the earlier ones ---- */
 
+/* INPUT_INNER innermost frames (frames_key): the same operation of the same layer, whichever
+ * loop called the model. */
 enum { INPUT_INNER = 8, INPUT_MIN_SITES = 4 };
-
-/* The innermost frames of a stack, as a map key (never 0 nor the map's reserved top value):
- * the same operation of the same layer, whichever loop called the model. */
-static uint64_t inner_key(const sctx *c, uint32_t stack)
-{
-	if (stack >= c->s->stack_count || !c->s->stacks[stack].count)
-		return 0;
-	const md_stack *st = &c->s->stacks[stack];
-	uint64_t h = 0x9e3779b97f4a7c15ull;
-	for (size_t k = 0; k < INPUT_INNER && k < st->count; k++) {
-		const md_frame *f = &c->s->frames[st->first + k];
-		uint64_t v[3] = {f->name, f->filename, (uint32_t)f->line};
-		for (int j = 0; j < 3; j++) {
-			h ^= v[j] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-			h *= 0xff51afd7ed558ccdull;
-		}
-	}
-	return (h >> 2) | 1;
-}
 
 static int dbl_cmp(const void *a, const void *b)
 {
@@ -817,7 +801,8 @@ static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure 
 		const md_event *e = &c->md->events[i];
 		uint64_t key, have = 0;
 		if ((e->action != MD_ACT_ALLOC && i != oom) || e->size < MR_MIB ||
-		    phase_of(c, e->stack) != PH_FORWARD || !(key = inner_key(c, e->stack)))
+		    phase_of(c, e->stack) != PH_FORWARD ||
+		    !(key = frames_key(c, e->stack, INPUT_INNER)))
 			continue;
 		am_map *m = &maps[i >= from];
 		if ((!am_get(m, key, &have) || have < e->size) && am_put(m, key, e->size))
@@ -831,7 +816,7 @@ static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure 
 			ratios[n++] = (double)maps[1].slots[k].val / (double)before;
 	}
 	if (n >= INPUT_MIN_SITES) {
-		uint64_t key = inner_key(c, c->md->events[oom].stack), before, now;
+		uint64_t key = frames_key(c, c->md->events[oom].stack, INPUT_INNER), before, now;
 		if (key && phase_of(c, c->md->events[oom].stack) == PH_FORWARD &&
 		    am_get(&maps[0], key, &before) && before && am_get(&maps[1], key, &now))
 			out->oom_request_ratio = (double)now / (double)before;
