@@ -1,6 +1,7 @@
 /* capacity.c: what shrinks live memory, for this kind of run. */
 #include "advise/capacity.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,20 +192,37 @@ void ad_rule_failing_pass(ad_ctx *c)
 void ad_rule_larger_eval_pass(ad_ctx *c)
 {
 	const an_structure *r = c->run;
-	if (!ad_has_finding(c, "eval_pass_oom") || r->oom_input_ratio < LARGER_INPUT)
+	int eval = ad_has_finding(c, "eval_pass_oom");
+	/* inference: the earlier forwards fit beside the same weights and state */
+	int infer = !r->backward_phases && ad_run_kind(c) != AN_RUN_TRAINING;
+	if ((!eval && !infer) || r->oom_input_ratio < LARGER_INPUT)
 		return;
+	double parts = ceil(r->oom_input_ratio);
 	for (size_t i = 0; i < c->a->rec_count; i++) {
 		ad_recommendation *rec = &c->a->recs[i];
 		if (strcmp(rec->id, "reduce_microbatch") != 0)
 			continue;
 		char more[256], change[160];
-		snprintf(more, sizeof more,
-		         " This pass asked for %.1fx what the training forwards did, and they fit "
-		         "saving their layers for a backward: at their batch, this pass fits too.",
-		         r->oom_input_ratio);
+		if (eval)
+			snprintf(
+			    more, sizeof more,
+			    " This pass asked for %.1fx what the training forwards did, and they "
+			    "fit saving their layers for a backward: at their batch, this pass "
+			    "fits too.",
+			    r->oom_input_ratio);
+		else
+			snprintf(
+			    more, sizeof more,
+			    " This forward asked for %.1fx what the earlier forwards did, and they "
+			    "fit: at their input's size (a cap on it, or this batch in %.0f "
+			    "parts), "
+			    "it fits too.",
+			    r->oom_input_ratio, parts);
 		/* the pass's own batch, in its framework's words */
 		const char *fmt =
-		    ad_framework(c, AN_FW_HF_TRAINER)
+		    !eval ? "for part in x.chunk(%.0f): out.append(model(part))  # or cap the "
+		            "input's size: resize, crop, truncate"
+		    : ad_framework(c, AN_FW_HF_TRAINER)
 		        ? "TrainingArguments(per_device_eval_batch_size=N // %.0f)  # the training "
 		          "batch's size"
 		    : ad_framework(c, AN_FW_LIGHTNING)
@@ -212,7 +230,7 @@ void ad_rule_larger_eval_pass(ad_ctx *c)
 		          "training batch's size"
 		        : "batch_size //= %.0f  # this pass's own (its DataLoader's): the training "
 		          "forwards' size";
-		snprintf(change, sizeof change, fmt, r->oom_input_ratio);
+		snprintf(change, sizeof change, fmt, parts);
 		char *dup = strdup(change);
 		if (!dup || ad_append_reason(rec, more)) {
 			free(dup);

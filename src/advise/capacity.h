@@ -41,7 +41,8 @@ void ad_rule_failing_pass(ad_ctx *c);
 /* The advice for live memory by category cat (AN_CAT_COUNT values), at an OOM or not. */
 void ad_rule_capacity(ad_ctx *c, const uint64_t *cat, int oom);
 /* After ad_rule_capacity: an evaluation pass that failed on a larger input than the training
- * forwards (eval_pass_oom, larger_input) has its batch as the first lever. */
+ * forwards (eval_pass_oom, larger_input), or an inference forward on a larger input than the
+ * earlier ones, has its batch as the first lever. */
 void ad_rule_larger_eval_pass(ad_ctx *c);
 
 /* The failing request, or the largest live tensor, is the loss's logits (a loss function's

@@ -246,14 +246,31 @@ static void grower_words(ad_text *t, const ad_ctx *c, const an_growth_site *site
 	ad_user_site(t, c->s, site->stack);
 }
 
-/* Whether a torchmetrics frame is on the stack of something that grows. */
-static int metric_grows(const ad_ctx *c)
+/* Whether 1/den or more of what grows is at stacks with a frame of that name (any, when NULL)
+ * in that path. */
+static int grows_under(const ad_ctx *c, const char *name, const char *path, uint64_t den)
 {
 	const an_structure *r = c->run;
-	for (size_t i = 0; i < r->growth_site_count; i++)
-		if (ad_stack_has_frame(c->s, r->growth_sites[i].stack, NULL, "torchmetrics/"))
-			return 1;
-	return 0;
+	uint64_t under = 0, all = 0;
+	for (size_t i = 0; i < r->growth_site_count; i++) {
+		all += r->growth_sites[i].total_bytes;
+		if (ad_stack_has_frame(c->s, r->growth_sites[i].stack, name, path))
+			under += r->growth_sites[i].total_bytes;
+	}
+	return under && under * den >= all;
+}
+
+/* Of a Lightning run, the evaluation hook (validation_step, test_step, predict_step, called
+ * by the strategy) that made most of what grows: its outputs, kept by the module. NULL: none. */
+static const char *lightning_hook_grows(const ad_ctx *c)
+{
+	static const char *const hooks[] = {"validation_step", "test_step", "predict_step"};
+	if (!ad_framework(c, AN_FW_LIGHTNING))
+		return NULL;
+	for (size_t i = 0; i < sizeof hooks / sizeof *hooks; i++)
+		if (grows_under(c, hooks[i], "strategies/strategy.py", 2))
+			return hooks[i];
+	return NULL;
 }
 
 /* What grows at a transformers KV cache's stack (cache_utils), in bytes per iteration. */
@@ -374,8 +391,36 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 		                &t);
 		return;
 	}
-	/* torchmetrics on the stacks of what grows: a metric's list state */
-	int metric = metric_grows(c);
+	const char *hook = lightning_hook_grows(c);
+	if (hook) {
+		ad_text t = {0};
+		ad_text_printf(
+		    &t,
+		    "Memory allocated in each iteration is still referenced later (%s "
+		    "per iteration), and most of it was made in %s: the module keeps "
+		    "its outputs (a list such as self.%s_outputs that the epoch-end hook "
+		    "reads) and never lets them go. ",
+		    ad_sz(b1, rate), hook, hook);
+		if (site) {
+			ad_text_printf(&t, "The most, ");
+			grower_words(&t, c, site);
+			ad_text_printf(&t, ". ");
+		}
+		ad_text_printf(&t,
+		               "Clear the list at the epoch's end, and keep what the metric "
+		               "needs (a loss.item(), the argmax, a detached CPU copy), not the "
+		               "logits.");
+		ad_suggest_text(c, "release_references", AD_PRIO_TARGETED + 1,
+		                "Clear what the evaluation hook keeps at each epoch's end",
+		                "self.outputs.clear()  # at the end of on_validation_epoch_end\n"
+		                "self.outputs.append(logits.argmax(-1).cpu())  # not: logits",
+		                &t);
+		return;
+	}
+	/* torchmetrics on the stacks of a real part of what grows: a metric's list state (the
+	 * tensors passed to update() are made by the caller, so not all of it); a logged
+	 * scalar's few bytes, as Lightning's self.log keeps in a torchmetrics state, are not */
+	int metric = grows_under(c, NULL, "torchmetrics/", 8);
 	ad_text t = {0};
 	ad_text_printf(&t,
 	               "Memory allocated in each iteration is still referenced later (%s per "
@@ -414,6 +459,15 @@ void ad_rule_growth(ad_ctx *c)
 {
 	const an_structure *r = c->run;
 	char b1[32], b2[32], b3[32];
+	if (r && !r->growth_found && r->growth_bounded)
+		ad_note(c, "bounded_growth", AD_INFO,
+		        "Live memory at the iterations' starts rose %s over the first %zu of %zu "
+		        "iterations, then stayed flat for the last %zu: something filled up to a "
+		        "bound (a deque with a maxlen, a fixed-size buffer or cache) and stopped "
+		        "there. It is not a leak: a leak keeps adding to the end.",
+		        ad_sz(b1, r->growth_bounded_bytes),
+		        r->growth_increments - r->growth_bounded, r->growth_increments,
+		        r->growth_bounded);
 	if (!r || !r->growth_found)
 		return;
 	const an_growth_site *site = r->growth_site_count ? &r->growth_sites[0] : NULL;

@@ -36,9 +36,6 @@ enum {
 	HIGH_FRAG_PERCENT = 15,
 };
 #define HIGH_FRAG_MIN_BYTES (256 * MR_MIB)
-/* An overhead this large is worth a warning on a healthy run without any other sign of
- * pressure: about a tenth of a 24 GB card, the smallest that trains most models. */
-#define HIGH_FRAG_PRESSED_BYTES (2 * MR_GIB)
 /* Free memory at the peak counts as cut up when its largest block holds under three quarters
  * of it (an_fragmentation 0.25 or more). */
 #define PEAK_CUT_UP 0.25
@@ -703,10 +700,10 @@ static void advise_peak_overhead(ad_ctx *c)
 	    an_fragmentation(&c->peak->totals) < PEAK_CUT_UP)
 		return;
 	/* Without an OOM, the overhead costs the run something when the allocator had to flush
-	 * its cache to retry, or when it is large on any card; a smaller one, with no retry, is
-	 * room a larger batch or a neighbour could use, not a problem (the device's size is not
-	 * in a snapshot). */
-	int pressed = over >= HIGH_FRAG_PRESSED_BYTES || ad_retried(c);
+	 * its cache to retry; without a retry, however large, it is room a larger batch or a
+	 * neighbour could use, not a fault (the device's size is not in a snapshot, so how much
+	 * of the card it is cannot be told). */
+	int pressed = ad_retried(c);
 	ad_note(c, "high_fragmentation", pressed ? AD_WARNING : AD_INFO,
 	        "At the peak, %s was reserved for %s allocated: %s (%d%% of reserved, the overhead "
 	        "at the peak) held no tensor, cut up by fragmentation and the caching of "

@@ -296,6 +296,7 @@ typedef struct {
 	am_map ckpt_ops;      /* the operations (note_ckpt_op) seen allocating under checkpoint */
 	int last_unckpt;      /* the last finished forward called the same forward past ckpt_reach
 	                         with nothing checkpointed */
+	size_t span_at_oom;   /* the start of the last forward span begun by the last OOM */
 	size_t *tail_starts;  /* a loop's iteration starts after last_step (its first excepted) */
 	size_t tail_count;
 } phases;
@@ -732,6 +733,7 @@ static mr_status read_phases(const sctx *c, an_structure *out, phases *ph, mr_er
 			else if (am_put(&ph->span_firsts, e->stack, 1))
 				goto oom;
 			sp.generates = (c->info[e->stack].flags & AN_SF_GENERATE) != 0;
+			ph->span_at_oom = i <= last_oom ? i : ph->span_at_oom;
 			ff.retried |= ff.armed && same_innermost(c, e->stack, ff.first_stack);
 			if (since_forward &&
 			    MR_GROW(ph->fwd_starts, ph->fwd_start_cap, ph->fwd_start_count + 1))
@@ -782,7 +784,8 @@ static int dbl_cmp(const void *a, const void *b)
 /* Each forward operation's largest request (1 MiB or more) in the forward the last OOM ended
  * (from its start to the OOM's own request) over the largest the same operation made before
  * it: the median of those ratios is how much larger that forward's input was. Needs a forward
- * before it and INPUT_MIN_SITES operations in both. */
+ * before it (one after a backward or step; without a backward, the last forward span) and
+ * INPUT_MIN_SITES operations in both, or two or more that all asked for more. */
 static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure *out, mr_error *err)
 {
 	size_t oom = last_oom_event(c->md), from = SIZE_MAX;
@@ -791,6 +794,9 @@ static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure 
 			from = ph->fwd_starts[k];
 			break;
 		}
+	/* without a backward, forwards are told apart by what runs between them */
+	if (from == SIZE_MAX && !out->backward_phases && oom != SIZE_MAX)
+		from = ph->span_at_oom;
 	if (from == SIZE_MAX)
 		return MR_OK;
 	am_map maps[2] = {{0}, {0}}; /* before the failing forward, in it */
@@ -815,12 +821,14 @@ static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure 
 		if (maps[1].slots[k].key && am_get(&maps[0], maps[1].slots[k].key - 1, &before))
 			ratios[n++] = (double)maps[1].slots[k].val / (double)before;
 	}
-	if (n >= INPUT_MIN_SITES) {
+	if (n)
+		qsort(ratios, n, sizeof *ratios, dbl_cmp);
+	/* fewer operations (a forward that died at its first layers) tell it only together */
+	if (n >= INPUT_MIN_SITES || (n >= 2 && ratios[0] > 1)) {
 		uint64_t key = frames_key(c, c->md->events[oom].stack, INPUT_INNER), before, now;
 		if (key && phase_of(c, c->md->events[oom].stack) == PH_FORWARD &&
 		    am_get(&maps[0], key, &before) && before && am_get(&maps[1], key, &now))
 			out->oom_request_ratio = (double)now / (double)before;
-		qsort(ratios, n, sizeof *ratios, dbl_cmp);
 		out->oom_input_ratio =
 		    n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
 		out->oom_input_sites = n;
@@ -1207,6 +1215,13 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 		goto done;
 	an_structure steps = {0};
 	int stepped = read_steps(inc, n, &steps);
+	size_t flat = 0;
+	int64_t flat_sum = 0, rose = 0;
+	while (flat < n && inc[n - 1 - flat] < (int64_t)GROWTH_MIN_BYTES &&
+	       flat_sum + inc[n - 1 - flat] < (int64_t)GROWTH_MIN_BYTES)
+		flat_sum += inc[n - 1 - flat++];
+	for (size_t i = 0; i + flat < n; i++)
+		rose += inc[i];
 	qsort(inc, n, sizeof *inc, i64_cmp);
 	int64_t median = inc[n / 2];
 	out->growth_found = median >= (int64_t)GROWTH_MIN_BYTES && positive * 4 >= n * 3;
@@ -1226,6 +1241,13 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 	if (out->growth_found && returned) {
 		out->growth_found = 0;
 		out->growth_released = 1;
+	}
+	/* a leak keeps adding until the end: rises that stopped long before it filled a bound */
+	size_t every = stepped ? out->growth_step_every : 1;
+	if (out->growth_found && flat >= 4 && flat >= 4 * every && rose > 0) {
+		out->growth_found = 0;
+		out->growth_bounded = flat;
+		out->growth_bounded_bytes = (uint64_t)rose;
 	}
 	if (!stepped)
 		out->growth_per_iteration = median > 0 ? (uint64_t)median : 0;
@@ -1695,6 +1717,7 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 	sctx c = {s, md, info, kinds, 0};
 	phases ph = {0};
 	ph.last_step = SIZE_MAX;
+	ph.span_at_oom = SIZE_MAX;
 	live_walk w = {{0}, NULL, NULL};
 	mr_status st = MR_OK;
 	if (!md || !md->event_count) {

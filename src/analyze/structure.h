@@ -156,6 +156,12 @@ typedef struct {
 	 * start live memory was back at or below the first counted one's (memory built up
 	 * inside a larger cycle, such as an outer step, and released by it): no growth found. */
 	int growth_released;
+	/* The increases stopped: after the last rise, live memory at the iterations' starts
+	 * stayed within GROWTH_MIN_BYTES for growth_bounded iterations, at least four and four
+	 * times the rises' spacing (a deque with a maxlen, a cache of a few shapes, filled to its
+	 * bound): no growth found. growth_bounded_bytes: what the iterations before added. */
+	size_t growth_bounded;
+	uint64_t growth_bounded_bytes;
 	size_t growth_increments, growth_positive;
 	/* Growth in steps: live memory rose at only some iterations' starts (a new optimizer, a
 	 * model copy or a logged tensor every few iterations), at least three rises within 2x of
