@@ -334,7 +334,7 @@ TABLE += [
     # a seventh held-out set (tools/record_heldout7.py)
     ("bf16cast_gc_capped_healthy", dict(cause=None, kind="training",
                                         techniques=["activation_checkpointing"],
-                                        no_techniques=["autocast"], no_finds=["memory_growth"],
+                                        no_techniques=["autocast"], no_finds=["memory_growth"], calm=True,
                                         never=["activation_checkpointing", "mixed_precision",
                                                "no_grad_eval"])),
     ("cudamalloc_outside_oom", dict(cause="non_pytorch_memory", kind="training",
@@ -722,6 +722,7 @@ TABLE += [
                                              finds=["private_pools"], no_finds=["memory_growth"])),
     ("kv_pool_prealloc_infer_oom", dict(cause="capacity", kind="inference", first="release_references",
                                         change_has={"release_references": "fewer blocks"},
+                                        finds=["larger_input"],
                                         never=["no_grad_eval", "activation_checkpointing",
                                                "gradient_accumulation", "fsdp", "cpu_offload"],
                                         not_first=["expandable_segments"],
@@ -1126,6 +1127,38 @@ TABLE += [
                                                         "gradient_accumulation", "cpu_offload",
                                                         "expandable_segments"],
                                                  no_finds=["memory_growth", "high_fragmentation"])),
+    # held-out set 32 (recorded on an H100). Batches bucketed by image size, the last at 1024 x 1024 (4 times
+    # the pixels of the 512 batches that fit); resizing to 512 or 4 chunks of the last batch measured to fit
+    ("resnet_variable_resolution_infer_oom", dict(cause="capacity", kind="inference", first="reduce_microbatch",
+                                                  finds=["larger_input"],
+                                                  change_has={"reduce_microbatch": "chunk(4)"},
+                                                  never=["no_grad_eval", "activation_checkpointing",
+                                                         "gradient_accumulation", "expandable_segments"],
+                                                  no_finds=["memory_growth", "oom_fragmentation"], log=True)),
+    # a cross-batch memory: a deque(maxlen=24) of detached embeddings fills over 24 steps, then stays flat;
+    # healthy, and its filling is no leak
+    ("xbm_rolling_embeddings_healthy", dict(cause=None, kind="training", techniques=["autocast"],
+                                            first=("", "expandable_segments"), calm=True,
+                                            finds=["bounded_growth"],
+                                            never=["release_references", "reduce_microbatch",
+                                                   "activation_checkpointing", "fsdp"],
+                                            no_finds=["memory_growth"])),
+    # a LightningModule keeping every validation batch's logits in a list it never clears: 256 MiB more each
+    # epoch; clearing it in on_validation_epoch_end measured to run all 12 epochs
+    ("lightning_val_outputs_never_cleared_oom", dict(cause="capacity", kind="training", first="release_references",
+                                                     finds=["memory_growth"],
+                                                     change_has={"release_references": "clear()"},
+                                                     never=["fsdp", "cpu_offload", "activation_checkpointing",
+                                                            "gradient_accumulation"],
+                                                     not_first=["reduce_microbatch", "expandable_segments"],
+                                                     no_finds=["oom_fragmentation"], log=True)),
+    # a frozen ViT backbone (no no_grad needed: nothing in it requires grad) under a trained linear head
+    ("vit_frozen_backbone_linear_probe_healthy", dict(cause=None, kind="training", techniques=["autocast"],
+                                                      first=("", "expandable_segments"), calm=True,
+                                                      never=["no_grad_eval", "reduce_microbatch",
+                                                             "activation_checkpointing", "fsdp", "cpu_offload",
+                                                             "release_references"],
+                                                      no_finds=["memory_growth"])),
 ]
 
 # Other people's snapshots: what can be said about them without their authors.
