@@ -93,20 +93,13 @@ static an_run_kind pass_kind(const ad_ctx *c)
 	return kind == AN_RUN_TRAINING && no_graph ? AN_RUN_INFERENCE : kind;
 }
 
-/* Whether the model looks its input up in an embedding table (nn.Embedding's forward in
- * torch/nn/modules/sparse.py): tokens, whose padded length the activations scale with too. */
-static int embeds_tokens(const ad_ctx *c)
-{
-	return ad_any_frame(c->s, "forward", "torch/nn/modules/sparse.py");
-}
-
 /* The microbatch advice in the words of the run's framework. */
 static void advise_microbatch(ad_ctx *c, int priority, const char *why)
 {
 	/* a Hugging Face text model's batch is as long as its padding: a collator padding to
 	 * max_length pays for the padding in every layer */
 	char full[1024];
-	int tokens = !(c->run->flags_seen & AN_SF_GENERATE) && embeds_tokens(c);
+	int tokens = !(c->run->flags_seen & AN_SF_GENERATE) && ad_embeds_tokens(c->s);
 	if (tokens && ad_framework(c, AN_FW_HF)) {
 		snprintf(full, sizeof full,
 		         "%s Activations scale with the padded length too: where the texts are "

@@ -64,29 +64,30 @@ static void plan(mr_buf *b, const ad_capacity *cp, const char *what, const char 
 		              what);
 }
 
-static void bound(mr_buf *b, const ad_capacity *cp, const char *what, const char *budget)
+/* step: what the run repeats, "step" or (inference) "iteration" */
+static void bound(mr_buf *b, const ad_capacity *cp, const char *what, const char *step,
+                  const char *budget)
 {
 	mr_buf_puts(b, "the run died");
 	if (cp->died_in && cp->died_in[0])
 		mr_buf_printf(b, " in %s", cp->died_in);
 	if (cp->step_reached > 0)
 		mr_buf_printf(b,
-		              " of a step that had made %.0f%% of the allocations of the step "
-		              "before",
-		              cp->step_reached * 100.0);
+		              " of %s %s that had made %.0f%% of the allocations of the one before",
+		              step[0] == 'i' ? "an" : "a", step, cp->step_reached * 100.0);
 	if (cp->max_factor > 0)
 		mr_buf_printf(
 		    b,
-		    "; what of the step ran does not fit %s at %.2fx this %s or more, so no "
+		    "; what of the %s ran does not fit %s at %.2fx this %s or more, so no "
 		    "such %s can",
-		    budget, cp->max_factor, what, what);
+		    step, budget, cp->max_factor, what, what);
 	else
 		mr_buf_printf(b, "; what does not scale with the %s leaves no room for it in %s",
 		              what, budget);
 	mr_buf_printf(b,
-	              ". That is a bound, not a plan: for one, record a whole step at a smaller "
+	              ". That is a bound, not a plan: for one, record a whole %s at a smaller "
 	              "%s with the history on and rerun memreport with --budget.",
-	              what);
+	              step, what);
 }
 
 /* A plan scales the microbatch over memory as the run had it; memory that a leak or an earlier
@@ -121,9 +122,10 @@ int ad_write_capacity_line(ad_advice *a, const md_snapshot *s, const an_stack_in
 	/* a microbatch is a training word; forwards that kept graphs with no backward may be an
 	 * evaluation or microbatches of a loss not backpropagated yet: the neutral word */
 	an_run_kind kind = run ? run->kind : AN_RUN_UNKNOWN;
-	const char *what = kind == AN_RUN_INFERENCE    ? "batch of sequences"
-	                   : kind == AN_RUN_EVALUATION ? "batch"
-	                                               : "microbatch";
+	int sequences = run && s && ((run->flags_seen & AN_SF_GENERATE) || ad_embeds_tokens(s));
+	const char *what = kind == AN_RUN_INFERENCE && sequences ? "batch of sequences"
+	                   : kind == AN_RUN_INFERENCE || kind == AN_RUN_EVALUATION ? "batch"
+	                                                                           : "microbatch";
 	snprintf(budget, sizeof budget, "%s%s", ad_sz(sz, cp->budget),
 	         cp->budget_given ? "" : " (the cap the OOM message shows)");
 	if (cp->budget) {
@@ -131,7 +133,8 @@ int ad_write_capacity_line(ad_advice *a, const md_snapshot *s, const an_stack_in
 		if (cp->method == AD_PLAN_NONE)
 			mr_buf_printf(&b, "no plan for %s: %s.", budget, cp->why);
 		else if (cp->method == AD_PLAN_UPPER_BOUND)
-			bound(&b, cp, what, budget);
+			bound(&b, cp, what, kind == AN_RUN_INFERENCE ? "iteration" : "step",
+			      budget);
 		else
 			plan(&b, cp, what, budget);
 		if (cp->method != AD_PLAN_NONE && !cp->at_cap)

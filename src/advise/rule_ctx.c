@@ -110,6 +110,11 @@ int ad_any_frame(const md_snapshot *s, const char *name, const char *path)
 	return 0;
 }
 
+int ad_embeds_tokens(const md_snapshot *s)
+{
+	return ad_any_frame(s, "forward", "torch/nn/modules/sparse.py");
+}
+
 an_run_kind ad_run_kind(const ad_ctx *c)
 {
 	return c->run ? c->run->kind : AN_RUN_UNKNOWN;

@@ -70,6 +70,9 @@ int ad_user_site(ad_text *t, const md_snapshot *s, uint32_t stack);
  * of function `name` (NULL: any) in a file whose path contains `path`. */
 int ad_stack_has_frame(const md_snapshot *s, uint32_t stack, const char *name, const char *path);
 int ad_any_frame(const md_snapshot *s, const char *name, const char *path);
+/* Whether the model looks its input up in an embedding table (nn.Embedding's forward in
+ * torch/nn/modules/sparse.py): tokens, whose padded length the activations scale with too. */
+int ad_embeds_tokens(const md_snapshot *s);
 
 /* The kind of run and what is on, for rules that advise by them. */
 an_run_kind ad_run_kind(const ad_ctx *c);
