@@ -361,6 +361,11 @@ static int preconditions(plan_ctx *p, uint64_t budget)
 		    out->why, sizeof out->why,
 		    "no budget: give --budget SIZE (the evidence says no memory fraction or card "
 		    "size)");
+	else if (p->dv->oom.present && p->dv->run.growth_in_tail)
+		snprintf(out->why, sizeof out->why,
+		         "the memory ran out in the loop after training (an evaluation), which "
+		         "grew with what each of its batches kept; the training microbatch is not "
+		         "what to change");
 	else if ((p->first = first_iteration(p)) == SIZE_MAX || !choose_prefix(p))
 		snprintf(out->why, sizeof out->why,
 		         "the trace holds no iteration of a training or inference loop to scale");
