@@ -97,7 +97,7 @@ static mr_status classify(plan_ctx *p, mr_error *err)
 	if (!p->scales)
 		goto oom;
 	if ((st = an_casts_find(p->s, p->md, p->info, p->first,
-	                        run->start_count > 1 ? run->starts[1] : count, &k, err)))
+	                        run->start_count > 1 ? run->starts[1] : count, 0, &k, err)))
 		goto done;
 	for (size_t i = 0; i < count; i++) {
 		free_stacks |= ev[i].action == MD_ACT_FREE_REQUESTED && ev[i].stack != MD_NO_STACK;

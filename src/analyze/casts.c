@@ -103,8 +103,45 @@ int an_casts_copy_all(const md_snapshot *s, const md_device *md, const an_stack_
 	return ok && total && (unsigned __int128)bytes * 5 >= (unsigned __int128)total * 4;
 }
 
+/* Of a truncated trace: the parameters live at the snapshot that the trace did not allocate
+ * before `first` (made before its window), their half sizes appended to k->size. -1: out of
+ * memory. */
+static int params_before_window(const md_snapshot *s, const md_device *md,
+                                const an_stack_info *info, size_t first, an_casts *k, size_t *n,
+                                size_t *cap)
+{
+	am_map seen = {0};
+	int st = 0;
+	for (size_t i = 0; i < first && i < md->event_count; i++)
+		if (md->events[i].action == MD_ACT_ALLOC &&
+		    category(s, info, md->events[i].stack) == AN_CAT_PARAMETERS &&
+		    am_put(&seen, md->events[i].addr, 1))
+			goto oom;
+	for (size_t i = 0; i < s->segment_count; i++) {
+		const md_segment *seg = &s->segments[i];
+		for (size_t j = 0; seg->device == md->id && j < seg->block_count; j++) {
+			const md_block *b = &s->blocks[seg->first_block + j];
+			uint64_t v;
+			if (b->state != MD_BLOCK_ACTIVE_ALLOCATED || b->stack == MD_NO_STACK ||
+			    category(s, info, b->stack) != AN_CAT_PARAMETERS ||
+			    am_get(&seen, b->address, &v))
+				continue;
+			if (MR_GROW(k->size, *cap, *n + 1))
+				goto oom;
+			uint64_t req = b->requested_known ? b->requested_size : b->size;
+			k->size[(*n)++] = block_size(req / 2);
+		}
+	}
+	goto done;
+oom:
+	st = -1;
+done:
+	am_free(&seen);
+	return st;
+}
+
 mr_status an_casts_find(const md_snapshot *s, const md_device *md, const an_stack_info *info,
-                        size_t first, size_t end, an_casts *k, mr_error *err)
+                        size_t first, size_t end, int truncated, an_casts *k, mr_error *err)
 {
 	const md_event *ev = md->events;
 	size_t n = 0, cap = 0;
@@ -117,6 +154,8 @@ mr_status an_casts_find(const md_snapshot *s, const md_device *md, const an_stac
 			goto oom;
 		k->size[n++] = block_size(ev[i].size / 2);
 	}
+	if (truncated && params_before_window(s, md, info, first, k, &n, &cap))
+		goto oom;
 	if (n > 1)
 		qsort(k->size, n, sizeof *k->size, u64_cmp);
 	k->quota = mr_alloc_array(n ? n : 1, sizeof *k->quota);

@@ -42,10 +42,11 @@ typedef struct {
 	size_t kept_count;
 } an_casts;
 
-/* The half sizes of the parameters allocated before event `first` of md's trace, and whether
- * events [first, end) (the first iteration) copy at least 80% of their bytes. */
+/* The half sizes of the parameters allocated before event `first` of md's trace (of a
+ * truncated trace, also those live at the snapshot that were made before its window), and
+ * whether events [first, end) (the first iteration) copy at least 80% of their bytes. */
 mr_status an_casts_find(const md_snapshot *s, const md_device *md, const an_stack_info *info,
-                        size_t first, size_t end, an_casts *out, mr_error *err);
+                        size_t first, size_t end, int truncated, an_casts *out, mr_error *err);
 
 /* Whether `bytes` of copies are (nearly: 80%) the half sizes of all the parameters allocated
  * before event `first` and still live there (a weight a later flattening replaced, as cuDNN's

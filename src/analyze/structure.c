@@ -1682,7 +1682,7 @@ static void techniques(an_structure *out, size_t private_segments)
  * is half a 4096 x 4096 float32 weight: an fp32 MLP head whose largest weight is that (70% of
  * the halves) passed on it alone. */
 #define CAST_MIN_COPIES 8
-static mr_status read_casts(const sctx *c, an_structure *out, mr_error *err)
+static mr_status read_casts(const sctx *c, an_structure *out, int truncated, mr_error *err)
 {
 	const md_device *md = c->md;
 	size_t first = out->start_count ? out->starts[0] : SIZE_MAX;
@@ -1694,9 +1694,9 @@ static mr_status read_casts(const sctx *c, an_structure *out, mr_error *err)
 	if (first == SIZE_MAX)
 		return MR_OK;
 	an_casts k;
-	mr_status st =
-	    an_casts_find(c->s, md, c->info, first,
-	                  out->start_count > 1 ? out->starts[1] : md->event_count, &k, err);
+	mr_status st = an_casts_find(c->s, md, c->info, first,
+	                             out->start_count > 1 ? out->starts[1] : md->event_count,
+	                             truncated, &k, err);
 	int whole_first = out->start_count > 1;
 	int one_whole =
 	    k.kept_count == 1 && an_casts_copy_all(c->s, md, c->info, first, k.kept_bytes);
@@ -1753,7 +1753,7 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 	            flags_before_window(&c, initial_allocated));
 	if ((st = choose_iterations(&c, out, &ph, err)))
 		goto done;
-	if ((st = read_casts(&c, out, err)))
+	if ((st = read_casts(&c, out, initial_allocated != 0, err)))
 		goto done;
 	if ((st = read_releases(&c, out, err)))
 		goto done;
