@@ -328,6 +328,36 @@ static int suggest_kept_outputs(ad_ctx *c, const an_growth_site *site)
 	return 0;
 }
 
+/* Of a Lightning run whose growth was made in an evaluation hook (lightning_hook_grows): clear
+ * what the module keeps of its outputs. 1 when it suggested. */
+static int suggest_hook_outputs(ad_ctx *c, const an_growth_site *site, uint64_t rate)
+{
+	char b1[32];
+	const char *hook = lightning_hook_grows(c);
+	if (!hook)
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "Memory allocated in each iteration is still referenced later (%s per "
+	               "iteration), and most of it was made in %s: the module keeps its outputs (a "
+	               "list such as self.%s_outputs that the epoch-end hook reads) and never lets "
+	               "them go. ",
+	               ad_sz(b1, rate), hook, hook);
+	if (site) {
+		ad_text_printf(&t, "The most, ");
+		grower_words(&t, c, site);
+		ad_text_printf(&t, ". ");
+	}
+	ad_text_printf(&t, "Clear the list at the epoch's end, and keep what the metric needs (a "
+	                   "loss.item(), the argmax, a detached CPU copy), not the logits.");
+	ad_suggest_text(c, "release_references", AD_PRIO_TARGETED + 1,
+	                "Clear what the evaluation hook keeps at each epoch's end",
+	                "self.outputs.clear()  # at the end of on_validation_epoch_end\n"
+	                "self.outputs.append(logits.argmax(-1).cpu())  # not: logits",
+	                &t);
+	return 1;
+}
+
 /* What keeps each iteration's memory: a recurrent state carried on with its graph, where the
  * largest grower is a recurrent module's output; otherwise tensors the loop keeps. */
 static void suggest_kept(ad_ctx *c, const an_growth_site *site)
@@ -391,32 +421,8 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 		                &t);
 		return;
 	}
-	const char *hook = lightning_hook_grows(c);
-	if (hook) {
-		ad_text t = {0};
-		ad_text_printf(
-		    &t,
-		    "Memory allocated in each iteration is still referenced later (%s "
-		    "per iteration), and most of it was made in %s: the module keeps "
-		    "its outputs (a list such as self.%s_outputs that the epoch-end hook "
-		    "reads) and never lets them go. ",
-		    ad_sz(b1, rate), hook, hook);
-		if (site) {
-			ad_text_printf(&t, "The most, ");
-			grower_words(&t, c, site);
-			ad_text_printf(&t, ". ");
-		}
-		ad_text_printf(&t,
-		               "Clear the list at the epoch's end, and keep what the metric "
-		               "needs (a loss.item(), the argmax, a detached CPU copy), not the "
-		               "logits.");
-		ad_suggest_text(c, "release_references", AD_PRIO_TARGETED + 1,
-		                "Clear what the evaluation hook keeps at each epoch's end",
-		                "self.outputs.clear()  # at the end of on_validation_epoch_end\n"
-		                "self.outputs.append(logits.argmax(-1).cpu())  # not: logits",
-		                &t);
+	if (suggest_hook_outputs(c, site, rate))
 		return;
-	}
 	/* torchmetrics on the stacks of a real part of what grows: a metric's list state (the
 	 * tensors passed to update() are made by the caller, so not all of it); a logged
 	 * scalar's few bytes, as Lightning's self.log keeps in a torchmetrics state, are not */
