@@ -42,6 +42,9 @@ CASES = [
     # layer operations ran checkpointed in the window's earlier backward (its recompute), here outside it
     ("hf_gradckpt_eval_mode_left_oom", "0.5", dict(cause="capacity", first="restore_checkpointing",
                                                    verdict="Out of memory with activation checkpointing")),
+    # nine deepcopies of the model kept, the window holding the last few: the copies at the snapshot
+    ("ema_deepcopy_each_eval_leak_oom", "0.2", dict(cause="capacity", first="release_references",
+                                                    verdict="Out of memory with copies of the model kept")),
     # autocast told in a window whose weights were made before it: their half-size copies, counted
     # against the parameters live at the snapshot; a model cast to bf16 is copied by nothing
     ("unet_amp_highres_oom", "0.5", dict(cause="capacity", techniques=["autocast"])),

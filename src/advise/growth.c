@@ -151,6 +151,12 @@ static const char *step_words(const an_structure *r, char *buf, size_t size)
 	return buf;
 }
 
+/* The change for copies of the model kept. */
+#define ONE_COPY                                                                                   \
+	"keep one copy and update it in place (an EMA: torch.optim.swa_utils.AveragedModel, or "   \
+	"ema_p.lerp_(p, 1 - decay)); or keep the weights on the CPU: {k: v.detach().cpu() for k, " \
+	"v in model.state_dict().items()}"
+
 /* Most of the growth is parameters or optimizer state: new optimizers kept beside the old
  * (a list, a learning-rate scheduler holding its optimizer), copies of the model kept (a
  * deepcopy per evaluation), or modules built in the loop and kept by an optimizer
@@ -179,10 +185,7 @@ static int suggest_state_growth(ad_ctx *c)
 	else if (sp.optimizer * 8 < sp.all)
 		ad_suggest(
 		    c, "release_references", AD_PRIO_TARGETED, "Keep one copy of the model",
-		    "keep one copy and update it in place (an EMA: "
-		    "torch.optim.swa_utils.AveragedModel, or ema_p.lerp_(p, 1 - decay)); or "
-		    "keep the weights on the CPU: {k: v.detach().cpu() for k, v in "
-		    "model.state_dict().items()}",
+		    ONE_COPY,
 		    "What grows is parameters with no optimizer state (%s of the %s per "
 		    "iteration that stays alive%s): copies of the weights (copy.deepcopy(model) "
 		    "or of its state_dict(), a new module) are made and kept, each the size of "
@@ -683,6 +686,49 @@ int ad_rule_graph_in_eval(ad_ctx *c)
 	           "a smaller batch only comes after.",
 	           ad_sz(b1, r->graph_held_at_oom), ad_sz(b2, lacked));
 	return 1;
+}
+
+int ad_rule_model_copies(ad_ctx *c)
+{
+	char b1[32], b2[32], b3[32];
+	const md_snapshot *s = c->s;
+	uint64_t copies = 0, live = c->dv->pool[AN_POOL_ALL].allocated;
+	uint64_t params = c->dv->categories[AN_CAT_PARAMETERS];
+	if (c->run && c->run->growth_found)
+		return 0; /* the growth says what is kept */
+	for (size_t i = 0; i < s->segment_count; i++) {
+		const md_segment *seg = &s->segments[i];
+		for (size_t j = 0; seg->device == c->dv->device && j < seg->block_count; j++) {
+			const md_block *b = &s->blocks[seg->first_block + j];
+			if (b->state == MD_BLOCK_ACTIVE_ALLOCATED && b->stack != MD_NO_STACK &&
+			    (ad_stack_has_frame(s, b->stack, "__deepcopy__",
+			                        "torch/nn/parameter.py") ||
+			     tensor_deepcopy(c, b->stack)))
+				copies += b->size;
+		}
+	}
+	/* the model itself: the parameters no deepcopy made (a copy may be counted among the
+	 * parameters or not, by its stack) */
+	uint64_t model = params > copies ? params - copies : 0;
+	/* copies trained beside the model (an ensemble made by deepcopy) have gradients and
+	 * optimizer state of their own: as much as all the weights, or more */
+	uint64_t trained =
+	    c->dv->categories[AN_CAT_GRADIENTS] + c->dv->categories[AN_CAT_OPTIMIZER];
+	if (!model || copies < 2 * model || copies * 4 < live || trained >= copies + model)
+		return 0;
+	ad_note(c, "model_copies_kept", AD_CRITICAL,
+	        "%s of the %s live is tensors made by copy.deepcopy, %.1f times the model's own "
+	        "parameters (%s): copies of the model (or of its state_dict) are kept, one more "
+	        "with each deepcopy (a list of copies per evaluation, checkpoints held in memory, "
+	        "an EMA made anew).",
+	        ad_sz(b1, copies), ad_sz(b2, live), (double)copies / (double)model,
+	        ad_sz(b3, model));
+	ad_suggest(c, "release_references", AD_PRIO_TARGETED, "Keep one copy of the model",
+	           ONE_COPY,
+	           "The copies hold %s, more than the model (%s) itself: with one copy kept, or "
+	           "the kept weights on the CPU, that memory is the work's.",
+	           ad_sz(b1, copies), ad_sz(b2, model));
+	return copies * 2 >= live ? 2 : 1;
 }
 
 int ad_rule_checkpoint_skipped(ad_ctx *c)

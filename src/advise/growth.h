@@ -64,6 +64,12 @@ int ad_rule_nograd_held(ad_ctx *c);
  * a Hugging Face model left in eval() after an evaluation. Says so (checkpointing_inactive)
  * and advises restoring it (restore_checkpointing); returns whether it did. */
 int ad_rule_checkpoint_skipped(ad_ctx *c);
+/* Live tensors made by copy.deepcopy (Parameter's or Tensor's __deepcopy__) holding twice the
+ * model's own parameters or more, and a quarter of live memory: copies of the model kept
+ * (model_copies_kept), with release_references to keep one. Seen at the snapshot, so in a
+ * truncated trace too; not when growth was found (it says so). 1 when it advised, 2 when the
+ * copies hold half of live memory or more (the batch's levers are not the fix). */
+int ad_rule_model_copies(ad_ctx *c);
 /* Forwards that keep their graphs and compute a loss with no backward (AN_KIND_GRAPH_LOSSES)
  * may be the microbatches of one training step whose losses are added up: the alternative to
  * no_grad, ranked right after it. per_forward: what each forward keeps. */

@@ -406,10 +406,12 @@ static void advise_oom(ad_ctx *c)
 	ad_rule_failing_pass(c);
 	/* a leak that filled the memory: the growth rule says what to change, not the batch;
 	 * one that outgrows the free pieces but holds less than half of live memory: the
-	 * batch's levers still shrink the rest, after the leak's */
-	if (!ad_leak_explains(c)) {
-		int carried = ad_rule_checkpoint_skipped(c) || ad_rule_carried(c) ||
-		              ad_rule_held(c) || ad_rule_graph_in_eval(c) || ad_rule_nograd_held(c);
+	 * batch's levers still shrink the rest, after the leak's; so for copies of the model */
+	int copies = ad_rule_checkpoint_skipped(c) ? 0 : ad_rule_model_copies(c);
+	if (!ad_leak_explains(c) && copies < 2) {
+		int carried = copies || ad_has_finding(c, "checkpointing_inactive") ||
+		              ad_rule_carried(c) || ad_rule_held(c) || ad_rule_graph_in_eval(c) ||
+		              ad_rule_nograd_held(c);
 		size_t before = c->a->rec_count;
 		ad_rule_gathered_predictions(c);
 		ad_rule_logits(c);

@@ -257,6 +257,12 @@ static int oom_verdict(mr_buf *b, const ad_advice *a, const an_device *dv)
 		              "forward that failed checkpointed nothing where earlier passes of "
 		              "its layers did, and %s was live when the %s request failed.",
 		              sz(b1, dv->pool[AN_POOL_ALL].allocated), sz(b2, o->requested));
+	else if (ad_finding_of(a, "model_copies_kept"))
+		mr_buf_printf(b,
+		              "Out of memory with copies of the model kept: tensors made by "
+		              "copy.deepcopy hold twice the model's parameters or more of the %s "
+		              "live when the %s request failed.",
+		              sz(b1, dv->pool[AN_POOL_ALL].allocated), sz(b2, o->requested));
 	else if (first_rec_is(a, "release_failed_attempt"))
 		mr_buf_printf(
 		    b,
