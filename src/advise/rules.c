@@ -325,6 +325,31 @@ static void capacity_after_fragmentation(ad_ctx *c, const uint64_t *cat)
 			c->rec_priority[i] = AD_PRIO_FIRST + 2;
 }
 
+/* The targeted and capacity advice of a capacity OOM. A leak that filled the memory: the growth
+ * rule says what to change, not the batch; one that outgrows the free pieces but holds less
+ * than half of live memory: the batch's levers still shrink the rest, after the leak's; so for
+ * copies of the model. later: rank them after what came before (a leak, CUDA graphs' pools). */
+static void capacity_levers(ad_ctx *c, int later)
+{
+	int copies = ad_rule_checkpoint_skipped(c) ? 0 : ad_rule_model_copies(c);
+	if (ad_leak_explains(c) || copies >= 2)
+		return;
+	int carried = copies || ad_has_finding(c, "checkpointing_inactive") || ad_rule_carried(c) ||
+	              ad_rule_held(c) || ad_rule_graph_in_eval(c) || ad_rule_nograd_held(c);
+	size_t before = c->a->rec_count;
+	ad_rule_gathered_predictions(c);
+	ad_rule_logits(c);
+	ad_rule_attention(c);
+	ad_rule_kept_attention(c);
+	ad_rule_quadratic(c);
+	ad_rule_attention_shape(c);
+	ad_rule_big_operation(c);
+	ad_rule_capacity(c, c->dv->categories, 1);
+	ad_rule_larger_eval_pass(c);
+	if (later || carried)
+		ad_rank_later(c, before, 100);
+}
+
 /* The failed allocation, read from the layout it met. */
 static void advise_oom(ad_ctx *c)
 {
@@ -404,27 +429,7 @@ static void advise_oom(ad_ctx *c)
 	int graphs = advise_graph_pools(c);
 	advise_failed_attempt(c);
 	ad_rule_failing_pass(c);
-	/* a leak that filled the memory: the growth rule says what to change, not the batch;
-	 * one that outgrows the free pieces but holds less than half of live memory: the
-	 * batch's levers still shrink the rest, after the leak's; so for copies of the model */
-	int copies = ad_rule_checkpoint_skipped(c) ? 0 : ad_rule_model_copies(c);
-	if (!ad_leak_explains(c) && copies < 2) {
-		int carried = copies || ad_has_finding(c, "checkpointing_inactive") ||
-		              ad_rule_carried(c) || ad_rule_held(c) || ad_rule_graph_in_eval(c) ||
-		              ad_rule_nograd_held(c);
-		size_t before = c->a->rec_count;
-		ad_rule_gathered_predictions(c);
-		ad_rule_logits(c);
-		ad_rule_attention(c);
-		ad_rule_kept_attention(c);
-		ad_rule_quadratic(c);
-		ad_rule_attention_shape(c);
-		ad_rule_big_operation(c);
-		ad_rule_capacity(c, cat, 1);
-		ad_rule_larger_eval_pass(c);
-		if (leak_fills || carried || graphs)
-			ad_rank_later(c, before, 100);
-	}
+	capacity_levers(c, leak_fills || graphs);
 	if (outside == AD_OUTSIDE_UNCLEAR && !out->outside_grew)
 		ad_suggest(
 		    c, "free_device_memory", AD_PRIO_CAPACITY - 1, "Check what else holds the GPU",
