@@ -331,8 +331,10 @@ static void capacity_after_fragmentation(ad_ctx *c, const uint64_t *cat)
  * copies of the model. later: rank them after what came before (a leak, CUDA graphs' pools). */
 static void capacity_levers(ad_ctx *c, int later)
 {
+	if (ad_leak_explains(c))
+		return;
 	int copies = ad_rule_checkpoint_skipped(c) ? 0 : ad_rule_model_copies(c);
-	if (ad_leak_explains(c) || copies >= 2)
+	if (copies >= 2)
 		return;
 	int carried = copies || ad_has_finding(c, "checkpointing_inactive") || ad_rule_carried(c) ||
 	              ad_rule_held(c) || ad_rule_graph_in_eval(c) || ad_rule_nograd_held(c);
