@@ -123,13 +123,18 @@ static state_split state_growth(const ad_ctx *c)
 	/* a deepcopy of tensors as large as the parameters, each iteration: copy.deepcopy of the
 	 * model's state_dict(), the weights copied as plain tensors */
 	uint64_t params = c->dv->categories[AN_CAT_PARAMETERS];
+	/* growth in steps, each the parameters' size: a copy of the weights every few
+	 * iterations, whatever made it ({k: v.clone() ...} of the state_dict, a deepcopy) */
+	uint64_t step = r->growth_stepped ? r->growth_step_bytes : 0;
+	int weight_steps = params && step * 10 >= params * 9 && step * 10 <= params * 11;
 	for (size_t i = 0; i < r->growth_site_count; i++) {
 		const an_growth_site *g = &r->growth_sites[i];
 		uint32_t st = g->stack < c->s->stack_count ? g->stack : 0;
 		int cat = an_stack_category(c->info, st, AN_CAT_GRADIENTS);
 		uint64_t b = g->bytes_per_iteration;
 		if (cat != AN_CAT_PARAMETERS && cat != AN_CAT_OPTIMIZER && params &&
-		    b * 10 >= params * 9 && b * 10 <= params * 11 && tensor_deepcopy(c, st))
+		    ((b * 10 >= params * 9 && b * 10 <= params * 11 && tensor_deepcopy(c, st)) ||
+		     weight_steps))
 			cat = AN_CAT_PARAMETERS;
 		sp.all += g->bytes_per_iteration;
 		if (cat == AN_CAT_PARAMETERS)
@@ -335,10 +340,16 @@ static int suggest_kept_outputs(ad_ctx *c, const an_growth_site *site)
  * what the module keeps of its outputs. 1 when it suggested. */
 static int suggest_hook_outputs(ad_ctx *c, const an_growth_site *site, uint64_t rate)
 {
-	char b1[32];
+	char b1[32], change[160];
 	const char *hook = lightning_hook_grows(c);
 	if (!hook)
 		return 0;
+	/* validation_step's epoch ends in on_validation_epoch_end, test_step's in on_test_... */
+	size_t stem = strlen(hook) - strlen("_step");
+	snprintf(change, sizeof change,
+	         "self.outputs.append(logits.argmax(-1).cpu())  # not: logits\n"
+	         "self.outputs.clear()  # at the end of on_%.*s_epoch_end",
+	         (int)stem, hook);
 	ad_text t = {0};
 	ad_text_printf(&t,
 	               "Memory allocated in each iteration is still referenced later (%s per "
@@ -351,13 +362,13 @@ static int suggest_hook_outputs(ad_ctx *c, const an_growth_site *site, uint64_t 
 		grower_words(&t, c, site);
 		ad_text_printf(&t, ". ");
 	}
-	ad_text_printf(&t, "Clear the list at the epoch's end, and keep what the metric needs (a "
-	                   "loss.item(), the argmax, a detached CPU copy), not the logits.");
+	ad_text_printf(&t, "Keep of each batch what the epoch-end hook needs (the argmax, a "
+	                   "loss.item(), a detached CPU copy), not the logits, and clear the list "
+	                   "when the epoch ends: what is kept then grows neither within an epoch "
+	                   "nor across them.");
 	ad_suggest_text(c, "release_references", AD_PRIO_TARGETED + 1,
-	                "Clear what the evaluation hook keeps at each epoch's end",
-	                "self.outputs.clear()  # at the end of on_validation_epoch_end\n"
-	                "self.outputs.append(logits.argmax(-1).cpu())  # not: logits",
-	                &t);
+	                "Keep less of each evaluation batch, and clear it at the epoch's end",
+	                change, &t);
 	return 1;
 }
 
@@ -404,7 +415,7 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 		    &t);
 		return;
 	}
-	if (suggest_kept_outputs(c, site))
+	if (suggest_kept_outputs(c, site) || suggest_hook_outputs(c, site, rate))
 		return;
 	if (ad_run_kind(c) == AN_RUN_INFERENCE && site) {
 		/* no graph to keep (an evaluation keeps its forwards' graphs): what each step
@@ -424,8 +435,6 @@ static void suggest_kept(ad_ctx *c, const an_growth_site *site)
 		                &t);
 		return;
 	}
-	if (suggest_hook_outputs(c, site, rate))
-		return;
 	/* torchmetrics on the stacks of a real part of what grows: a metric's list state (the
 	 * tensors passed to update() are made by the caller, so not all of it); a logged
 	 * scalar's few bytes, as Lightning's self.log keeps in a torchmetrics state, are not */

@@ -44,6 +44,11 @@ enum {
  * corpus: 0.46-0.99 with a graph, 0.00-0.17 without. */
 #define KEPT_GRAPH 0.35
 #define KEPT_NO_GRAPH 0.25
+/* A forward span of fewer allocations is a piece of a forward (code outside modules, such as
+ * a functional attention, cuts the model's forward into pieces): what it made is live at its
+ * end because the next piece reads it, which says nothing of a graph; that it freed what it
+ * made still says there is none. */
+#define SPAN_MIN_ALLOCS 8
 /* The same over finished layers only, for a forward that died part-way: 0.46-1.00 with a
  * graph (Hugging Face models free their float32 norm and rotary temporaries), 0.35-0.38 where
  * much of the model saves nothing for backward (a frozen base under LoRA adapters; explicit
@@ -404,7 +409,8 @@ static void close_span(span_state *sp, int finished, phases *ph)
 			ph->ckpt_stack = sp->first_stack;
 		}
 	}
-	if (finished && alloc >= MR_MIB && !sp->generates) {
+	int told = sp->count >= SPAN_MIN_ALLOCS || (double)live < (double)alloc * KEPT_NO_GRAPH;
+	if (finished && alloc >= MR_MIB && told && !sp->generates) {
 		if (!ph->finished++) {
 			ph->first_alloc = alloc;
 			ph->first_live = live;
