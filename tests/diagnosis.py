@@ -1183,6 +1183,22 @@ TABLE += [
                                             calm=True, never=["release_references", "reduce_microbatch",
                                                               "no_grad_eval"],
                                             no_finds=["memory_growth"])),
+    # held-out set 34 (recorded on an H100). An ensemble of 4 deepcopied members trained together: capacity of
+    # the model state, the copies are trained (gradients, state), not kept; 2 members measured to fit
+    ("ensemble_deepcopy_train_capacity_oom", dict(cause="capacity", kind="training", techniques=["autocast"],
+                                                  first=("mixed_precision", "cpu_offload", "fsdp"),
+                                                  never=["release_references", "activation_checkpointing",
+                                                         "no_grad_eval"],
+                                                  no_finds=["model_copies_kept", "memory_growth",
+                                                            "oom_fragmentation"], log=True)),
+    # a chat server keeping the KV caches of its last 4 sessions (an LRU); healthy, the trace wrapped
+    ("hf_chat_lru_sessions_healthy", dict(cause=None, kind="inference", first="",
+                                          never=["release_references", "no_grad_eval", "reduce_microbatch"],
+                                          no_finds=["memory_growth", "high_fragmentation"])),
+    # 3 batches prefetched onto the GPU in a deque; healthy, flat
+    ("gpu_prefetch_queue_healthy", dict(cause=None, kind="training", techniques=["autocast"], first="", calm=True,
+                                        never=["release_references", "reduce_microbatch"],
+                                        no_finds=["memory_growth"])),
 ]
 
 # Other people's snapshots: what can be said about them without their authors.
