@@ -88,7 +88,8 @@ static int known_truncated(const char *name)
 	                                    "hf_trainer_mlm_eval_accum_healthy",
 	                                    "late_history_feature_cache_oom",
 	                                    "lightning_callback_feature_cache_leak_oom",
-	                                    "rag_embed_then_generate_healthy"};
+	                                    "rag_embed_then_generate_healthy",
+	                                    "hf_chat_lru_sessions_healthy"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(name, names[i]) == 0)
 			return 1;
