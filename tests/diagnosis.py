@@ -1162,7 +1162,8 @@ TABLE += [
     # held-out set 33 (recorded on an H100). A hand-written LM server whose prefix cache is an LRU of 16 entries,
     # then one request 8 times longer: capacity of that request, the cache bounded; chunks measured to fit
     ("prefix_cache_bounded_then_long_request_oom", dict(cause="capacity", first="reduce_microbatch",
-                                                        kind=("inference", "unknown"),
+                                                        kind=("inference", "unknown"), finds=["larger_input"],
+                                                        change_has={"reduce_microbatch": "chunk("},
                                                         never=["activation_checkpointing", "gradient_accumulation",
                                                                "expandable_segments", "fsdp"],
                                                         no_finds=["memory_growth", "oom_fragmentation"], log=True)),

@@ -366,6 +366,23 @@ static uint64_t frames_key(const sctx *c, uint32_t stack, size_t frames)
 	return (h >> 2) | 1;
 }
 
+/* frames_key over at most `frames` innermost frames and none past the first of the user's own
+ * code (a Python file outside libraries): the operation, wherever the user's function that
+ * runs it was called from. */
+static uint64_t op_key(const sctx *c, uint32_t stack, size_t frames)
+{
+	if (stack >= c->s->stack_count || !c->kinds)
+		return frames_key(c, stack, frames);
+	const md_stack *st = &c->s->stacks[stack];
+	size_t n = 0;
+	while (n < frames && n < st->count) {
+		uint8_t k = c->kinds[st->first + n++];
+		if ((k & AN_FK_PYTHON) && !(k & AN_FK_LIBRARY))
+			break;
+	}
+	return frames_key(c, stack, n);
+}
+
 /* Notes an allocation's operation: under checkpoint (a checkpointed forward, or its recompute
  * in a backward), into ckpt_ops; in the forward span outside it, counted when the same
  * operation ran inside elsewhere. Returns 0, -1 when memory runs out. */
@@ -814,7 +831,7 @@ static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure 
 		uint64_t key, have = 0;
 		if ((e->action != MD_ACT_ALLOC && i != oom) || e->size < MR_MIB ||
 		    phase_of(c, e->stack) != PH_FORWARD ||
-		    !(key = frames_key(c, e->stack, INPUT_INNER)))
+		    !(key = op_key(c, e->stack, INPUT_INNER)))
 			continue;
 		am_map *m = &maps[i >= from];
 		if ((!am_get(m, key, &have) || have < e->size) && am_put(m, key, e->size))
@@ -831,7 +848,7 @@ static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure 
 		qsort(ratios, n, sizeof *ratios, dbl_cmp);
 	/* fewer operations (a forward that died at its first layers) tell it only together */
 	if (n >= INPUT_MIN_SITES || (n >= 2 && ratios[0] > 1)) {
-		uint64_t key = frames_key(c, c->md->events[oom].stack, INPUT_INNER), before, now;
+		uint64_t key = op_key(c, c->md->events[oom].stack, INPUT_INNER), before, now;
 		if (key && phase_of(c, c->md->events[oom].stack) == PH_FORWARD &&
 		    am_get(&maps[0], key, &before) && before && am_get(&maps[1], key, &now))
 			out->oom_request_ratio = (double)now / (double)before;
