@@ -366,12 +366,12 @@ static uint64_t frames_key(const sctx *c, uint32_t stack, size_t frames)
 	return (h >> 2) | 1;
 }
 
-/* frames_key over at most `frames` innermost frames and none past the first of the user's own
- * code (a Python file outside libraries): the operation, wherever the user's function that
- * runs it was called from. */
-static uint64_t op_key(const sctx *c, uint32_t stack, size_t frames)
+/* frames_key over at most `frames` innermost frames and, when to_user, none past the first of
+ * the user's own code (a Python file outside libraries): the operation, wherever the user's
+ * function that runs it was called from. */
+static uint64_t op_key(const sctx *c, uint32_t stack, size_t frames, int to_user)
 {
-	if (stack >= c->s->stack_count || !c->kinds)
+	if (stack >= c->s->stack_count || !c->kinds || !to_user)
 		return frames_key(c, stack, frames);
 	const md_stack *st = &c->s->stacks[stack];
 	size_t n = 0;
@@ -817,7 +817,10 @@ static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure 
 			from = ph->fwd_starts[k];
 			break;
 		}
-	/* without a backward, forwards are told apart by what runs between them */
+	/* without a backward, forwards are told apart by what runs between them, and an
+	 * operation is the same wherever the user's code called it from (with one, a window from
+	 * the last step to the OOM may hold an evaluation's forwards and a training one's, from
+	 * different lines: only the same call's operations compare) */
 	if (from == SIZE_MAX && !out->backward_phases && oom != SIZE_MAX)
 		from = ph->span_at_oom;
 	if (from == SIZE_MAX)
@@ -831,7 +834,7 @@ static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure 
 		uint64_t key, have = 0;
 		if ((e->action != MD_ACT_ALLOC && i != oom) || e->size < MR_MIB ||
 		    phase_of(c, e->stack) != PH_FORWARD ||
-		    !(key = op_key(c, e->stack, INPUT_INNER)))
+		    !(key = op_key(c, e->stack, INPUT_INNER, !out->backward_phases)))
 			continue;
 		am_map *m = &maps[i >= from];
 		if ((!am_get(m, key, &have) || have < e->size) && am_put(m, key, e->size))
@@ -848,7 +851,9 @@ static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure 
 		qsort(ratios, n, sizeof *ratios, dbl_cmp);
 	/* fewer operations (a forward that died at its first layers) tell it only together */
 	if (n >= INPUT_MIN_SITES || (n >= 2 && ratios[0] > 1)) {
-		uint64_t key = op_key(c, c->md->events[oom].stack, INPUT_INNER), before, now;
+		uint64_t key = op_key(c, c->md->events[oom].stack, INPUT_INNER,
+		                      !out->backward_phases),
+		         before, now;
 		if (key && phase_of(c, c->md->events[oom].stack) == PH_FORWARD &&
 		    am_get(&maps[0], key, &before) && before && am_get(&maps[1], key, &now))
 			out->oom_request_ratio = (double)now / (double)before;
