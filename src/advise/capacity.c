@@ -153,6 +153,8 @@ static void advise_microbatch(ad_ctx *c, int priority, const char *why)
 
 /* The ratio at which the failing forward's input counts as larger than the earlier ones'. */
 #define LARGER_INPUT 1.5
+/* hidden_layer_line: the outputs a line makes before it can be told */
+#define HIDDEN_MIN_OUTPUTS 4
 
 void ad_rule_failing_pass(ad_ctx *c)
 {
@@ -1122,6 +1124,74 @@ static int innermost_functional_not_linear(const ad_ctx *c, uint32_t stack)
 	       strcmp(md_str(c->s, fr->name), "linear") != 0;
 }
 
+/* The line that called the operation that made a block: the shown Python frame after the
+ * innermost one, past torch.nn's call wrappers (module.py): the model's line that calls a layer
+ * or an F.* function (a layer inside torch's own modules: their line). NULL when there is none. */
+static const md_frame *caller_line(const ad_ctx *c, uint32_t stack)
+{
+	const md_snapshot *s = c->s;
+	const md_stack *st = &s->stacks[stack];
+	int inner = 0;
+	for (size_t k = 0; k < st->count; k++) {
+		const md_frame *fr = &s->frames[st->first + k];
+		const char *file = md_str(s, fr->filename);
+		size_t n = strlen(file);
+		if (an_frame_hidden(s, fr) || n < 3 || strcmp(file + n - 3, ".py") != 0 ||
+		    (inner && an_path_has(file, "torch/nn/modules/module.py")))
+			continue;
+		if (inner++)
+			return fr;
+	}
+	return NULL;
+}
+
+static int same_frame(const md_frame *a, const md_frame *b)
+{
+	return a->line == b->line && a->filename == b->filename && a->name == b->name;
+}
+
+/* Whether the line that made a block, by the same operation (the innermost frame: a layer's
+ * forward), is a hidden layer's: most of the tensors it makes in the trace are read by another
+ * of torch's operations inside the model (the next allocation not its own is a torch frame's,
+ * in a module call, no loss), as in a loop over layers (`for l in self.layers: h =
+ * F.relu(l(h))`). An output projection's logits go to the loss, to the caller or to the model's
+ * own code (a float32 copy). 0 when it cannot be told. */
+static int hidden_layer_line(const ad_ctx *c, const md_device *md, uint32_t stack)
+{
+	const md_frame *at = stack < c->s->stack_count ? caller_line(c, stack) : NULL;
+	const md_frame *op = at ? innermost_python(c, stack) : NULL;
+	if (!op || (c->info[stack].flags & AN_SF_LOSS))
+		return 0;
+	uint8_t *same = calloc(c->s->stack_count, 1);
+	if (!same)
+		return 0;
+	for (uint32_t k = 0; k < c->s->stack_count; k++) {
+		const md_frame *fr = caller_line(c, k), *in = fr ? innermost_python(c, k) : NULL;
+		same[k] = fr && same_frame(fr, at) && in && same_frame(in, op);
+	}
+	size_t made = 0, read = 0;
+	int open = 0;
+	for (size_t i = 0; i < md->event_count; i++) {
+		const md_event *e = &md->events[i];
+		if (e->action != MD_ACT_ALLOC || e->stack >= c->s->stack_count)
+			continue;
+		if (same[e->stack]) {
+			made += !open;
+			open = 1;
+			continue;
+		}
+		if (open) {
+			const md_frame *in = innermost_python(c, e->stack);
+			uint32_t f = c->info[e->stack].flags;
+			read += in && an_torch_internal(md_str(c->s, in->filename)) &&
+			        (f & AN_SF_MODULE_CALL) && !(f & AN_SF_LOSS);
+		}
+		open = 0;
+	}
+	free(same);
+	return made >= HIDDEN_MIN_OUTPUTS && read * 2 > made;
+}
+
 /* A stack that makes logits: a loss function, or the model's output projection (a module the
  * model calls directly: two nested module calls), unless that module is a torch.nn layer
  * other than Linear (an LSTM's, a convolution's or an embedding's output is no logits), an
@@ -1228,11 +1298,12 @@ int ad_rule_logits(ad_ctx *c)
 	const md_block *big = largest_live(c);
 	uint64_t req = dv->oom.requested;
 	uint64_t budget = c->a->oom.limit ? c->a->oom.limit : dv->pool[AN_POOL_ALL].reserved;
-	int big_is = big && logits_stack(c, big->stack);
+	/* a hidden layer's output, made by a line that runs once a layer, is no logits */
+	int big_is = big && logits_stack(c, big->stack) && !hidden_layer_line(c, md, big->stack);
 	/* the request is the logits (a loss frame, the output projection), or a copy of the
 	 * largest live logits made outside the model for the loss (float32: twice their bf16
 	 * bytes; or the same bytes) */
-	int req_logits = logits_stack(c, e->stack);
+	int req_logits = logits_stack(c, e->stack) && !hidden_layer_line(c, md, e->stack);
 	int outside_model = e->stack < c->s->stack_count &&
 	                    !(c->info[e->stack].flags & AN_SF_MODULE_CALL) &&
 	                    (c->info[e->stack].flags & AN_SF_PYTHON);
@@ -1245,7 +1316,7 @@ int ad_rule_logits(ad_ctx *c)
 	                  !(c->info[e->stack].flags & AN_SF_PYTHON);
 	if (!copy && in_backward && !req_logits) {
 		const md_block *lg = live_logits_sized(c, req / 2, req);
-		if (lg) {
+		if (lg && !hidden_layer_line(c, md, lg->stack)) {
 			not_largest = lg != big;
 			big = lg;
 			big_is = 1;
@@ -1255,7 +1326,7 @@ int ad_rule_logits(ad_ctx *c)
 	if (!copy && outside_model && !req_logits) {
 		/* the logits it copies, when another tensor is the largest */
 		const md_block *lg = live_logits_sized(c, req / 2, req);
-		if (lg) {
+		if (lg && !hidden_layer_line(c, md, lg->stack)) {
 			big = lg;
 			big_is = copy = not_largest = 1;
 		}
