@@ -82,15 +82,26 @@ static int activations_offloaded(const ad_ctx *c)
 	       ad_any_frame(c->s, "pack_to_cpu", "torch/autograd/graph.py");
 }
 
+/* The ratio at which the failing forward's input counts as larger than the earlier ones'. */
+#define LARGER_INPUT 1.5
+
 /* The kind of the pass the capacity advice is for: a training run's OOM in a forward that saved
  * nothing for a backward (an evaluation or inference pass) is advised as inference is. */
+static int failed_no_graph(const ad_ctx *c)
+{
+	/* offloaded activations leave the forward as saved tensors do under no_grad */
+	return c->dv->oom.present && c->run->oom_forward_graph < 0 && !activations_offloaded(c);
+}
+
 static an_run_kind pass_kind(const ad_ctx *c)
 {
 	an_run_kind kind = ad_run_kind(c);
-	/* offloaded activations leave the forward as saved tensors do under no_grad */
-	int no_graph =
-	    c->dv->oom.present && c->run->oom_forward_graph < 0 && !activations_offloaded(c);
-	return kind == AN_RUN_TRAINING && no_graph ? AN_RUN_INFERENCE : kind;
+	int no_graph = failed_no_graph(c);
+	/* a larger forward, from a line of its own after the training forwards, is not the
+	 * training microbatch, whatever it saved */
+	int own_call = c->dv->oom.present && c->run->oom_input_other_call &&
+	               c->run->oom_input_ratio >= LARGER_INPUT;
+	return kind == AN_RUN_TRAINING && (no_graph || own_call) ? AN_RUN_INFERENCE : kind;
 }
 
 /* The microbatch advice in the words of the run's framework. */
@@ -151,8 +162,6 @@ static void advise_microbatch(ad_ctx *c, int priority, const char *why)
 	ad_suggest(c, "reduce_microbatch", priority, title, change, "%s", why);
 }
 
-/* The ratio at which the failing forward's input counts as larger than the earlier ones'. */
-#define LARGER_INPUT 1.5
 /* hidden_layer_line: the outputs a line makes before it can be told */
 #define HIDDEN_MIN_OUTPUTS 4
 
@@ -161,7 +170,7 @@ void ad_rule_failing_pass(ad_ctx *c)
 	const an_structure *r = c->run;
 	if (!c->dv->oom.present)
 		return;
-	if (pass_kind(c) != ad_run_kind(c))
+	if (ad_run_kind(c) == AN_RUN_TRAINING && failed_no_graph(c))
 		ad_note(c, "eval_pass_oom", AD_WARNING,
 		        "The forward that failed saved nothing for a backward (its finished layers "
 		        "freed their tensors as it went: no_grad), after %zu backward passes: an "
@@ -187,10 +196,10 @@ void ad_rule_failing_pass(ad_ctx *c)
 void ad_rule_larger_eval_pass(ad_ctx *c)
 {
 	const an_structure *r = c->run;
-	int eval = ad_has_finding(c, "eval_pass_oom");
+	int eval = ad_has_finding(c, "eval_pass_oom"), own = !eval && r->oom_input_other_call;
 	/* inference: the earlier forwards fit beside the same weights and state */
 	int infer = !r->backward_phases && ad_run_kind(c) != AN_RUN_TRAINING;
-	if ((!eval && !infer) || r->oom_input_ratio < LARGER_INPUT)
+	if ((!eval && !infer && !own) || r->oom_input_ratio < LARGER_INPUT)
 		return;
 	double parts = ceil(r->oom_input_ratio);
 	for (size_t i = 0; i < c->a->rec_count; i++) {
@@ -198,7 +207,14 @@ void ad_rule_larger_eval_pass(ad_ctx *c)
 		if (strcmp(rec->id, "reduce_microbatch") != 0)
 			continue;
 		char more[256], change[160];
-		if (eval)
+		if (own)
+			snprintf(
+			    more, sizeof more,
+			    " This forward, called from a line of its own after the training "
+			    "forwards, asked for %.1fx what their operations did, and they fit: "
+			    "at their input's size (this input in %.0f parts), it fits too.",
+			    r->oom_input_ratio, parts);
+		else if (eval)
 			snprintf(
 			    more, sizeof more,
 			    " This pass asked for %.1fx what the training forwards did, and they "
@@ -215,8 +231,10 @@ void ad_rule_larger_eval_pass(ad_ctx *c)
 			    r->oom_input_ratio, parts);
 		/* the pass's own batch, in its framework's words */
 		const char *fmt =
-		    !eval ? "for part in x.chunk(%.0f): out.append(model(part))  # or cap the "
-		            "input's size: resize, crop, truncate"
+		    own     ? "for part in x.chunk(%.0f): out.append(model(part))  # this pass's "
+		              "own input, in parts the training forwards' size"
+		    : !eval ? "for part in x.chunk(%.0f): out.append(model(part))  # or cap the "
+		              "input's size: resize, crop, truncate"
 		    : ad_framework(c, AN_FW_HF_TRAINER)
 		        ? "TrainingArguments(per_device_eval_batch_size=N // %.0f)  # the training "
 		          "batch's size"

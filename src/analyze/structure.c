@@ -804,44 +804,57 @@ static int dbl_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Each forward operation's largest request (1 MiB or more) in the forward the last OOM ended
- * (from its start to the OOM's own request) over the largest the same operation made before
- * it: the median of those ratios is how much larger that forward's input was. Needs a forward
- * before it (one after a backward or step; without a backward, the last forward span) and
- * INPUT_MIN_SITES operations in both, or two or more that all asked for more. */
-static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure *out, mr_error *err)
+/* Puts key's request into m unless m holds a larger one. Returns 0, -1 when memory runs out. */
+static int put_largest(am_map *m, uint64_t key, uint64_t size)
 {
-	size_t oom = last_oom_event(c->md), from = SIZE_MAX;
-	for (size_t k = ph->fwd_start_count; oom != SIZE_MAX && k-- > 1;)
-		if (ph->fwd_starts[k] <= oom) {
-			from = ph->fwd_starts[k];
-			break;
-		}
-	/* without a backward, forwards are told apart by what runs between them, and an
-	 * operation is the same wherever the user's code called it from (with one, a window from
-	 * the last step to the OOM may hold an evaluation's forwards and a training one's, from
-	 * different lines: only the same call's operations compare) */
-	if (from == SIZE_MAX && !out->backward_phases && oom != SIZE_MAX)
-		from = ph->span_at_oom;
-	if (from == SIZE_MAX)
-		return MR_OK;
-	am_map maps[2] = {{0}, {0}}; /* before the failing forward, in it */
-	double *ratios = NULL;
-	size_t n = 0;
-	mr_status st = MR_OK;
-	for (size_t i = 0; i <= oom; i++) {
+	uint64_t have = 0;
+	return (!am_get(m, key, &have) || have < size) && am_put(m, key, size) ? -1 : 0;
+}
+
+/* Each forward operation's largest request (1 MiB or more) from event `from` to the OOM's own
+ * (maps[1]), and before `from` (maps[0]); trained: before it, only in the forward span each
+ * backward followed (an evaluation's forwards between steps left out). user: operations keyed up
+ * to the user's own first frame. Returns 0, -1 when memory runs out. */
+static int input_maps(const sctx *c, size_t from, size_t oom, int user, int trained, am_map *maps)
+{
+	am_map span = {0}; /* the current forward span's, while trained */
+	int phase = PH_NONE, st = 0;
+	for (size_t i = 0; i <= oom && !st; i++) {
 		const md_event *e = &c->md->events[i];
-		uint64_t key, have = 0;
-		if ((e->action != MD_ACT_ALLOC && i != oom) || e->size < MR_MIB ||
-		    phase_of(c, e->stack) != PH_FORWARD ||
-		    !(key = op_key(c, e->stack, INPUT_INNER, !out->backward_phases)))
+		if (e->action != MD_ACT_ALLOC && i != oom)
 			continue;
-		am_map *m = &maps[i >= from];
-		if ((!am_get(m, key, &have) || have < e->size) && am_put(m, key, e->size))
-			goto oom;
+		int p = phase_of(c, e->stack);
+		if (trained && i < from && p != PH_NONE) {
+			if (p == PH_FORWARD && phase != PH_FORWARD)
+				am_free(&span);
+			if (p == PH_BACKWARD && span.count) {
+				for (size_t k = 0; k < span.cap && !st; k++)
+					if (span.slots[k].key)
+						st = put_largest(&maps[0], span.slots[k].key - 1,
+						                 span.slots[k].val);
+				am_free(&span);
+			}
+			phase = p;
+		}
+		uint64_t key;
+		if (e->size < MR_MIB || p != PH_FORWARD ||
+		    !(key = op_key(c, e->stack, INPUT_INNER, user)))
+			continue;
+		st = put_largest(i >= from ? &maps[1] : trained ? &span : &maps[0], key, e->size);
 	}
-	if (!(ratios = mr_alloc_array(maps[1].count ? maps[1].count : 1, sizeof *ratios)))
-		goto oom;
+	am_free(&span);
+	return st;
+}
+
+/* The median ratio of maps[1]'s requests over maps[0]'s for the operations both hold, into out
+ * (with the failing operation's own), when INPUT_MIN_SITES of them, or two or more that all
+ * asked for more, tell it. Returns 0, -1 when memory runs out. */
+static int input_ratio(const sctx *c, size_t oom, int user, am_map *maps, an_structure *out)
+{
+	double *ratios = mr_alloc_array(maps[1].count ? maps[1].count : 1, sizeof *ratios);
+	size_t n = 0;
+	if (!ratios)
+		return -1;
 	for (size_t k = 0; k < maps[1].cap; k++) {
 		uint64_t before;
 		if (maps[1].slots[k].key && am_get(&maps[0], maps[1].slots[k].key - 1, &before))
@@ -851,9 +864,7 @@ static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure 
 		qsort(ratios, n, sizeof *ratios, dbl_cmp);
 	/* fewer operations (a forward that died at its first layers) tell it only together */
 	if (n >= INPUT_MIN_SITES || (n >= 2 && ratios[0] > 1)) {
-		uint64_t key = op_key(c, c->md->events[oom].stack, INPUT_INNER,
-		                      !out->backward_phases),
-		         before, now;
+		uint64_t key = op_key(c, c->md->events[oom].stack, INPUT_INNER, user), before, now;
 		if (key && phase_of(c, c->md->events[oom].stack) == PH_FORWARD &&
 		    am_get(&maps[0], key, &before) && before && am_get(&maps[1], key, &now))
 			out->oom_request_ratio = (double)now / (double)before;
@@ -861,14 +872,41 @@ static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure 
 		    n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
 		out->oom_input_sites = n;
 	}
-	goto done;
-oom:
-	st = mr_oom(err);
-done:
 	free(ratios);
+	return 0;
+}
+
+/* How much larger the input of the forward the last OOM ended was than the earlier forwards'
+ * (input_ratio). Needs a forward before it (one after a backward or step; without a backward,
+ * the last forward span). Without a backward, an operation is the same wherever the user's code
+ * called it from; with one, a window from the last step to the OOM may hold an evaluation's
+ * forwards and a training one's, from different lines: only the same call's operations compare,
+ * and when those are too few, the operations keyed to the user's frame in the forwards that
+ * trained (an evaluation after training, from its own line, against the training forwards). */
+static mr_status read_input_ratio(const sctx *c, const phases *ph, an_structure *out, mr_error *err)
+{
+	size_t oom = last_oom_event(c->md), from = SIZE_MAX;
+	for (size_t k = ph->fwd_start_count; oom != SIZE_MAX && k-- > 1;)
+		if (ph->fwd_starts[k] <= oom) {
+			from = ph->fwd_starts[k];
+			break;
+		}
+	if (from == SIZE_MAX && !out->backward_phases && oom != SIZE_MAX)
+		from = ph->span_at_oom;
+	if (from == SIZE_MAX)
+		return MR_OK;
+	int user = !out->backward_phases;
+	am_map maps[2] = {{0}, {0}}; /* before the failing forward, in it */
+	int st = input_maps(c, from, oom, user, 0, maps) || input_ratio(c, oom, user, maps, out);
+	if (!st && !out->oom_input_sites && out->backward_phases) {
+		am_free(&maps[0]);
+		am_free(&maps[1]);
+		st = input_maps(c, from, oom, 1, 1, maps) || input_ratio(c, oom, 1, maps, out);
+		out->oom_input_other_call = out->oom_input_sites != 0;
+	}
 	am_free(&maps[0]);
 	am_free(&maps[1]);
-	return st;
+	return st ? mr_oom(err) : MR_OK;
 }
 
 /* ---- iteration boundaries from annotations ---- */

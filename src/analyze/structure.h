@@ -109,6 +109,10 @@ typedef struct {
 	 * its largest request over their largest. 0: unknown (no earlier forward). */
 	double oom_input_ratio;
 	size_t oom_input_sites;
+	/* oom_input_ratio compares it with the forwards that trained, by the user's own lines: it
+	 * was called from a line of its own, after them (an evaluation or a render after training
+	 * steps), none of whose operations the training forwards' calls share. */
+	int oom_input_other_call;
 	/* With oom_input_ratio: the largest request the failing operation (the same innermost
 	 * frames) made in the failing forward, the failing request included, over the largest it
 	 * made in the earlier forwards. 0: unknown (no such operation before). Near
