@@ -1200,6 +1200,42 @@ TABLE += [
     ("gpu_prefetch_queue_healthy", dict(cause=None, kind="training", techniques=["autocast"], first="", calm=True,
                                         never=["release_references", "reduce_microbatch"],
                                         no_finds=["memory_growth"])),
+    # held-out set 35: an embedding made trainable in a LoRA run (its AdamW state fails); the
+    # right first advice (freeze it) is not given yet: the state's own levers come first
+    ("lora_embedding_requires_grad_adam_oom", dict(cause="capacity", kind="training",
+                                                   never=["activation_checkpointing", "no_grad_eval",
+                                                          "expandable_segments"],
+                                                   no_finds=["memory_growth"])),
+    # stored exceptions keep each skipped step's graph alive: a leak of activations
+    ("stored_exception_graph_leak_oom", dict(cause="capacity", kind="training", first="release_references",
+                                             finds=["activations_carried"], never=["no_grad_eval"])),
+    # F.one_hot(hist, 50000) of the longest history: one needless tensor larger than the cap
+    ("multihot_one_hot_history_oom", dict(cause="capacity", kind="training", first="reduce_microbatch",
+                                          never=["no_grad_eval", "expandable_segments"],
+                                          no_finds=["memory_growth", "oom_fragmentation"])),
+    # AdamW state moved to the GPU for each step and back: healthy, flat between steps
+    ("optimizer_state_cpu_offload_healthy", dict(cause=None, kind="training", first="", calm=True,
+                                                 never=["cpu_offload", "fsdp", "reduce_microbatch",
+                                                        "release_references"],
+                                                 no_finds=["memory_growth"])),
+    # held-out set 36: a NeRF's no_grad full-image render after 20 training steps (25x the rays)
+    ("nerf_full_image_render_oom", dict(cause="capacity", kind="training", first="reduce_microbatch",
+                                        finds=["larger_input"],
+                                        never=["chunked_loss", "gradient_accumulation",
+                                               "activation_checkpointing", "no_grad_eval"])),
+    # PCGrad's per-task gradient copies in step 0: not activations
+    ("pcgrad_multitask_grad_copies_oom", dict(cause="capacity", kind="training", first="release_references",
+                                              never=["reduce_microbatch", "activation_checkpointing",
+                                                     "gradient_accumulation", "fsdp", "cpu_offload",
+                                                     "no_grad_eval"])),
+    # a Mamba's sequential scan keeps (B, L, D, N) states for its backward; dies in step 0's forward
+    ("mamba_seq_scan_train_oom", dict(cause="capacity", kind=("training", "unknown"), first="reduce_microbatch",
+                                      never=["fused_attention", "chunked_loss", "fsdp", "cpu_offload"],
+                                      no_finds=["memory_growth"])),
+    # Lightning manual optimization, a step every 4 batches: healthy
+    ("lightning_manual_opt_accum_healthy", dict(cause=None, kind="training", techniques=["autocast"], first="",
+                                                calm=True, never=["gradient_accumulation", "reduce_microbatch"],
+                                                no_finds=["memory_growth"])),
 ]
 
 # Other people's snapshots: what can be said about them without their authors.
