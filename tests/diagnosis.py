@@ -1210,8 +1210,10 @@ TABLE += [
     ("stored_exception_graph_leak_oom", dict(cause="capacity", kind="training", first="release_references",
                                              finds=["activations_carried"], never=["no_grad_eval"])),
     # F.one_hot(hist, 50000) of the longest history: one needless tensor larger than the cap
-    ("multihot_one_hot_history_oom", dict(cause="capacity", kind="training", first="reduce_microbatch",
-                                          never=["no_grad_eval", "expandable_segments"],
+    ("multihot_one_hot_history_oom", dict(cause="capacity", kind="training", first="split_operation",
+                                          has=["reduce_microbatch"],
+                                          never=["no_grad_eval", "expandable_segments",
+                                                 "activation_checkpointing", "cpu_offload", "fsdp"],
                                           no_finds=["memory_growth", "oom_fragmentation"])),
     # AdamW state moved to the GPU for each step and back: healthy, flat between steps
     ("optimizer_state_cpu_offload_healthy", dict(cause=None, kind="training", first="", calm=True,

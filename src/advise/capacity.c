@@ -399,22 +399,46 @@ static uint64_t request_over_limit(const ad_ctx *c)
 	return limit && req > limit ? req : 0;
 }
 
-/* When the failing request alone is larger than all the process may have, what is live does
- * not decide: nothing freed beside it lets it fit, and a smaller batch helps only if that one
- * tensor scales with the batch. The reason, into why; 0 when the request fits the limit. */
+/* Whether the failed request cannot fit whatever is freed beside it: larger than all the
+ * process may use, or, without the limit, at least 1 GiB and twice all live memory (freeing
+ * everything beside it would make room for less than half of it). */
+static int request_oversized(const ad_ctx *c)
+{
+	const an_device *dv = c->dv;
+	uint64_t live = dv->pool[AN_POOL_ALL].allocated, asked = dv->oom.requested;
+	if (request_over_limit(c))
+		return 1;
+	return !c->a->oom.limit && dv->oom.present && asked >= MR_GIB && live && asked / 2 >= live;
+}
+
+/* When the failing request alone cannot fit (request_oversized), what is live does not decide:
+ * nothing freed beside it lets it fit, and a smaller batch helps only if that one tensor scales
+ * with the batch. The reason, into why; 0 when the request could fit. */
 static int request_alone_too_large(const ad_ctx *c, char *why, size_t n)
 {
 	char b1[32], b2[32];
 	uint64_t req = request_over_limit(c), limit = c->a->oom.limit;
-	if (!req)
+	uint64_t asked = c->dv->oom.requested, live = c->dv->pool[AN_POOL_ALL].allocated;
+	int k;
+	if (!request_oversized(c))
 		return 0;
-	snprintf(why, n,
-	         "The failing %s request alone is larger than the %s allowed: freeing what else "
-	         "is live cannot make it fit. Fewer samples per call shrink it if it scales with "
-	         "them; if one sample's tensor is this large (a positions x positions attention "
-	         "matrix, a high-resolution feature map), split each call over fewer positions "
-	         "(tiles, chunks) or use a kernel that never materialises it.",
-	         ad_sz(b1, req), ad_sz(b2, limit));
+	if (req)
+		k = snprintf(why, n,
+		             "The failing %s request alone is larger than the %s allowed: freeing "
+		             "what else is live cannot make it fit.",
+		             ad_sz(b1, req), ad_sz(b2, limit));
+	else
+		k = snprintf(why, n,
+		             "The failing %s request is %.1fx all live memory (%s): freeing what "
+		             "else is live would make room for less than half of it.",
+		             ad_sz(b1, asked), (double)asked / (double)live, ad_sz(b2, live));
+	if (k > 0 && (size_t)k < n)
+		snprintf(
+		    why + k, n - (size_t)k,
+		    " Fewer samples per call shrink it if it scales with them; if one sample's "
+		    "tensor is this large (a positions x positions attention matrix, a "
+		    "high-resolution feature map), split each call over fewer positions "
+		    "(tiles, chunks) or use a kernel that never materialises it.");
 	return 1;
 }
 
@@ -476,9 +500,10 @@ static void advise_jacobian(ad_ctx *c, uint64_t bg, uint64_t live)
 /* Training whose activations (cat's, with the batch's gradients bg among them) fill the memory. */
 static void advise_training(ad_ctx *c, const uint64_t *cat, uint64_t bg)
 {
-	char why[400], b1[32], b2[32], b3[32], b4[32], b5[32];
+	char why[640], b1[32], b2[32], b3[32], b4[32], b5[32];
 	uint64_t live = ad_live_total(cat), scaled = cat[AN_CAT_ACTIVATIONS], acts = scaled - bg;
 	advise_jacobian(c, bg, live);
+	int oversized = request_oversized(c);
 	if (!request_alone_too_large(c, why, sizeof why)) {
 		if (bg)
 			snprintf(
@@ -498,7 +523,8 @@ static void advise_training(ad_ctx *c, const uint64_t *cat, uint64_t bg)
 			         ad_sz(b3, acts / 2));
 	}
 	advise_microbatch(c, AD_PRIO_CAPACITY, why);
-	if (acts * 4 >= bg) /* recomputation does not remove gradients */
+	/* recomputation does not remove gradients, nor shrink the one result that cannot fit */
+	if (acts * 4 >= bg && !oversized)
 		advise_checkpointing(c, AD_PRIO_CAPACITY + 10, acts);
 	if (!c->run->accumulating && !c->run->maybe_accumulating &&
 	    !ad_framework(c, AN_FW_HF_TRAINER | AN_FW_LIGHTNING))
@@ -520,8 +546,15 @@ static void advise_training(ad_ctx *c, const uint64_t *cat, uint64_t bg)
 	if (ad_technique_on(c, AN_TECH_MIXED)) /* the activations are in bf16 already */
 		return;
 	ad_text t = {0};
-	ad_text_printf(&t, "bf16 activations take half the bytes of fp32 ones (%s now).",
-	               ad_sz(b1, acts));
+	if (oversized)
+		ad_text_printf(&t,
+		               "bf16 halves the failing %s request if it is a float32 result "
+		               "autocast computes in 16 bits (a matmul, a convolution); an integer "
+		               "or index tensor keeps its size.",
+		               ad_sz(b1, c->dv->oom.requested));
+	else
+		ad_text_printf(&t, "bf16 activations take half the bytes of fp32 ones (%s now).",
+		               ad_sz(b1, acts));
 	/* autocast keeps a softmax and what is made from it in float32 */
 	if (c->attention_bytes * 2 >= acts)
 		ad_text_printf(
@@ -548,7 +581,7 @@ static void advise_training(ad_ctx *c, const uint64_t *cat, uint64_t bg)
  * graphs for nothing (evaluation), or a run the trace cannot place (either way). */
 static void advise_forward_only(ad_ctx *c, const uint64_t *cat)
 {
-	char why[400], b1[32], b2[32], b3[32];
+	char why[640], b1[32], b2[32], b3[32];
 	uint64_t live = ad_live_total(cat), acts = cat[AN_CAT_ACTIVATIONS];
 	an_run_kind kind = pass_kind(c);
 	if (kind == AN_RUN_EVALUATION)
@@ -590,15 +623,27 @@ static void advise_forward_only(ad_ctx *c, const uint64_t *cat)
 		    "already, or a backward follows, this does not apply.",
 		    ad_sz(b1, acts));
 	/* a float32 softmax cast down to the model's dtype: it computes in 16 bits already */
-	if (!ad_technique_on(c, AN_TECH_MIXED) && !c->attention_half)
-		ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY + 30,
-		           "If the model runs in float32: run it in bf16",
-		           "model.to(torch.bfloat16)  # or with torch.autocast(\"cuda\", "
-		           "dtype=torch.bfloat16)",
-		           "bf16 weights and activations take half the bytes of fp32 ones (%s of "
-		           "activations now). The trace shows no autocast copies of the weights, "
-		           "but not their dtype: if they are bf16 already, this does not apply.",
-		           ad_sz(b1, acts));
+	if (ad_technique_on(c, AN_TECH_MIXED) || c->attention_half)
+		return;
+	ad_text t = {0};
+	if (request_oversized(c))
+		ad_text_printf(&t,
+		               "bf16 halves the failing %s request if it is a float32 result (a "
+		               "matmul's, a convolution's); an integer or index tensor keeps its "
+		               "size.",
+		               ad_sz(b1, c->dv->oom.requested));
+	else
+		ad_text_printf(&t,
+		               "bf16 weights and activations take half the bytes of fp32 ones (%s "
+		               "of activations now).",
+		               ad_sz(b1, acts));
+	ad_text_printf(&t, " The trace shows no autocast copies of the weights, but not their "
+	                   "dtype: if they are bf16 already, this does not apply.");
+	ad_suggest_text(c, "mixed_precision", AD_PRIO_CAPACITY + 30,
+	                "If the model runs in float32: run it in bf16",
+	                "model.to(torch.bfloat16)  # or with torch.autocast(\"cuda\", "
+	                "dtype=torch.bfloat16)",
+	                &t);
 }
 
 int ad_request_is_state(const an_oom *o)
@@ -622,6 +667,27 @@ int ad_state_bound(const uint64_t *cat, const an_oom *o)
 	       (acts + request) * 4 < live + request;
 }
 
+/* Weights fill a run without backward: smaller weights are the lever, then fewer of them on
+ * the device at once. */
+static void advise_weights_only(ad_ctx *c, const uint64_t *cat, uint64_t live)
+{
+	char b1[32], b2[32];
+	ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY, "Load the weights in lower precision",
+	           "model.to(torch.bfloat16)  # or 8-bit/4-bit weights",
+	           "Parameters hold %s of %s live memory: in bf16 (if they are float32 "
+	           "now) they take half.",
+	           ad_sz(b1, cat[AN_CAT_PARAMETERS]), ad_sz(b2, live));
+	ad_suggest(c, "cpu_offload", AD_PRIO_CAPACITY + 10,
+	           "Keep only the weights a forward needs on the GPU",
+	           "model = AutoModel.from_pretrained(name, device_map=\"auto\", "
+	           "max_memory={0: \"20GiB\", \"cpu\": \"64GiB\"})  # or, for several "
+	           "models, m.cuda() before its forward and m.cpu() after",
+	           "Where no backward runs, the weights of layers (or of models) not "
+	           "running can wait in host memory and be moved in when they run "
+	           "(accelerate's device_map=\"auto\" does it per layer), at the cost of "
+	           "the transfers.");
+}
+
 /* A failed request larger than all the process may use: freeing, packing or an allocator
  * setting cannot make it fit, only the operation that asks for it working in pieces. Returns 1
  * when it said so. */
@@ -632,10 +698,7 @@ static int split_oversized(ad_ctx *c)
 	const md_device *md = md_find_device(c->s, dv->device);
 	uint64_t limit = c->a->oom.limit, req = request_over_limit(c);
 	uint64_t asked = dv->oom.requested, live = dv->pool[AN_POOL_ALL].allocated;
-	/* without the limit (no message): a request of twice all live memory or more, since
-	 * freeing everything beside it makes room for less than half of it, whatever the limit */
-	int dwarfs = !limit && dv->oom.present && asked >= MR_GIB && live && asked / 2 >= live;
-	if (!md || (!req && !dwarfs) || dv->oom.event >= md->event_count)
+	if (!md || !request_oversized(c) || dv->oom.event >= md->event_count)
 		return 0;
 	ad_text t = {0};
 	if (req)
@@ -980,6 +1043,14 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 			advise_training(c, cat, bg);
 		else
 			advise_forward_only(c, cat);
+		/* a request larger than all the process may use: nothing freed beside it helps,
+		 * and when the activations do not hold the memory either, it is one operation's
+		 * result, to be made in pieces */
+		if (oom && request_oversized(c)) {
+			if (ad_pct(acts, live) < 25)
+				split_oversized(c);
+			return;
+		}
 		/* the state is large too: its levers come after the batch's */
 		size_t before = c->a->rec_count;
 		if (state_big)
@@ -990,23 +1061,7 @@ void ad_rule_capacity(ad_ctx *c, const uint64_t *cat_in, int oom)
 		return;
 	}
 	if (ad_pct(state, live) >= AD_DOMINANT_PERCENT) {
-		/* weights fill a run without backward: smaller weights are the lever, then fewer
-		 * of them on the device at once */
-		ad_suggest(c, "mixed_precision", AD_PRIO_CAPACITY,
-		           "Load the weights in lower precision",
-		           "model.to(torch.bfloat16)  # or 8-bit/4-bit weights",
-		           "Parameters hold %s of %s live memory: in bf16 (if they are float32 "
-		           "now) they take half.",
-		           ad_sz(b1, cat[AN_CAT_PARAMETERS]), ad_sz(b2, live));
-		ad_suggest(c, "cpu_offload", AD_PRIO_CAPACITY + 10,
-		           "Keep only the weights a forward needs on the GPU",
-		           "model = AutoModel.from_pretrained(name, device_map=\"auto\", "
-		           "max_memory={0: \"20GiB\", \"cpu\": \"64GiB\"})  # or, for several "
-		           "models, m.cuda() before its forward and m.cpu() after",
-		           "Where no backward runs, the weights of layers (or of models) not "
-		           "running can wait in host memory and be moved in when they run "
-		           "(accelerate's device_map=\"auto\" does it per layer), at the cost of "
-		           "the transfers.");
+		advise_weights_only(c, cat, live);
 		return;
 	}
 	if (oom && split_oversized(c))
