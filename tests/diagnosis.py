@@ -1203,6 +1203,7 @@ TABLE += [
     # held-out set 35: an embedding made trainable in a LoRA run (its AdamW state fails); the
     # right first advice (freeze it) is not given yet: the state's own levers come first
     ("lora_embedding_requires_grad_adam_oom", dict(cause="capacity", kind="training",
+                                                   first="freeze_parameters",
                                                    never=["activation_checkpointing", "no_grad_eval",
                                                           "expandable_segments"],
                                                    no_finds=["memory_growth"])),

@@ -1739,6 +1739,55 @@ static void test_request_over_cap_split(void **state)
 	rp_free(&run);
 }
 
+/* A request over the cap in a run whose memory is the model's state
+ * (multihot_one_hot_history_oom: F.one_hot of the longest history asks more than `cap_bytes`,
+ * weights and AdamW state hold most of live memory): nothing freed beside it helps, so no
+ * checkpointing, offload or sharding; the one operation is split first, the batch after it. */
+static void test_request_over_cap_state(void **state)
+{
+	(void)state;
+	rp_report run;
+	const char *s = "multihot_one_hot_history_oom";
+	assert_int_equal(load_with(s, "oom_message.txt", &run), 0);
+	assert_true(run.advice.oom.requested >
+	            (uint64_t)tu_corpus_int(s, "facts.json", "cap_bytes"));
+	assert_int_equal(rank_of(&run, "split_operation"), 1);
+	assert_int_equal(rank_of(&run, "reduce_microbatch"), 2);
+	assert_int_equal(rank_of(&run, "activation_checkpointing"), 0);
+	assert_int_equal(rank_of(&run, "cpu_offload"), 0);
+	assert_int_equal(rank_of(&run, "fsdp"), 0);
+	const ad_recommendation *r = rec_of(&run, "mixed_precision");
+	assert_non_null(r);
+	assert_non_null(strstr(r->reason, "halves the failing"));
+	rp_free(&run);
+}
+
+/* One parameter trains in a mostly frozen model (lora_embedding_requires_grad_adam_oom: the
+ * input embedding made trainable beside LoRA adapters; AdamW dies making its state): freezing it
+ * comes first, with its gradient's size. A leak of new heads (head_per_task_oom), whose largest
+ * gradient is the logits' in backward, is not told to freeze anything. */
+static void test_one_trainable_tensor(void **state)
+{
+	(void)state;
+	rp_report run;
+	char want[64];
+	const char *s = "lora_embedding_requires_grad_adam_oom";
+	assert_int_equal(load_sample(s, NULL, &run), 0);
+	const ad_recommendation *r = rec_of(&run, "freeze_parameters");
+	assert_non_null(r);
+	assert_int_equal(r->rank, 1);
+	/* the gradient block: the embedding's bytes, rounded up to the allocator's 2 MiB */
+	long long grad = tu_corpus_int(s, "facts.json", "embedding_grad_bytes");
+	snprintf(want, sizeof want, "one gradient of %.2f MiB",
+	         (double)((grad + 2097151) / 2097152 * 2097152) / 1048576.0);
+	assert_non_null(strstr(r->reason, want));
+	assert_non_null(strstr(r->reason, "optimizer's own"));
+	rp_free(&run);
+	assert_int_equal(load_sample("head_per_task_oom", NULL, &run), 0);
+	assert_int_equal(rank_of(&run, "freeze_parameters"), 0);
+	rp_free(&run);
+}
+
 /* No memory older than the trace (argsort_scores_oom: every live byte was allocated in the
  * trace, by torch.rand and torch.argsort, no model) is no "free what an earlier phase left":
  * the largest site is named instead, and the failing request (the observer's `alloc`) comes
@@ -1918,6 +1967,8 @@ int main(void)
 	    cmocka_unit_test(test_leak_peak_rise),
 	    cmocka_unit_test(test_offloaded_activations),
 	    cmocka_unit_test(test_request_over_cap_split),
+	    cmocka_unit_test(test_request_over_cap_state),
+	    cmocka_unit_test(test_one_trainable_tensor),
 	    cmocka_unit_test(test_older_than_trace_first),
 	    cmocka_unit_test(test_no_checkpointing_for_logits_alone),
 	    cmocka_unit_test(test_logits_verdict),

@@ -293,6 +293,93 @@ static void advise_checkpointing(ad_ctx *c, int priority, uint64_t acts)
 	                "Checkpoint activations of the largest blocks", change, &t);
 }
 
+/* The least gradient advise_one_trainable names: below it, freezing saves little. */
+#define FREEZE_MIN_GRADIENT (64 * MR_MIB)
+
+/* The largest live block of the diagnosed device whose frames say `category` (a block with
+ * no frame shown counts as `no_frames`), NULL when none. */
+static const md_block *largest_in_category(const ad_ctx *c, int category, int no_frames)
+{
+	const md_block *best = NULL;
+	const an_device *dv = c->dv;
+	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
+		const md_segment *seg = &c->s->segments[i];
+		for (size_t j = 0; j < seg->block_count; j++) {
+			const md_block *bl = &c->s->blocks[seg->first_block + j];
+			if (bl->state != MD_BLOCK_ACTIVE_ALLOCATED ||
+			    (best && bl->size <= best->size))
+				continue;
+			uint32_t stack = bl->stack < c->s->stack_count ? bl->stack : 0;
+			if (an_stack_category(c->info, stack, no_frames) == category)
+				best = bl;
+		}
+	}
+	return best;
+}
+
+/* A live parameter block of exactly `size` bytes, NULL when none. */
+static const md_block *parameter_of_size(const ad_ctx *c, uint64_t size)
+{
+	const an_device *dv = c->dv;
+	for (size_t i = dv->segment_first; i < dv->segment_first + dv->segment_count; i++) {
+		const md_segment *seg = &c->s->segments[i];
+		for (size_t j = 0; j < seg->block_count; j++) {
+			const md_block *bl = &c->s->blocks[seg->first_block + j];
+			uint32_t stack = bl->stack < c->s->stack_count ? bl->stack : 0;
+			if (bl->state == MD_BLOCK_ACTIVE_ALLOCATED && bl->size == size &&
+			    an_stack_category(c->info, stack, AN_CAT_UNKNOWN) == AN_CAT_PARAMETERS)
+				return bl;
+		}
+	}
+	return NULL;
+}
+
+/* Most of the model is frozen (its gradients are at most half its parameters), yet one gradient
+ * holds most of them: one large tensor trains, an embedding or an output head made trainable by
+ * one line, and with it its optimizer state. Whether it should train decides first. 1 when
+ * advised. */
+static int advise_one_trainable(ad_ctx *c, const uint64_t *cat, uint64_t asked)
+{
+	char b1[32], b2[32], b3[32], b4[32];
+	uint64_t params = cat[AN_CAT_PARAMETERS], grads = cat[AN_CAT_GRADIENTS];
+	if (!params || !grads || grads * 2 > params)
+		return 0;
+	const md_block *g = largest_in_category(c, AN_CAT_GRADIENTS, AN_CAT_GRADIENTS);
+	if (!g || g->size * 2 < grads || g->size < FREEZE_MIN_GRADIENT)
+		return 0;
+	/* a parameter of its size: a backward's gradient of an activation (the logits') is
+	 * counted with the gradients too, and is no parameter's */
+	const md_block *p = parameter_of_size(c, g->size);
+	if (!p)
+		return 0;
+	ad_text t = {0};
+	ad_text_printf(&t,
+	               "Gradients are %s, %d%% of the parameters' %s: most of the model is "
+	               "frozen, yet one gradient of %s holds %d%% of them. Its parameter, made in ",
+	               ad_sz(b1, grads), ad_pct(grads, params), ad_sz(b2, params),
+	               ad_sz(b3, g->size), ad_pct(g->size, grads));
+	if (!ad_user_site(&t, c->s, p->stack))
+		ad_text_printf(&t, "a line the trace does not show");
+	ad_text_printf(&t,
+	               ", trains, and Adam keeps two more tensors its size: %s with its "
+	               "gradient.",
+	               ad_sz(b4, 3 * g->size));
+	if (asked)
+		ad_text_printf(&t, " The request that failed (%s) is the optimizer's own.",
+		               ad_sz(b1, asked));
+	ad_text_printf(&t, " If one line made it trainable (requires_grad_(True) on an embedding "
+	                   "so that checkpointing sees an input that requires grad, a large head "
+	                   "in modules_to_save), freeze it again: for checkpointing, "
+	                   "enable_input_require_grads() makes the embedding's output require grad "
+	                   "without training the embedding.");
+	ad_suggest_text(c, "freeze_parameters", AD_PRIO_TARGETED,
+	                "Freeze the one large tensor that trains, if it need not",
+	                "model.get_input_embeddings().weight.requires_grad_(False); "
+	                "model.enable_input_require_grads()  # or leave it out of the optimizer",
+	                &t);
+	return 1;
+}
+
 /* The failing request is the optimizer's (asked: its bytes, else 0): the state's levers say so. */
 static void say_optimizer_asked(ad_ctx *c, const char *id, uint64_t asked)
 {
@@ -318,6 +405,7 @@ static void advise_state(ad_ctx *c, const uint64_t *cat, uint64_t asked)
 	uint64_t acts = cat[AN_CAT_ACTIVATIONS];
 	/* a run on one GPU (no DDP, no FSDP) fixes it on that GPU first; sharding needs more */
 	int one_gpu = !ad_technique_on(c, AN_TECH_DDP) && !ad_technique_on(c, AN_TECH_FSDP);
+	advise_one_trainable(c, cat, asked);
 	if (ad_technique_on(c, AN_TECH_FSDP))
 		ad_note(c, "fsdp_on", AD_INFO,
 		        "FSDP is already on. Parameters, gradients and optimizer state (%s) "
