@@ -344,6 +344,11 @@ static int advise_one_trainable(ad_ctx *c, const uint64_t *cat, uint64_t asked)
 	uint64_t params = cat[AN_CAT_PARAMETERS], grads = cat[AN_CAT_GRADIENTS];
 	if (!params || !grads || grads * 2 > params)
 		return 0;
+	/* the few gradients must be the run's own: not memory older than the trace hiding the
+	 * rest (a wrapped trace), nor an optimizer whose state (Adam's two per value) covers
+	 * more parameters than the gradients do (they were freed, set_to_none) */
+	if (cat[AN_CAT_UNKNOWN] * 4 > grads || cat[AN_CAT_OPTIMIZER] * 2 > grads * 5)
+		return 0;
 	const md_block *g = largest_in_category(c, AN_CAT_GRADIENTS, AN_CAT_GRADIENTS);
 	if (!g || g->size * 2 < grads || g->size < FREEZE_MIN_GRADIENT)
 		return 0;
