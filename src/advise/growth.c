@@ -104,6 +104,21 @@ int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes)
 	return free_bytes <= MR_MAX(ad_leak_rate(c) * r->growth_increments, ad_leak_grown(c));
 }
 
+uint64_t ad_carried_rate(const ad_ctx *c)
+{
+	const an_structure *r = c->run;
+	if (!r || r->growth_found || !c->dv->truncated || r->start_count < 2 ||
+	    ad_run_kind(c) != AN_RUN_TRAINING || r->carried_activations <= r->carried_before_window)
+		return 0;
+	uint64_t rate = (r->carried_activations - r->carried_before_window) / (r->start_count - 1);
+	return r->carried_before_window >= rate ? rate : 0;
+}
+
+int ad_carried_outgrows(const ad_ctx *c, uint64_t free_bytes)
+{
+	return ad_carried_rate(c) && free_bytes <= c->run->carried_activations;
+}
+
 /* The bytes per iteration of the growing sites, of all of them and of those that are
  * parameters and optimizer state. */
 typedef struct {

@@ -28,6 +28,12 @@ int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes);
  * each iteration's peak's rise when that is faster (tensors the iteration computes against
  * what leaks, such as logits over a growing bank, grow with it); 0 without a leak. */
 uint64_t ad_leak_rate(const ad_ctx *c);
+/* Of a truncated trace of training with no growth found: activations its window's iterations
+ * carried, at carried_rate bytes an iteration (0 when none), whose stacks also hold at least as
+ * much from before the window (earlier iterations kept too), with all of it at least
+ * free_bytes: what is kept across steps outgrows the free pieces, as a leak does. */
+uint64_t ad_carried_rate(const ad_ctx *c);
+int ad_carried_outgrows(const ad_ctx *c, uint64_t free_bytes);
 void ad_rule_releases(ad_ctx *c);
 /* Whether the allocator flushed its cache to retry a failed cudaMalloc, by the trace's releases
  * or the allocator's counter (memory_stats() or memory_summary()): either, when set, may also

@@ -258,7 +258,7 @@ static int repeat_fails(const ad_ctx *c, char *delay, size_t n)
 static void leak_delay(const ad_ctx *c, uint64_t free_bytes, char *out, size_t n)
 {
 	char b1[32], iters[48];
-	uint64_t rate = ad_leak_rate(c);
+	uint64_t rate = ad_leak_rate(c) ? ad_leak_rate(c) : ad_carried_rate(c);
 	unsigned long long k = rate ? (unsigned long long)(free_bytes / rate) : 0;
 	if (k < 2)
 		snprintf(iters, sizeof iters, "%s",
@@ -392,7 +392,8 @@ static void advise_oom(ad_ctx *c)
 	 * the cause: packing them would only delay the failure */
 	uint64_t grown = ad_leak_grown(c);
 	int leak_fills = (ad_leak_explains(c) && o->usable_free * 4 <= grown) ||
-	                 ad_leak_outgrows(c, o->usable_free);
+	                 ad_leak_outgrows(c, o->usable_free) ||
+	                 ad_carried_outgrows(c, o->usable_free);
 	if (could_serve && real_share && !leak_fills) {
 		out->cause = AD_CAUSE_FRAGMENTATION;
 		ad_note(

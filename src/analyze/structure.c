@@ -1391,9 +1391,30 @@ static mr_status read_tail_growth(const sctx *c, phases *ph, an_structure *out, 
 	return st;
 }
 
+/* Of a truncated trace: what the stacks that carried activations (by_stack's, nonzero) hold at
+ * the snapshot in blocks the window never allocated. The window's first iteration ran its
+ * backward after they were made, as after what it carried itself: earlier iterations' kept
+ * too. */
+static uint64_t carried_before_window(const sctx *c, const live_walk *w, const uint64_t *by_stack)
+{
+	uint64_t idx, bytes = 0;
+	for (size_t i = 0; i < c->s->segment_count; i++) {
+		const md_segment *seg = &c->s->segments[i];
+		for (size_t j = 0; seg->device == c->md->id && j < seg->block_count; j++) {
+			const md_block *b = &c->s->blocks[seg->first_block + j];
+			if (b->state != MD_BLOCK_INACTIVE && b->stack < c->s->stack_count &&
+			    by_stack[b->stack] && !am_get(&w->live, b->address, &idx))
+				bytes += b->size;
+		}
+	}
+	return bytes;
+}
+
 /* Activations allocated between the first iteration's start and the last one's that are still
- * live at the trace's end, and the stack that holds the most of them. */
-static mr_status read_carried(const sctx *c, const live_walk *w, an_structure *out, mr_error *err)
+ * live at the trace's end, and the stack that holds the most of them; of a truncated trace
+ * (truncated), with what those stacks kept from before the window. */
+static mr_status read_carried(const sctx *c, const live_walk *w, an_structure *out, int truncated,
+                              mr_error *err)
 {
 	const md_event *ev = c->md->events;
 	size_t from = out->starts[0], to = out->starts[out->start_count - 1];
@@ -1415,6 +1436,10 @@ static mr_status read_carried(const sctx *c, const live_walk *w, an_structure *o
 			best = by_stack[stk];
 			out->carried_stack = stk;
 		}
+	}
+	if (truncated && out->carried_activations) {
+		out->carried_before_window = carried_before_window(c, w, by_stack);
+		out->carried_activations += out->carried_before_window;
 	}
 	free(by_stack);
 	return MR_OK;
@@ -1823,8 +1848,9 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 		goto done;
 	if ((st = read_releases(&c, out, err)))
 		goto done;
-	if (out->start_count >= 2 && ((st = walk_live(&c, out, initial_allocated, &w, err)) ||
-	                              (st = read_carried(&c, &w, out, err))))
+	if (out->start_count >= 2 &&
+	    ((st = walk_live(&c, out, initial_allocated, &w, err)) ||
+	     (st = read_carried(&c, &w, out, initial_allocated != 0, err))))
 		goto done;
 	if (out->start_count >= 4 && (st = read_growth(&c, &w, out, initial_allocated != 0, err)))
 		goto done;

@@ -189,9 +189,11 @@ typedef struct {
 	/* Activations allocated in an earlier iteration (from the first one's start to the last
 	 * one's) and still live at the trace's end: a backward frees what its forward saved, so
 	 * these are kept by something (a retained graph, an output or loss kept across steps, a
-	 * cache). carried_stack: the stack holding the most of them. */
+	 * cache). carried_stack: the stack holding the most of them. Of a truncated trace, with
+	 * what those stacks hold from before the window (carried_before_window, among them). */
 	uint64_t carried_activations;
 	uint32_t carried_stack;
+	uint64_t carried_before_window;
 	/* The most activation bytes an earlier iteration's forward allocated that were still live
 	 * when a later iteration began (at iteration held_iteration's start, 1-based past the
 	 * first): outputs kept across the step (forward hooks storing them, a stored output or
