@@ -468,11 +468,12 @@ static void advise_state(ad_ctx *c, const uint64_t *cat, uint64_t asked)
 		    "an 8-bit optimizer (e.g. bitsandbytes.optim.AdamW8bit); bf16 "
 		    "parameters/gradients if they are float32",
 		    "An 8-bit optimizer keeps a quarter of float32 state, half of bf16 state "
-		    "(%s now). The trace does not show the weights' dtype (no autocast "
+		    "(%s%s). The trace does not show the weights' dtype (no autocast "
 		    "copies of them were seen): if they are float32, bf16 weights and "
 		    "gradients halve %s; if they are bf16 already, only the optimizer's "
 		    "state and offloading are left.",
-		    ad_sz(b2, cat[AN_CAT_OPTIMIZER]),
+		    cat[AN_CAT_OPTIMIZER] ? ad_sz(b2, cat[AN_CAT_OPTIMIZER]) : "none",
+		    cat[AN_CAT_OPTIMIZER] ? " now" : " live yet",
 		    ad_sz(b1, cat[AN_CAT_PARAMETERS] + cat[AN_CAT_GRADIENTS]));
 	if (cat[AN_CAT_OPTIMIZER])
 		say_optimizer_asked(c, "cpu_offload", asked);
