@@ -70,7 +70,7 @@ def _assignment():
     try:
         from scipy.optimize import linear_sum_assignment
         return linear_sum_assignment, "scipy.optimize.linear_sum_assignment"
-    except ImportError:
+    except Exception:  # noqa: BLE001  (missing, or broken against the installed numpy)
         torch = R._torch()
 
         def greedy(c):
@@ -304,7 +304,10 @@ def s_hf_generate_padded_longest_prompt_oom(out, facts):
     cfg = LlamaConfig(hidden_size=GP_D, intermediate_size=GP_I, num_hidden_layers=GP_L, num_attention_heads=GP_H,
                       num_key_value_heads=GP_H, vocab_size=GP_V, max_position_embeddings=4096,
                       tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    m = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    try:
+        m = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    except (TypeError, ValueError):  # a transformers without the keyword: set it on the model below
+        m = AutoModelForCausalLM.from_config(cfg)
     if getattr(m.config, "_attn_implementation", None) != "eager" and hasattr(m, "set_attn_implementation"):
         m.set_attn_implementation("eager")
     m = m.to(torch.bfloat16).cuda().eval()
