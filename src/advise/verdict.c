@@ -153,13 +153,19 @@ static void capacity_words(mr_buf *b, const ad_advice *a, const an_device *dv)
 		    "would only delay the failure.",
 		    sz(b1, dv->pool[AN_POOL_ALL].allocated), ad_pct(cat[AN_CAT_ACTIVATIONS], live),
 		    what, sz(b2, o->free_cached), sz(b3, o->requested));
-	else
+	else if (o->free_cached)
 		mr_buf_printf(b,
 		              "Out of memory from capacity: live tensors hold %s (%d%% %s); "
 		              "only %s was free for a %s request.",
 		              sz(b1, dv->pool[AN_POOL_ALL].allocated),
 		              ad_pct(cat[AN_CAT_ACTIVATIONS], live), what, sz(b2, o->free_cached),
 		              sz(b3, o->requested));
+	else
+		mr_buf_printf(b,
+		              "Out of memory from capacity: live tensors hold %s (%d%% %s); "
+		              "nothing was cached but free for a %s request.",
+		              sz(b1, dv->pool[AN_POOL_ALL].allocated),
+		              ad_pct(cat[AN_CAT_ACTIVATIONS], live), what, sz(b3, o->requested));
 }
 
 /* The model state (parameters, one gradient per parameter, optimizer state); bcat gets the
