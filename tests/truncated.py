@@ -43,6 +43,10 @@ CASES = [
     # caches its growing site holds from before it are the leak's run
     ("hf_chat_session_kv_cache_leak_oom", "0.5", dict(cause="capacity", first="release_references",
                                                       verdict="Out of memory from a leak")),
+    # a new optimizer every 4 steps, each kept by its scheduler, cut to the last two steps: those two
+    # rises and the two made before the window, live at the snapshot on the same lines, are the leak
+    ("optimizer_recreated_leak_oom", "0.5", dict(cause="capacity", first="release_references",
+                                                 verdict="Out of memory from a leak")),
     # checkpointing off after eval(), cut to a window with no checkpointed forward: the failing forward's
     # layer operations ran checkpointed in the window's earlier backward (its recompute), here outside it
     ("hf_gradckpt_eval_mode_left_oom", "0.5", dict(cause="capacity", first="restore_checkpointing",

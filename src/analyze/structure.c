@@ -1195,12 +1195,13 @@ static mr_status read_peak_rise(const live_walk *w, an_structure *out, mr_error 
 	return MR_OK;
 }
 
-/* Growth in steps (an_structure.growth_stepped) over the increments inc[0..n): at least three
- * rises of GROWTH_MIN_BYTES or more, the largest at most twice the smallest (one kind of thing
- * added each time); no increment between them falling by half the smallest rise or more, and
- * the increments' sum short of the rises' by less than that: what each rise added is still
- * alive. Fills out's step fields and growth_per_iteration (the average) and returns 1 when so. */
-static int read_steps(const int64_t *inc, size_t n, an_structure *out)
+/* Growth in steps (an_structure.growth_stepped) over the increments inc[0..n): at least
+ * min_rises rises of GROWTH_MIN_BYTES or more, the largest at most twice the smallest (one kind
+ * of thing added each time); no increment between them falling by half the smallest rise or
+ * more, and the increments' sum short of the rises' by less than that: what each rise added is
+ * still alive. Fills out's step fields and growth_per_iteration (the average) and returns the
+ * number of rises when so, 0 else. */
+static size_t read_steps(const int64_t *inc, size_t n, size_t min_rises, an_structure *out)
 {
 	size_t rises = 0, first = 0, last = 0;
 	int64_t smallest = INT64_MAX, largest = 0, sum_rises = 0, sum = 0, lowest = 0;
@@ -1215,13 +1216,13 @@ static int read_steps(const int64_t *inc, size_t n, an_structure *out)
 		smallest = MR_MIN(smallest, inc[i]);
 		largest = MR_MAX(largest, inc[i]);
 	}
-	if (rises < 3 || largest > 2 * smallest || -lowest * 2 >= smallest ||
+	if (rises < MR_MAX(min_rises, 2) || largest > 2 * smallest || -lowest * 2 >= smallest ||
 	    (sum_rises - sum) * 2 >= smallest)
 		return 0;
 	out->growth_step_bytes = (uint64_t)(sum_rises / (int64_t)rises);
 	out->growth_step_every = (last - first + (rises - 1) / 2) / (rises - 1);
 	out->growth_per_iteration = (uint64_t)(sum / (int64_t)n);
-	return 1;
+	return rises;
 }
 
 /* Of a truncated trace: what each growth site's stack holds at the snapshot in blocks the
@@ -1243,6 +1244,17 @@ static void growth_before_window(const sctx *c, const live_walk *w, an_structure
 				}
 		}
 	}
+}
+
+/* Whether the stacks that rose in a truncated trace's window (its growth sites of a step's
+ * size) held at least one more step's worth before it: two steps seen, and an earlier one. */
+static int steps_before_window(const an_structure *out)
+{
+	uint64_t before = 0;
+	for (size_t k = 0; k < out->growth_site_count; k++)
+		if (out->growth_sites[k].total_bytes * 2 >= out->growth_step_bytes)
+			before += out->growth_sites[k].before_window;
+	return out->growth_step_bytes && before >= out->growth_step_bytes;
 }
 
 /* Live allocated bytes at the start of every iteration (the walk's levels); and which
@@ -1280,7 +1292,9 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 	if (!out->growth_checked)
 		goto done;
 	an_structure steps = {0};
-	int stepped = read_steps(inc, n, &steps);
+	/* a window of a truncated trace may hold only the last two of a leak's steps */
+	size_t rises = read_steps(inc, n, truncated ? 2 : 3, &steps);
+	int stepped = rises != 0;
 	size_t flat = 0;
 	int64_t flat_sum = 0, rose = 0;
 	while (flat < n && inc[n - 1 - flat] < (int64_t)GROWTH_MIN_BYTES &&
@@ -1293,6 +1307,7 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 	out->growth_found = median >= (int64_t)GROWTH_MIN_BYTES && positive * 4 >= n * 3;
 	/* growth at most iterations is growth per iteration; rarer rises are steps */
 	stepped = stepped && !out->growth_found;
+	int pending = stepped && rises < 3; /* until steps_before_window says so */
 	if (stepped) {
 		out->growth_found = 1;
 		out->growth_stepped = 1;
@@ -1306,19 +1321,19 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 	 * graphs do): no leak, whatever the median says */
 	if (out->growth_found && returned) {
 		out->growth_found = 0;
-		out->growth_released = 1;
+		out->growth_released = !pending;
 	}
 	/* a leak keeps adding until the end: rises that stopped long before it filled a bound */
 	size_t every = stepped ? out->growth_step_every : 1;
 	if (out->growth_found && flat >= 4 && flat >= 4 * every && rose > 0) {
 		out->growth_found = 0;
-		out->growth_bounded = flat;
-		out->growth_bounded_bytes = (uint64_t)rose;
+		out->growth_bounded = pending ? 0 : flat;
+		out->growth_bounded_bytes = pending ? 0 : (uint64_t)rose;
 	}
 	if (!stepped)
 		out->growth_per_iteration = median > 0 ? (uint64_t)median : 0;
 	if (!out->growth_found)
-		goto done;
+		goto unstep;
 	/* what is still alive from iterations 1 .. m-2 (whole iterations after the first) */
 	size_t from = out->starts[1], to = out->starts[m - 1];
 	size_t nsites = 0;
@@ -1348,6 +1363,18 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 	if (truncated)
 		growth_before_window(c, w, out);
 	qsort(out->growth_sites, out->growth_site_count, sizeof *out->growth_sites, site_cmp);
+	if (!pending || steps_before_window(out))
+		goto done;
+	free(out->growth_sites);
+	out->growth_sites = NULL;
+	out->growth_site_count = 0;
+unstep:
+	if (pending) {
+		out->growth_found = out->growth_stepped = 0;
+		out->growth_step_bytes = 0;
+		out->growth_step_every = 0;
+		out->growth_per_iteration = median > 0 ? (uint64_t)median : 0;
+	}
 	goto done;
 oom:
 	st = mr_oom(err);
