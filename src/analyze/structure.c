@@ -1246,6 +1246,47 @@ static void growth_before_window(const sctx *c, const live_walk *w, an_structure
 	}
 }
 
+/* an_structure.growth_sites: what is still alive from iterations 1 .. m-2 (whole iterations
+ * after the first), by stack. Returns 0, -1 when memory runs out. */
+static int collect_growth_sites(const sctx *c, const live_walk *w, an_structure *out)
+{
+	const md_event *ev = c->md->events;
+	size_t m = out->start_count, from = out->starts[1], to = out->starts[m - 1], nsites = 0;
+	uint64_t *site_bytes = mr_alloc_array(c->s->stack_count, sizeof *site_bytes);
+	uint64_t *site_blocks = mr_alloc_array(c->s->stack_count, sizeof *site_blocks);
+	int rc = -1;
+	if (!site_bytes || !site_blocks)
+		goto done;
+	for (size_t i = 0; i < w->live.cap; i++) {
+		if (!w->live.slots[i].key)
+			continue;
+		size_t ai = (size_t)w->live.slots[i].val;
+		if (ai < from || ai >= to)
+			continue;
+		uint32_t stk = ev[ai].stack < c->s->stack_count ? ev[ai].stack : 0;
+		nsites += site_bytes[stk] == 0;
+		site_bytes[stk] += block_size(ev[ai].size);
+		site_blocks[stk]++;
+	}
+	out->growth_sites = mr_alloc_array(nsites ? nsites : 1, sizeof *out->growth_sites);
+	if (!out->growth_sites)
+		goto done;
+	for (uint32_t j = 0; j < c->s->stack_count; j++) {
+		if (!site_bytes[j])
+			continue;
+		an_growth_site *gs = &out->growth_sites[out->growth_site_count++];
+		gs->stack = j;
+		gs->total_bytes = site_bytes[j];
+		gs->blocks = site_blocks[j];
+		gs->bytes_per_iteration = site_bytes[j] / (m - 2);
+	}
+	rc = 0;
+done:
+	free(site_bytes);
+	free(site_blocks);
+	return rc;
+}
+
 /* Whether the stacks that rose in a truncated trace's window (its growth sites of a step's
  * size) held at least one more step's worth before it: two steps seen, and an earlier one. */
 static int steps_before_window(const an_structure *out)
@@ -1262,14 +1303,11 @@ static int steps_before_window(const an_structure *out)
 static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *out, int truncated,
                              mr_error *err)
 {
-	const md_event *ev = c->md->events;
 	const int64_t *level = w->level;
 	size_t m = out->start_count;
 	int64_t *inc = mr_alloc_array(m, sizeof *inc);
-	uint64_t *site_bytes = mr_alloc_array(c->s->stack_count, sizeof *site_bytes);
-	uint64_t *site_blocks = mr_alloc_array(c->s->stack_count, sizeof *site_blocks);
 	mr_status st = MR_OK;
-	if (!inc || !site_bytes || !site_blocks)
+	if (!inc)
 		goto oom;
 	/* increments between the starts of iterations 1, 2, ...: the first is warm-up (the
 	 * optimizer's state, workspaces, caches appear there) */
@@ -1334,32 +1372,8 @@ static mr_status read_growth(const sctx *c, const live_walk *w, an_structure *ou
 		out->growth_per_iteration = median > 0 ? (uint64_t)median : 0;
 	if (!out->growth_found)
 		goto unstep;
-	/* what is still alive from iterations 1 .. m-2 (whole iterations after the first) */
-	size_t from = out->starts[1], to = out->starts[m - 1];
-	size_t nsites = 0;
-	for (size_t i = 0; i < w->live.cap; i++) {
-		if (!w->live.slots[i].key)
-			continue;
-		size_t ai = (size_t)w->live.slots[i].val;
-		if (ai < from || ai >= to)
-			continue;
-		uint32_t stk = ev[ai].stack < c->s->stack_count ? ev[ai].stack : 0;
-		nsites += site_bytes[stk] == 0;
-		site_bytes[stk] += block_size(ev[ai].size);
-		site_blocks[stk]++;
-	}
-	out->growth_sites = mr_alloc_array(nsites ? nsites : 1, sizeof *out->growth_sites);
-	if (!out->growth_sites)
+	if (collect_growth_sites(c, w, out))
 		goto oom;
-	for (uint32_t j = 0; j < c->s->stack_count; j++) {
-		if (!site_bytes[j])
-			continue;
-		an_growth_site *gs = &out->growth_sites[out->growth_site_count++];
-		gs->stack = j;
-		gs->total_bytes = site_bytes[j];
-		gs->blocks = site_blocks[j];
-		gs->bytes_per_iteration = site_bytes[j] / (m - 2);
-	}
 	if (truncated)
 		growth_before_window(c, w, out);
 	qsort(out->growth_sites, out->growth_site_count, sizeof *out->growth_sites, site_cmp);
@@ -1380,8 +1394,6 @@ oom:
 	st = mr_oom(err);
 done:
 	free(inc);
-	free(site_bytes);
-	free(site_blocks);
 	return st;
 }
 
