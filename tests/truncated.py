@@ -47,6 +47,10 @@ CASES = [
     # rises and the two made before the window, live at the snapshot on the same lines, are the leak
     ("optimizer_recreated_leak_oom", "0.5", dict(cause="capacity", first="release_references",
                                                  verdict="Out of memory from a leak")),
+    # an exception kept with its step's graph, cut to a window after that step: the window's forwards
+    # make and free activations on the lines that still hold the kept graph's from before it
+    ("stored_exception_graph_leak_oom", "0.5", dict(cause="capacity", first="release_references",
+                                                    verdict="Out of memory with an earlier iteration's activations")),
     # checkpointing off after eval(), cut to a window with no checkpointed forward: the failing forward's
     # layer operations ran checkpointed in the window's earlier backward (its recompute), here outside it
     ("hf_gradckpt_eval_mode_left_oom", "0.5", dict(cause="capacity", first="restore_checkpointing",

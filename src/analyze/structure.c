@@ -1430,20 +1430,28 @@ static mr_status read_tail_growth(const sctx *c, phases *ph, an_structure *out, 
 	return st;
 }
 
-/* Of a truncated trace: what the stacks that carried activations (by_stack's, nonzero) hold at
- * the snapshot in blocks the window never allocated. The window's first iteration ran its
- * backward after they were made, as after what it carried itself: earlier iterations' kept
- * too. */
-static uint64_t carried_before_window(const sctx *c, const live_walk *w, const uint64_t *by_stack)
+/* Of a truncated trace: what the stacks whose activations the window's whole iterations made
+ * (made[], nonzero) hold at the snapshot in blocks made before the window: every backward since
+ * freed what its forward saved, so these outlived at least one, as the window's own carried
+ * ones did. The stack holding the most of them, when the window carried none, into *best. */
+static uint64_t carried_before_window(const sctx *c, const live_walk *w, const uint8_t *made,
+                                      uint64_t *by_stack, uint32_t *best)
 {
-	uint64_t idx, bytes = 0;
+	uint64_t idx, bytes = 0, most = 0;
+	int window_carried = *best != UINT32_MAX;
 	for (size_t i = 0; i < c->s->segment_count; i++) {
 		const md_segment *seg = &c->s->segments[i];
 		for (size_t j = 0; seg->device == c->md->id && j < seg->block_count; j++) {
 			const md_block *b = &c->s->blocks[seg->first_block + j];
-			if (b->state != MD_BLOCK_INACTIVE && b->stack < c->s->stack_count &&
-			    by_stack[b->stack] && !am_get(&w->live, b->address, &idx))
-				bytes += b->size;
+			if (b->state == MD_BLOCK_INACTIVE || b->stack >= c->s->stack_count ||
+			    !made[b->stack] || am_get(&w->live, b->address, &idx))
+				continue;
+			bytes += b->size;
+			by_stack[b->stack] += b->size;
+			if (!window_carried && by_stack[b->stack] > most) {
+				most = by_stack[b->stack];
+				*best = b->stack;
+			}
 		}
 	}
 	return bytes;
@@ -1451,17 +1459,23 @@ static uint64_t carried_before_window(const sctx *c, const live_walk *w, const u
 
 /* Activations allocated between the first iteration's start and the last one's that are still
  * live at the trace's end, and the stack that holds the most of them; of a truncated trace
- * (truncated), with what those stacks kept from before the window. */
+ * (truncated), with what the stacks that made activations in those iterations kept from before
+ * the window. */
 static mr_status read_carried(const sctx *c, const live_walk *w, an_structure *out, int truncated,
                               mr_error *err)
 {
 	const md_event *ev = c->md->events;
 	size_t from = out->starts[0], to = out->starts[out->start_count - 1];
-	uint64_t *by_stack =
-	    mr_alloc_array(c->s->stack_count ? c->s->stack_count : 1, sizeof *by_stack);
+	size_t nstk = c->s->stack_count ? c->s->stack_count : 1;
+	uint64_t *by_stack = mr_alloc_array(nstk, sizeof *by_stack);
+	uint8_t *made = truncated ? mr_alloc_array(nstk, 1) : NULL;
 	uint64_t best = 0;
-	if (!by_stack)
-		return mr_oom(err);
+	uint32_t best_stack = UINT32_MAX;
+	mr_status st = MR_OK;
+	if (!by_stack || (truncated && !made)) {
+		st = mr_oom(err);
+		goto done;
+	}
 	for (size_t i = 0; i < w->live.cap; i++) {
 		size_t ai = (size_t)w->live.slots[i].val;
 		uint32_t stk =
@@ -1473,15 +1487,23 @@ static mr_status read_carried(const sctx *c, const live_walk *w, an_structure *o
 		out->carried_activations += block_size(ev[ai].size);
 		if (by_stack[stk] > best) {
 			best = by_stack[stk];
-			out->carried_stack = stk;
+			best_stack = stk;
 		}
 	}
-	if (truncated && out->carried_activations) {
-		out->carried_before_window = carried_before_window(c, w, by_stack);
+	for (size_t i = from; made && i < to; i++)
+		if (ev[i].action == MD_ACT_ALLOC && ev[i].stack < c->s->stack_count &&
+		    an_stack_category(c->info, ev[i].stack, AN_CAT_GRADIENTS) == AN_CAT_ACTIVATIONS)
+			made[ev[i].stack] = 1;
+	if (made) {
+		out->carried_before_window =
+		    carried_before_window(c, w, made, by_stack, &best_stack);
 		out->carried_activations += out->carried_before_window;
 	}
+	out->carried_stack = best_stack == UINT32_MAX ? 0 : best_stack;
+done:
 	free(by_stack);
-	return MR_OK;
+	free(made);
+	return st;
 }
 
 /* ---- segments given back to CUDA ---- */
