@@ -51,6 +51,10 @@ CASES = [
     # make and free activations on the lines that still hold the kept graph's from before it
     ("stored_exception_graph_leak_oom", "0.5", dict(cause="capacity", first="release_references",
                                                     verdict="Out of memory with an earlier iteration's activations")),
+    # retain_graph=True, cut after the step whose graph is kept: the window's backward and optimizer
+    # step, then the next forward making its activations on the lines still holding the older graph's
+    ("retain_graph_step_oom", "0.5", dict(cause="capacity", first="release_references",
+                                          verdict="Out of memory with an earlier iteration's activations")),
     # checkpointing off after eval(), cut to a window with no checkpointed forward: the failing forward's
     # layer operations ran checkpointed in the window's earlier backward (its recompute), here outside it
     ("hf_gradckpt_eval_mode_left_oom", "0.5", dict(cause="capacity", first="restore_checkpointing",

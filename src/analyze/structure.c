@@ -1459,8 +1459,8 @@ static uint64_t carried_before_window(const sctx *c, const live_walk *w, const u
 
 /* Activations allocated between the first iteration's start and the last one's that are still
  * live at the trace's end, and the stack that holds the most of them; of a truncated trace
- * (truncated), with what the stacks that made activations in those iterations kept from before
- * the window. */
+ * (truncated), with what the stacks that made activations in those iterations (and in the last
+ * one, after a step) kept from before the window. */
 static mr_status read_carried(const sctx *c, const live_walk *w, an_structure *out, int truncated,
                               mr_error *err)
 {
@@ -1490,7 +1490,14 @@ static mr_status read_carried(const sctx *c, const live_walk *w, an_structure *o
 			best_stack = stk;
 		}
 	}
-	for (size_t i = from; made && i < to; i++)
+	/* after a backward or an optimizer step, the last iteration's forward makes its
+	 * activations on the lines that the step's graph had: older blocks there outlived it */
+	size_t made_to = to;
+	for (size_t i = 0; made && i < to && made_to == to; i++) {
+		int ph = ev[i].action == MD_ACT_ALLOC ? phase_of(c, ev[i].stack) : PH_NONE;
+		made_to = ph == PH_BACKWARD || ph == PH_OPTIMIZER ? c->md->event_count : to;
+	}
+	for (size_t i = from; made && i < made_to; i++)
 		if (ev[i].action == MD_ACT_ALLOC && ev[i].stack < c->s->stack_count &&
 		    an_stack_category(c->info, ev[i].stack, AN_CAT_GRADIENTS) == AN_CAT_ACTIVATIONS)
 			made[ev[i].stack] = 1;
