@@ -1430,10 +1430,11 @@ static mr_status read_tail_growth(const sctx *c, phases *ph, an_structure *out, 
 	return st;
 }
 
-/* Of a truncated trace: what the stacks whose activations the window's whole iterations made
- * (made[], nonzero) hold at the snapshot in blocks made before the window: every backward since
- * freed what its forward saved, so these outlived at least one, as the window's own carried
- * ones did. The stack holding the most of them, when the window carried none, into *best. */
+/* Of a truncated trace: what the stacks that made activations in the window after a step
+ * (made[], nonzero: read_carried) hold at the snapshot in blocks made before the window: every
+ * backward since freed what its forward saved, so these outlived at least one, as the window's own
+ * carried ones did. The stack holding the most of them, when the window carried none, into *best.
+ */
 static uint64_t carried_before_window(const sctx *c, const live_walk *w, const uint8_t *made,
                                       uint64_t *by_stack, uint32_t *best)
 {

@@ -190,7 +190,8 @@ typedef struct {
 	 * one's) and still live at the trace's end: a backward frees what its forward saved, so
 	 * these are kept by something (a retained graph, an output or loss kept across steps, a
 	 * cache). carried_stack: the stack holding the most of them. Of a truncated trace, with
-	 * what those stacks hold from before the window (carried_before_window, among them). */
+	 * what the stacks that made activations in the window (after a step, when it holds no
+	 * whole iteration's forward) hold from before it (carried_before_window, among them). */
 	uint64_t carried_activations;
 	uint32_t carried_stack;
 	uint64_t carried_before_window;
