@@ -43,6 +43,13 @@ CASES = [
     # caches its growing site holds from before it are the leak's run
     ("hf_chat_session_kv_cache_leak_oom", "0.5", dict(cause="capacity", first="release_references",
                                                       verdict="Out of memory from a leak")),
+    # the same cut to its last 2 requests: one whole request's rise, and the caches the lines that kept
+    # it hold from the requests before the window (twice that or more) are a leak, not fragmentation
+    ("hf_chat_session_kv_cache_leak_oom", "0.2", dict(cause="capacity", first="release_references",
+                                                      verdict="Out of memory from a leak")),
+    # each step's logits appended to a list, no OOM, cut to one whole step: its rise and the two or more
+    # steps' worth its line holds from before the window are growth, not a healthy window
+    ("train_leak", "0.5", dict(cause=None, first="release_references", verdict="Memory grows")),
     # a new optimizer every 4 steps, each kept by its scheduler, cut to the last two steps: those two
     # rises and the two made before the window, live at the snapshot on the same lines, are the leak
     ("optimizer_recreated_leak_oom", "0.5", dict(cause="capacity", first="release_references",

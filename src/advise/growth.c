@@ -81,22 +81,30 @@ uint64_t ad_leak_rate(const ad_ctx *c)
 	return MR_MAX(r->peak_rise, r->growth_per_iteration);
 }
 
+/* What the growing sites hold from before a truncated trace's window (0 for a whole trace). */
+static uint64_t before_window(const an_structure *r)
+{
+	uint64_t before = 0;
+	for (size_t i = 0; i < r->growth_site_count; i++)
+		before += r->growth_sites[i].before_window;
+	return before;
+}
+
 /* The increments a leak has run: the window's, and of a truncated trace as many more as its
  * growing sites hold from before the window at its rate (that much had grown already). */
 static size_t leak_increments(const ad_ctx *c)
 {
 	const an_structure *r = c->run;
-	uint64_t before = 0, rate = ad_leak_rate(c);
-	for (size_t i = 0; c->dv->truncated && i < r->growth_site_count; i++)
-		before += r->growth_sites[i].before_window;
+	uint64_t before = before_window(r), rate = ad_leak_rate(c);
 	return r->growth_increments + (rate ? (size_t)MR_MIN(before / rate, 1000) : 0);
 }
 
 int ad_leak_outgrows(const ad_ctx *c, uint64_t free_bytes)
 {
 	const an_structure *r = c->run;
-	if (!r || !r->growth_found || r->growth_increments < 2 || leak_increments(c) < 3 ||
-	    r->growth_positive * 4 < r->growth_increments * 3 ||
+	/* one increment is enough only beside what a truncated trace's sites hold from before */
+	if (!r || !r->growth_found || r->growth_increments < (c->dv->truncated ? 1u : 2u) ||
+	    leak_increments(c) < 3 || r->growth_positive * 4 < r->growth_increments * 3 ||
 	    generation_growth(c, r->growth_site_count ? &r->growth_sites[0] : NULL))
 		return 0;
 	/* of a truncated trace, the window's increments are only the leak's last ones: what its
@@ -537,6 +545,13 @@ void ad_rule_growth(ad_ctx *c)
 		    "stayed (%s in all, %s per iteration on average).",
 		    ad_sz(b1, r->growth_step_bytes), r->growth_step_every, r->growth_positive,
 		    r->growth_increments, ad_sz(b2, total), ad_sz(b3, r->growth_per_iteration));
+	else if (r->growth_increments == 1) /* of a truncated trace (read_growth_short) */
+		ad_text_printf(&t,
+		               "Live memory grows %s per iteration and is not released: the "
+		               "trace's one whole iteration ended with that much more live than it "
+		               "began, on lines that hold %s more from before the trace, still "
+		               "alive.",
+		               ad_sz(b1, r->growth_per_iteration), ad_sz(b2, before_window(r)));
 	else
 		ad_text_printf(&t,
 		               "Live memory grows %s per iteration and is not released: at the "
@@ -545,7 +560,7 @@ void ad_rule_growth(ad_ctx *c)
 		               ad_sz(b1, r->growth_per_iteration), r->growth_positive,
 		               r->growth_increments, ad_sz(b2, total));
 	uint64_t grown = ad_leak_grown(c);
-	if (grown > total)
+	if (grown > total && r->growth_increments > 1)
 		ad_text_printf(&t,
 		               " The trace holds only the last iterations: what the growing sites "
 		               "allocated is %s at the snapshot, earlier iterations' included.",

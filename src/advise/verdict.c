@@ -1,6 +1,7 @@
 /* verdict.c: the one sentence a report leads with. */
 #include "advise/verdict.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "advise/capacity.h"
@@ -181,14 +182,19 @@ static uint64_t model_state(const an_device *dv, uint64_t *bcat)
 static void growth_verdict(mr_buf *b, const ad_advice *a, const an_structure *r)
 {
 	const ad_oom *o = &a->oom;
-	char b1[32], b2[32];
+	char b1[32], b2[32], over[64];
+	/* one increment: a truncated trace's last whole iteration, beside what its lines kept
+	 * from before the window */
+	if (r->growth_increments == 1)
+		snprintf(over, sizeof over, "over the trace's last iteration and those before it");
+	else
+		snprintf(over, sizeof over, "over %zu iterations", r->growth_increments);
 	if (r->kind == AN_RUN_EVALUATION)
-		mr_buf_printf(
-		    b,
-		    "Out of memory from kept autograd graphs: live memory grew %s per "
-		    "iteration over %zu iterations, each forward keeping its graph with no "
-		    "backward, until the %s request failed.",
-		    sz(b1, r->growth_per_iteration), r->growth_increments, sz(b2, o->requested));
+		mr_buf_printf(b,
+		              "Out of memory from kept autograd graphs: live memory grew %s per "
+		              "iteration %s, each forward keeping its graph with no "
+		              "backward, until the %s request failed.",
+		              sz(b1, r->growth_per_iteration), over, sz(b2, o->requested));
 	else if (a->oom.rebuilt)
 		mr_buf_printf(b,
 		              "Out of memory from growth: one tensor made anew every "
@@ -211,10 +217,9 @@ static void growth_verdict(mr_buf *b, const ad_advice *a, const an_structure *r)
 		              r->growth_increments, sz(b2, o->requested));
 	else
 		mr_buf_printf(b,
-		              "Out of memory from a leak: live memory grew %s per iteration "
-		              "over %zu iterations until the %s request failed.",
-		              sz(b1, r->growth_per_iteration), r->growth_increments,
-		              sz(b2, o->requested));
+		              "Out of memory from a leak: live memory grew %s per iteration %s "
+		              "until the %s request failed.",
+		              sz(b1, r->growth_per_iteration), over, sz(b2, o->requested));
 }
 
 /* Writes the verdict of an OOM; returns 1 when it blames memory that grew every iteration. */
@@ -338,6 +343,14 @@ static ad_moment healthy_verdict(mr_buf *b, const ad_advice *a, const an_device 
 		              sz(b1, r->growth_step_bytes), r->growth_step_every,
 		              sz(b2, r->growth_per_iteration * r->growth_increments),
 		              r->growth_increments);
+		return AD_MOMENT_SNAPSHOT;
+	}
+	if (growth && growth->severity != AD_INFO && r->growth_increments == 1) {
+		mr_buf_printf(b,
+		              "Memory grows %s per iteration and is never released: the trace's "
+		              "last whole iteration added that much, beside what the lines that "
+		              "added it kept from before the trace.",
+		              sz(b1, r->growth_per_iteration));
 		return AD_MOMENT_SNAPSHOT;
 	}
 	if (growth && growth->severity != AD_INFO) {

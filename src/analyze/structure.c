@@ -1397,6 +1397,43 @@ done:
 	return st;
 }
 
+/* Of a truncated trace whose window holds one whole iteration (from its second start to its
+ * third): one rise alone is no growth, as any iteration's may be a one-off. It is when what
+ * that iteration left alive at the snapshot makes up half the rise or more, and the lines that
+ * left it (each with an eighth of the rise or more) hold two rises' worth or more made before
+ * the window and alive: the same lines kept as much at earlier iterations (a chat session's
+ * KV caches, outputs appended to a list). A tensor replaced by a larger one each time keeps
+ * only its newest copy, and one kept until the next iteration replaces it holds nothing from
+ * before the window: neither passes. */
+static mr_status read_growth_short(const sctx *c, const live_walk *w, an_structure *out,
+                                   mr_error *err)
+{
+	int64_t rise = w->level[2] - w->level[1];
+	uint64_t kept = 0, before = 0;
+	if (rise < (int64_t)GROWTH_MIN_BYTES)
+		return MR_OK;
+	if (collect_growth_sites(c, w, out))
+		return mr_oom(err);
+	growth_before_window(c, w, out);
+	for (size_t k = 0; k < out->growth_site_count; k++) {
+		kept += out->growth_sites[k].total_bytes;
+		if (out->growth_sites[k].total_bytes * 8 >= (uint64_t)rise)
+			before += out->growth_sites[k].before_window;
+	}
+	if (kept * 2 >= (uint64_t)rise && before >= 2 * (uint64_t)rise) {
+		out->growth_checked = out->growth_found = 1;
+		out->growth_increments = out->growth_positive = 1;
+		out->growth_per_iteration = (uint64_t)rise;
+		qsort(out->growth_sites, out->growth_site_count, sizeof *out->growth_sites,
+		      site_cmp);
+		return MR_OK;
+	}
+	free(out->growth_sites);
+	out->growth_sites = NULL;
+	out->growth_site_count = 0;
+	return MR_OK;
+}
+
 /* Growth over the loop after the last backward and step (phases.tail_starts), where the
  * training iterations show none: an evaluation keeping every batch's outputs. */
 static mr_status read_tail_growth(const sctx *c, phases *ph, an_structure *out, uint64_t initial,
@@ -1922,6 +1959,9 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 	     (st = read_carried(&c, &w, out, initial_allocated != 0, err))))
 		goto done;
 	if (out->start_count >= 4 && (st = read_growth(&c, &w, out, initial_allocated != 0, err)))
+		goto done;
+	if (out->start_count == 3 && initial_allocated &&
+	    (st = read_growth_short(&c, &w, out, err)))
 		goto done;
 	if (out->start_count >= 5 && (st = read_peak_rise(&w, out, err)))
 		goto done;

@@ -166,6 +166,8 @@ typedef struct {
 	 * bound): no growth found. growth_bounded_bytes: what the iterations before added. */
 	size_t growth_bounded;
 	uint64_t growth_bounded_bytes;
+	/* Of a truncated trace, one increment (its one whole iteration) with growth found: what
+	 * its growing sites hold from before the window makes up the earlier ones. */
 	size_t growth_increments, growth_positive;
 	/* Growth in steps: live memory rose at only some iterations' starts (a new optimizer, a
 	 * model copy or a logged tensor every few iterations), at least three rises within 2x of
