@@ -554,8 +554,11 @@ TABLE += [
                                               "no_grad_eval", "release_references"],
                                        no_finds=["empty_cache_note", "evidence_disagrees", "memory_growth",
                                                  "oom_fragmentation"], log=True)),
+    # the inner passes' graphs are carried, but the outer step needs them and frees them (the
+    # trace shows it): fewer images or checkpointing still shrink them, so those levers stay
     ("maml_create_graph_oom", dict(cause="capacity", kind="training",
                                    first=("release_references",) + CAPACITY_ACTS,
+                                   has=["reduce_microbatch"],
                                    not_first=["expandable_segments"],
                                    never=["fsdp", "cpu_offload", "no_grad_eval"],
                                    no_finds=["memory_growth", "oom_fragmentation"], log=True)),

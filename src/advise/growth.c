@@ -634,7 +634,8 @@ int ad_rule_carried(ad_ctx *c)
 	           "%s of activations from earlier iterations are still alive when this one "
 	           "runs out of memory; released, the step has that much more room.",
 	           ad_sz(b1, r->carried_activations));
-	return 1;
+	/* given back within the trace by an outer step (higher-order passes): what it needs */
+	return r->carried_activations * 2 >= live && !r->growth_released ? 2 : 1;
 }
 
 /* Whether, at a training run's OOM with no growth found, bytes still held (by something the

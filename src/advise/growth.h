@@ -43,7 +43,10 @@ int ad_retried(const ad_ctx *c);
  * activations that an earlier iteration's forward allocated and its backward did not free
  * (an_structure.carried_activations): the previous step's graph or outputs are still held
  * (loss.backward(retain_graph=True), a loss or output kept across steps), so the batch is not
- * what fills the memory. Says so and advises releasing them; returns whether it did. */
+ * what fills the memory. Says so and advises releasing them; returns whether it did: 2 when
+ * they are half of live memory or more and the trace never gave such a build-up back
+ * (an_structure.growth_released: an outer step's, which needs them), so that released the step
+ * fits and the batch's levers would count them; 1 else. */
 int ad_rule_carried(ad_ctx *c);
 /* An OOM in training, no growth, ad_rule_carried silent: when a later iteration began, an
  * earlier one's forward still held activation bytes (an_structure.held_activations) of at

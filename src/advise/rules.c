@@ -336,8 +336,11 @@ static void capacity_levers(ad_ctx *c, int later)
 	int copies = ad_rule_checkpoint_skipped(c) ? 0 : ad_rule_model_copies(c);
 	if (copies >= 2)
 		return;
-	int carried = copies || ad_has_finding(c, "checkpointing_inactive") || ad_rule_carried(c) ||
-	              ad_rule_held(c) || ad_rule_graph_in_eval(c) || ad_rule_nograd_held(c);
+	int carried =
+	    copies || ad_has_finding(c, "checkpointing_inactive") ? 1 : ad_rule_carried(c);
+	if (carried == 2) /* what earlier steps left fills half the memory: the step fits */
+		return;
+	carried = carried || ad_rule_held(c) || ad_rule_graph_in_eval(c) || ad_rule_nograd_held(c);
 	size_t before = c->a->rec_count;
 	ad_rule_gathered_predictions(c);
 	ad_rule_logits(c);
