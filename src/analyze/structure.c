@@ -1398,13 +1398,14 @@ done:
 }
 
 /* Of a truncated trace whose window holds one whole iteration (from its second start to its
- * third): one rise alone is no growth, as any iteration's may be a one-off. It is when what
- * that iteration left alive at the snapshot makes up half the rise or more, and the lines that
- * left it (each with an eighth of the rise or more) hold two rises' worth or more made before
- * the window and alive: the same lines kept as much at earlier iterations (a chat session's
- * KV caches, outputs appended to a list). A tensor replaced by a larger one each time keeps
- * only its newest copy, and one kept until the next iteration replaces it holds nothing from
- * before the window: neither passes. */
+ * third; the first start is where the window cuts into the loop, or the run's warm-up when the
+ * window holds the loop's beginning): one rise alone is no growth, as any iteration's may be a
+ * one-off. It is when what that iteration left alive at the snapshot makes up half the rise or
+ * more, and the lines that left it (each with an eighth of the rise or more) hold two rises'
+ * worth or more made before the window and alive: the same lines kept as much at earlier
+ * iterations (a chat session's KV caches, outputs appended to a list). A tensor replaced by a
+ * larger one each time keeps only its newest copy, and one kept until the next iteration
+ * replaces it holds nothing from before the window: neither passes. */
 static mr_status read_growth_short(const sctx *c, const live_walk *w, an_structure *out,
                                    mr_error *err)
 {
