@@ -517,9 +517,10 @@ void ad_rule_growth(ad_ctx *c)
 	if (generation_growth(c, site)) {
 		ad_text_printf(
 		    &t,
-		    "While generating, live memory grows %s per step (%s over %zu steps): "
+		    "While generating, live memory grows %s per step (%s over %zu step%s): "
 		    "the KV cache keeps every token of every sequence",
-		    ad_sz(b1, r->growth_per_iteration), ad_sz(b2, total), r->growth_increments);
+		    ad_sz(b1, r->growth_per_iteration), ad_sz(b2, total), r->growth_increments,
+		    r->growth_increments == 1 ? "" : "s");
 		if (site) {
 			ad_text_printf(&t, ", allocated in ");
 			ad_user_site(&t, c->s, site->stack);
