@@ -68,7 +68,8 @@ def violations(s, want):
     bad = []
     if "cause" in want and s["cause"] != want["cause"]:
         bad.append("cause %s want %s" % (s["cause"], want["cause"]))
-    if "kind" in want and s["kind"] != want["kind"]:
+    kinds = want.get("kind") if isinstance(want.get("kind"), tuple) else (want.get("kind"),)
+    if "kind" in want and s["kind"] not in kinds:
         bad.append("kind %s want %s" % (s["kind"], want["kind"]))
     if "kind_in" in want and s["kind"] not in want["kind_in"]:
         bad.append("kind %s want %s" % (s["kind"], want["kind_in"]))

@@ -33,6 +33,10 @@ static const char *evidence_words(an_kind_evidence e)
 		       "cannot tell whether gradients were being recorded";
 	case AN_KIND_STATE_BEFORE:
 		return "gradients or optimizer state made before the trace's window are live";
+	case AN_KIND_GRAPH_BEFORE:
+		return "the forward it died in was keeping activations for a backward: what many "
+		       "of "
+		       "its operations made before the trace's window is still live";
 	default: return "the trace cannot tell whether gradients were being recorded";
 	}
 }

@@ -1739,10 +1739,63 @@ static uint32_t flags_before_window(const sctx *c, uint64_t initial_allocated)
 	return f;
 }
 
+/* Of a truncated trace: whether the activations live at the snapshot that were made before
+ * its window are a saved graph's, tensors of GRAPH_MIN_OPS operations or more (told apart by
+ * their innermost Python line) in GRAPH_MIN_BLOCKS blocks or more. A forward that records a
+ * graph saves what every operation's backward needs (the recorded runs that died in a forward
+ * before their first backward, cut to their last 20% and 5%: 10-13 such lines, in 49-223
+ * blocks, where the model's layers are transformer or ViT blocks); one under no_grad keeps
+ * only its running output, the masks and position tables made once per forward, and what the
+ * caller keeps of earlier outputs (the recorded inference runs: 1-2 lines, and 6-7 where each
+ * layer's attention weights are kept). A convolutional net's layers save few kinds of tensor
+ * (a U-Net: 4 lines): that reads as neither. Returns 0 or 1, -1 when memory runs out. */
+enum { GRAPH_MIN_OPS = 9, GRAPH_MIN_BLOCKS = 32 };
+static int graph_before_window(const sctx *c, uint64_t initial_allocated)
+{
+	const md_event *ev = c->md->events;
+	am_map window = {0}, lines = {0};
+	uint64_t idx, blocks = 0;
+	int rc = -1;
+	for (size_t i = 0; initial_allocated && c->kinds && i < c->md->event_count; i++) {
+		if (ev[i].action == MD_ACT_ALLOC && am_put(&window, ev[i].addr, i))
+			goto done;
+		if (ev[i].action == MD_ACT_FREE_REQUESTED)
+			am_take(&window, ev[i].addr, &idx);
+	}
+	for (size_t i = 0; initial_allocated && c->kinds && i < c->s->segment_count; i++) {
+		const md_segment *seg = &c->s->segments[i];
+		for (size_t j = 0; seg->device == c->md->id && j < seg->block_count; j++) {
+			const md_block *b = &c->s->blocks[seg->first_block + j];
+			if (b->state == MD_BLOCK_INACTIVE || !is_activation(c, b->stack) ||
+			    (c->info[b->stack].flags & AN_SF_KV_CACHE) ||
+			    am_get(&window, b->address, &idx))
+				continue;
+			const md_stack *st = &c->s->stacks[b->stack];
+			for (uint32_t k = 0; k < st->count; k++) {
+				const md_frame *f = &c->s->frames[st->first + k];
+				if (!(c->kinds[st->first + k] & AN_FK_PYTHON))
+					continue;
+				/* the line as a key: the string's id and the line (never 0) */
+				if (am_put(&lines,
+				           ((uint64_t)f->filename << 24) ^ (uint32_t)f->line, 1))
+					goto done;
+				blocks++;
+				break;
+			}
+		}
+	}
+	rc = lines.count >= GRAPH_MIN_OPS && blocks >= GRAPH_MIN_BLOCKS;
+done:
+	am_free(&window);
+	am_free(&lines);
+	return rc;
+}
+
 /* A window of a truncated trace shows only the run's last events: no backward nor optimizer
  * inside it is no sign of a run without them when gradients or optimizer state made before it
  * are still live (a training run's evaluation pass, or the forward of a step). */
-static void decide_kind(an_structure *out, const phases *ph, int generates, uint32_t before)
+static void decide_kind(an_structure *out, const phases *ph, int generates, uint32_t before,
+                        int graph_before)
 {
 	uint32_t f = out->flags_seen;
 	out->kind = AN_RUN_TRAINING;
@@ -1819,6 +1872,12 @@ static void decide_kind(an_structure *out, const phases *ph, int generates, uint
 	} else if (graph || (f & AN_SF_DROPOUT)) {
 		out->kind = AN_RUN_TRAINING;
 		out->evidence = out->forwards_cut ? AN_KIND_FIRST_FORWARD : AN_KIND_FIRST_STEP;
+	} else if (!no_graph && graph_before) {
+		/* a window too short to tell, inside a forward whose earlier operations, before the
+		 * window, saved their tensors: a step that dies before its backward, as a whole
+		 * trace's first forward would be read */
+		out->kind = AN_RUN_TRAINING;
+		out->evidence = AN_KIND_GRAPH_BEFORE;
 	} else {
 		out->kind = AN_RUN_UNKNOWN;
 		out->evidence = AN_KIND_UNCLEAR;
@@ -1947,8 +2006,13 @@ mr_status an_structure_read(const md_snapshot *s, const md_device *md, const an_
 	out->kept_ratio = ph.kept_alloc ? (double)ph.kept_live / (double)ph.kept_alloc : 0;
 	out->survival_known = ph.survive_early >= MR_MIB;
 	out->survival = ph.survive_early ? (double)ph.survive_live / (double)ph.survive_early : 0;
+	int graph_before = graph_before_window(&c, initial_allocated);
+	if (graph_before < 0) {
+		st = mr_oom(err);
+		goto done;
+	}
 	decide_kind(out, &ph, last_forward_generates(&c),
-	            flags_before_window(&c, initial_allocated));
+	            flags_before_window(&c, initial_allocated), graph_before);
 	if ((st = choose_iterations(&c, out, &ph, err)))
 		goto done;
 	if ((st = read_casts(&c, out, initial_allocated != 0, err)))

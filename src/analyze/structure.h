@@ -43,6 +43,8 @@ typedef enum {
 	                          keeps says nothing of autograd, and nothing else tells */
 	AN_KIND_STATE_BEFORE,  /* a truncated trace whose window shows no backward nor optimizer,
 	                          but gradients or optimizer state live from before it */
+	AN_KIND_GRAPH_BEFORE,  /* a truncated trace whose window cannot tell, but the activations
+	                          live from before it are a saved graph's, of many operations */
 } an_kind_evidence;
 
 enum {
