@@ -1833,8 +1833,12 @@ static void test_library_empty_cache(void **state)
 	assert_null(strstr(r->reason, "float32"));
 	assert_null(strstr(r->reason, "half the size"));
 	rp_free(&run);
-	/* the user's own call in the loop still is (empty_cache_each_step_healthy) */
+	/* the user's own call in the loop still is (empty_cache_each_step_healthy: 8 steps, each
+	 * ending in empty_cache(): 7 releases the next step asks for again, and the last one, after
+	 * the trace's last reservation, is the same call) */
 	assert_int_equal(load_sample("empty_cache_each_step_healthy", NULL, &run), 0);
+	assert_int_equal(run.an.devices[0].run.empty_cache_releases, 7);
+	assert_int_equal(run.an.devices[0].run.empty_cache_last, 1);
 	assert_non_null(find(&run, "empty_cache_churn"));
 	assert_int_equal(rank_of(&run, "remove_empty_cache"), 1);
 	rp_free(&run);

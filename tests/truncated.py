@@ -80,6 +80,9 @@ CASES = [
     # inference keeping every layer's attention weights: 7 lines of outputs from before the window,
     # no graph; the window cannot tell, and the report says so rather than training
     ("hf_output_attentions_infer_oom", "0.05", dict(cause="capacity", kind="unknown")),
+    # empty_cache() after every step, cut to two steps: one release asked for again, and the same call's
+    # release after the trace's last reservation (the run ended): the loop's habit, to remove
+    ("empty_cache_each_step_healthy", "0.2", dict(cause=None, first="remove_empty_cache")),
     ("hf_gpt2_oom", "0.5", dict(cause="capacity", techniques=["autocast"])),
     ("bf16cast_gc_capped_healthy", "0.5", dict(cause=None, no_techniques=["autocast"])),
     ("gptneox_bf16_loaded_ft_oom", "0.2", dict(cause="capacity", no_techniques=["autocast"])),

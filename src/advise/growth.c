@@ -937,17 +937,19 @@ void ad_rule_releases(ad_ctx *c)
 		        "this request could not use (varying shapes, or memory an earlier phase "
 		        "cached).",
 		        retries, retries == 1 ? "" : "s", seen);
-	if (!r || r->empty_cache_releases < 2 ||
-	    (r->start_count && r->empty_cache_releases * 2 < r->start_count) ||
+	/* a release the trace ends after, of the same call, counts toward the loop's pattern */
+	size_t calls = r ? r->empty_cache_releases + (size_t)r->empty_cache_last : 0;
+	if (!r || calls < 2 || (r->start_count && calls * 2 < r->start_count) ||
 	    empty_cache_by_library(c->s, r->empty_cache_stack))
 		return;
 	ad_text t = {0};
 	ad_text_printf(&t,
-	               "torch.cuda.empty_cache() gave segments back to CUDA %zu times inside the "
+	               "torch.cuda.empty_cache() gave segments back to CUDA %zu time%s inside the "
 	               "loop (%s, about %zu per iteration) and the allocator asked for them again: "
 	               "every cudaFree and cudaMalloc synchronises the device, and the next "
 	               "iteration needs the memory anyway.",
-	               r->empty_cache_releases, ad_sz(b1, r->empty_cache_bytes),
+	               r->empty_cache_releases, r->empty_cache_releases == 1 ? "" : "s",
+	               ad_sz(b1, r->empty_cache_bytes),
 	               r->start_count
 	                   ? (r->empty_cache_releases + r->start_count / 2) / r->start_count
 	                   : r->empty_cache_releases);

@@ -382,8 +382,9 @@ static ad_moment healthy_verdict(mr_buf *b, const ad_advice *a, const an_device 
 		mr_buf_printf(
 		    b,
 		    "No memory problem, but torch.cuda.empty_cache() inside the loop hands "
-		    "%zu releases (%s) back to CUDA that the next iteration asks for again.",
-		    r->empty_cache_releases, sz(b1, r->empty_cache_bytes));
+		    "%zu release%s (%s) back to CUDA that the next iteration asks for again.",
+		    r->empty_cache_releases, r->empty_cache_releases == 1 ? "" : "s",
+		    sz(b1, r->empty_cache_bytes));
 		return AD_MOMENT_SNAPSHOT;
 	}
 	if (ad_finding_of(a, "oom_survived")) {

@@ -1684,6 +1684,9 @@ static mr_status read_releases(const sctx *c, an_structure *out, mr_error *err)
 				out->empty_cache_releases++;
 				out->empty_cache_bytes += bytes;
 				out->empty_cache_stack = ev[i].stack;
+			} else if (out->empty_cache_releases &&
+			           ev[i].stack == out->empty_cache_stack) {
+				out->empty_cache_last = 1;
 			}
 		} else {
 			/* the next event that is not a segment event tells what the release was for

@@ -211,6 +211,8 @@ typedef struct {
 	                                iteration began, with segments allocated again later */
 	uint64_t empty_cache_bytes;
 	uint32_t empty_cache_stack; /* the stack of one such release: its user frame calls it */
+	int empty_cache_last;  /* the same call released again after the trace's last reservation
+	                          (the trace ends before the next iteration could ask) */
 	size_t retry_releases; /* release groups not from empty_cache(): a failed cudaMalloc freed
 	                          the cache and retried (or garbage collection ran); not the release
 	                          just before an OOM */
